@@ -1,0 +1,73 @@
+"""gpt_aot command line: prepare-data, compile, inspect."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import data
+from .compile import compile_artifact
+from .config import resolve_config
+from .graphs import MAX_BATCH
+from .manifest import read_manifest
+from .target import resolve
+from .tokenizer import char_tokenizer, no_tokenizer
+from .weights import load_model
+
+
+def _compile(args) -> int:
+    target = resolve(args.target, args.arch, args.dtype)
+    overrides = resolve_config(args.config, args.set)
+    tokenizer = char_tokenizer(args.tokenizer) if args.tokenizer else no_tokenizer()
+    if args.tokenizer and "vocab_size" not in overrides:
+        overrides["vocab_size"] = len(tokenizer["itos"])
+    model = load_model(args.ckpt, overrides, args.seed, "math")
+    out = Path(args.output) / target.dir_name
+    manifest = compile_artifact(
+        model, target, out, name=Path(args.output).name, tokenizer=tokenizer,
+        attention=args.attention, max_batch=args.max_batch,
+    )
+    print(f"artifact {out}: attention={manifest['attention']['backend']}, "
+          f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="gpt_aot", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("prepare-data", help="write a char-level dataset (train.bin, val.bin, meta.json)")
+    p.add_argument("--out", default="data/bible_char")
+
+    p = sub.add_parser("compile", help="compile a model into model_artifacts/<name>/<target>")
+    p.add_argument("--config", help="preset name or JSON file")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    p.add_argument("--ckpt", help="nanoGPT ckpt.pt or .safetensors (nanoGPT or GPT-2 layout)")
+    p.add_argument("--tokenizer", help="char vocabulary (a dataset's meta.json)")
+    p.add_argument("--seed", type=int, default=1337, help="random init seed when no --ckpt")
+    p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--arch", default="auto", help="auto, or e.g. x86_64, sm_80, sm_90")
+    p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16")
+    p.add_argument("--attention", default="auto", help="auto (measured), naive, math, flash, efficient, cudnn")
+    p.add_argument("--max-batch", type=int, default=MAX_BATCH)
+    p.add_argument("-o", "--output", required=True, help="model directory, e.g. model_artifacts/char-small")
+
+    p = sub.add_parser("inspect", help="print an artifact's manifest")
+    p.add_argument("artifact")
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "prepare-data":
+            data.main(args.out)
+            return 0
+        if args.command == "compile":
+            return _compile(args)
+        print(json.dumps(read_manifest(Path(args.artifact)), indent=2))
+        return 0
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
+        print(f"gpt_aot: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""Attention kernels: a naive reference and PyTorch's SDPA backends.
+
+The backend is pinned where attention is called, so whichever graph is traced
+(eager, torch.export) contains exactly the chosen kernel and never a silent
+fallback. `attention_runs_on` probes whether a kind has a kernel for a device.
+"""
+
+import math
+
+import torch
+from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SDPA_BACKENDS = {
+    "math": SDPBackend.MATH,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+ATTENTION_KINDS = ("naive", *SDPA_BACKENDS)
+
+
+def attend(kind: str, q, k, v, mask=None, dropout_p: float = 0.0):
+    """q (B, nh, T, hs), k/v (B, nh, S, hs); mask: bool, True = visible, None = causal."""
+    if kind == "naive":
+        return _naive(q, k, v, mask, dropout_p)
+    with sdpa_kernel([SDPA_BACKENDS[kind]]):
+        if mask is None:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+def _naive(q, k, v, mask, dropout_p):
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # (B, nh, T, S)
+    if mask is None:
+        T, S = q.size(-2), k.size(-2)
+        mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+    att = att.masked_fill(~mask, float("-inf"))
+    att = F.softmax(att, dim=-1)
+    if dropout_p > 0.0:
+        att = F.dropout(att, dropout_p)
+    return att @ v
+
+
+def attention_runs_on(kind: str, device: torch.device, dtype: torch.dtype) -> bool:
+    """True if `kind` has a kernel for this device and dtype, for both the causal
+    (prefill) and the masked (decode) call."""
+    q = torch.randn(1, 2, 4, 16, device=device, dtype=dtype)
+    mask = torch.ones(1, 1, 1, 4, dtype=torch.bool, device=device)
+    try:
+        attend(kind, q, q, q)
+        attend(kind, q[:, :, :1], q, q, mask=mask)
+    except RuntimeError:
+        return False
+    return True

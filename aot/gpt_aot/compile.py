@@ -1,0 +1,199 @@
+"""The offline step: model → exported graphs → AOTInductor → artifact directory.
+
+The artifact is assembled in a temporary sibling directory and renamed into
+place, so a failed or interrupted compile never leaves a partial artifact.
+"""
+
+import json
+import shutil
+import tempfile
+import time
+import zipfile
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from torch.nn.attention import sdpa_kernel
+
+from . import attention_pick
+from .attention import SDPA_BACKENDS, attention_runs_on
+from .graphs import MAX_BATCH, export_graphs, graph_specs
+from .manifest import write_manifest
+from .model import GPT
+from .target import Target
+
+# One copy of the weights for all graphs: nothing is baked into the .so, every
+# parameter stays a named constant bound by the runtime, and nothing is folded
+# into derived copies that would go stale when weights change.
+INDUCTOR_CONFIGS = {
+    "aot_inductor.package_constants_in_so": False,
+    "always_keep_tensor_constants": True,
+    "aot_inductor.use_runtime_constant_folding": False,
+    "freezing": False,
+}
+
+# The kernel call each backend leaves in AOTInductor's generated wrapper.
+KERNEL_SYMBOLS = {
+    ("cpu", "flash"): "_scaled_dot_product_flash_attention_for_cpu",
+    ("cuda", "flash"): "_scaled_dot_product_flash_attention",
+    ("cuda", "efficient"): "_scaled_dot_product_efficient_attention",
+    ("cuda", "cudnn"): "_scaled_dot_product_cudnn_attention",
+}
+GOLDEN_PROMPT_LEN = 8
+GOLDEN_TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (5e-2, 5e-2), torch.float16: (1e-2, 1e-2)}
+
+
+class Progress:
+    """One line per stage with the time it took."""
+
+    def __init__(self, total: int, quiet: bool = False):
+        self.total, self.step, self.quiet = total, 0, quiet
+
+    @contextmanager
+    def stage(self, label: str):
+        self.step += 1
+        start = time.perf_counter()
+        if not self.quiet:
+            print(f"[{self.step}/{self.total}] {label} ...", end="", flush=True)
+        yield
+        if not self.quiet:
+            print(f" {time.perf_counter() - start:.1f}s", flush=True)
+
+
+def attention_context(kind: str):
+    return nullcontext() if kind == "naive" else sdpa_kernel([SDPA_BACKENDS[kind]])
+
+
+def choose_attention(model: GPT, target: Target, requested: str) -> dict:
+    if requested != "auto":
+        if not attention_runs_on(requested, target.torch_device, target.dtype):
+            raise ValueError(f"attention {requested!r} has no kernel for {target.device}/{target.dtype}")
+        return {"backend": requested, "selected_by": "user"}
+    candidates = attention_pick.measure(model)
+    return {
+        "backend": attention_pick.pick(candidates, target.dtype),
+        "selected_by": "measurement",
+        "candidates": candidates,
+    }
+
+
+def _wrapper_source(package: Path) -> str:
+    with zipfile.ZipFile(package) as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+
+
+def check_kernel(package: Path, device: str, kind: str) -> None:
+    """Prove the compiled graph calls the chosen attention kernel, not a fallback."""
+    code = _wrapper_source(package)
+    expected = KERNEL_SYMBOLS.get((device, kind))
+    called = {s for s in KERNEL_SYMBOLS.values() if s + "(" in code or s + "_" in code}
+    ok = (expected in called) if expected else not called
+    if not ok:
+        raise RuntimeError(f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}")
+
+
+def golden_vector(model: GPT) -> dict:
+    """Eager reference outputs the runtime's verify reproduces: a prefill and one decode step."""
+    c = model.config
+    device = model.lm_head.weight.device
+    n = min(GOLDEN_PROMPT_LEN, c.block_size - 1)
+    gen = torch.Generator().manual_seed(1234)
+    tokens = torch.randint(0, c.vocab_size, (1, n), generator=gen).to(device)
+    kv = model.new_kv_cache(1)
+    with torch.no_grad():
+        prefill_logits = model.prefill(tokens, kv)
+        next_token = prefill_logits[:, : c.vocab_size].argmax(-1, keepdim=True)
+        decode_logits = model.decode(next_token, torch.tensor([n], device=device), kv)
+    return {
+        "tokens": tokens.cpu(),
+        "prefill_logits": prefill_logits.float().cpu(),
+        "decode_token": next_token.cpu(),
+        "decode_logits": decode_logits.float().cpu(),
+    }
+
+
+def weights_for_runtime(model: GPT) -> tuple[dict, dict]:
+    """State dict with each tied tensor stored once, plus the alias map."""
+    tensors, tied, seen = {}, {}, {}
+    for name, tensor in model.state_dict(keep_vars=False).items():
+        key = tensor.data_ptr()
+        if key in seen:
+            tied[name] = seen[key]
+            continue
+        seen[key] = name
+        tensors[name] = tensor.detach().contiguous().cpu()
+    return tensors, tied
+
+
+def compile_artifact(
+    model: GPT,
+    target: Target,
+    out_dir: Path,
+    name: str,
+    tokenizer: dict,
+    attention: str = "auto",
+    max_batch: int = MAX_BATCH,
+    quiet: bool = False,
+) -> dict:
+    """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest."""
+    progress = Progress(total=5, quiet=quiet)
+    model = model.to(device=target.torch_device, dtype=target.dtype).eval()
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        with progress.stage("choose attention"):
+            choice = choose_attention(model, target, attention)
+            model.set_attention(choice["backend"])
+        with progress.stage(f"export graphs (attention={choice['backend']})"):
+            with attention_context(choice["backend"]):
+                programs = export_graphs(model, max_batch)
+        specs = graph_specs(model)
+        for graph, program in programs.items():
+            with progress.stage(f"AOTInductor compile {graph}"):
+                package = work / f"{graph}.pt2"
+                with attention_context(choice["backend"]):
+                    torch._inductor.aoti_compile_and_package(
+                        program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS
+                    )
+                check_kernel(package, target.device, choice["backend"])
+                specs[graph].update(file=package.name, max_batch=max_batch)
+        with progress.stage("write weights, golden vector, manifest"):
+            tensors, tied = weights_for_runtime(model)
+            save_file(tensors, str(work / "weights.safetensors"))
+            save_file(golden_vector(model), str(work / "golden.safetensors"))
+            (work / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
+            atol, rtol = GOLDEN_TOLERANCE[target.dtype]
+            c = model.config
+            manifest = write_manifest(
+                work,
+                {
+                    "name": name,
+                    "torch_version": torch.__version__,
+                    "target": target.to_manifest(),
+                    "dtype": str(target.dtype).removeprefix("torch."),
+                    "attention": choice,
+                    "model": {**c.to_dict(), "padded_vocab_size": c.padded_vocab_size},
+                    "weights": {"file": "weights.safetensors", "tied": tied},
+                    "graphs": specs,
+                    "tokenizer": {"file": "tokenizer.json", "kind": tokenizer["kind"]},
+                    "golden": {"file": "golden.safetensors", "atol": atol, "rtol": rtol},
+                },
+            )
+        _replace_dir(work, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return manifest
+
+
+def _replace_dir(src: Path, dst: Path) -> None:
+    """Swap a finished artifact into place; the old one is removed only after."""
+    old = None
+    if dst.exists():
+        old = dst.with_name(f".{dst.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        dst.rename(old)
+    src.rename(dst)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

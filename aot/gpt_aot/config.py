@@ -1,0 +1,40 @@
+"""Named model configurations, plus JSON files and key=value overrides."""
+
+import json
+from pathlib import Path
+
+PRESETS = {
+    # Test-sized: compiles in seconds on one core.
+    "tiny": dict(block_size=32, n_layer=2, n_head=2, n_embd=32, bias=False),
+    # The README demo: a char-level model that trains in minutes on 2 cores.
+    "char-small": dict(block_size=128, n_layer=4, n_head=4, n_embd=128, bias=False),
+    # The seed benchmark's model (85M parameters with GPT-2's padded vocab).
+    "seed-85m": dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=False, vocab_size=50304),
+    # GPT-2 small (124M).
+    "gpt2": dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257),
+}
+
+
+def parse_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def resolve_config(spec: str | None, overrides: list[str]) -> dict:
+    """Preset name or JSON file, then `key=value` overrides, as a plain dict."""
+    config = {}
+    if spec:
+        if spec in PRESETS:
+            config = dict(PRESETS[spec])
+        elif Path(spec).is_file():
+            config = json.loads(Path(spec).read_text())
+        else:
+            raise ValueError(f"unknown config {spec!r}: a preset ({', '.join(PRESETS)}) or a JSON file")
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"override {item!r} is not key=value")
+        config[key.strip()] = parse_value(value.strip())
+    return config

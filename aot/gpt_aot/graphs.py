@@ -1,0 +1,80 @@
+"""The graphs an artifact holds, as torch.export entry points.
+
+Each entry module registers the GPT's own submodules, so the exported graph's
+constants carry nanoGPT's parameter names: the runtime binds one weights file
+to every graph by name.
+"""
+
+import torch
+import torch.nn as nn
+from torch.export import Dim, ExportedProgram
+
+from .model import GPT
+
+MAX_BATCH = 64
+
+
+class _Entry(nn.Module):
+    def __init__(self, gpt: GPT):
+        super().__init__()
+        self.transformer = gpt.transformer
+        self.lm_head = gpt.lm_head
+        self._gpt = (gpt,)  # a tuple keeps the GPT itself unregistered
+
+
+class PrefillGraph(_Entry):
+    def forward(self, idx, kv):
+        return self._gpt[0].prefill(idx, kv)
+
+
+class DecodeGraph(_Entry):
+    def forward(self, idx, pos, kv):
+        return self._gpt[0].decode(idx, pos, kv)
+
+
+def _tensor_sig(name, dtype, shape):
+    return {"name": name, "dtype": str(dtype).removeprefix("torch."), "shape": list(shape)}
+
+
+def graph_specs(gpt: GPT) -> dict:
+    """Input/output signatures, with symbolic dims named as the manifest names them."""
+    c = gpt.config
+    dt = gpt.lm_head.weight.dtype
+    kv = _tensor_sig("kv", dt, [c.n_layer, 2, "batch", c.n_head, c.block_size, c.head_dim])
+    logits = _tensor_sig("logits", dt, ["batch", c.padded_vocab_size])
+    return {
+        "prefill": {
+            "inputs": [_tensor_sig("idx", torch.int64, ["batch", "seq"]), kv],
+            "outputs": [logits],
+            "mutates": ["kv"],
+        },
+        "decode": {
+            "inputs": [_tensor_sig("idx", torch.int64, ["batch", 1]), _tensor_sig("pos", torch.int64, [1]), kv],
+            "outputs": [logits],
+            "mutates": ["kv"],
+        },
+    }
+
+
+def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedProgram]:
+    """Export prefill and decode with dynamic batch and prompt length.
+
+    Call under the attention backend's sdpa_kernel context: the backend is
+    resolved from the global flags while tracing and again while compiling.
+    """
+    c = gpt.config
+    device = gpt.lm_head.weight.device
+    batch = Dim("batch", min=1, max=max_batch)
+    seq = Dim("seq", min=1, max=c.block_size)
+    # Example sizes above 1 so neither dimension is specialised to a constant.
+    kv = gpt.new_kv_cache(2)
+    idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
+    pos = torch.zeros(1, dtype=torch.int64, device=device)
+    with torch.no_grad():
+        prefill = torch.export.export(
+            PrefillGraph(gpt), (idx, kv), dynamic_shapes=({0: batch, 1: seq}, {2: batch})
+        )
+        decode = torch.export.export(
+            DecodeGraph(gpt), (idx[:, :1], pos, kv), dynamic_shapes=({0: batch}, None, {2: batch})
+        )
+    return {"prefill": prefill, "decode": decode}

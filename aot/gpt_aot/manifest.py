@@ -1,0 +1,48 @@
+"""manifest.json: what an artifact holds and how to check it before use.
+
+The runtime reads this file first; any change to its meaning bumps
+FORMAT_VERSION (runtime/manifest.cpp accepts exactly the versions it knows).
+"""
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+FORMAT_NAME = "gpt-aot"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_entries(directory: Path) -> dict:
+    """sha256 and size of every file in the artifact except the manifest itself."""
+    entries = {}
+    for path in sorted(directory.iterdir()):
+        if path.name == MANIFEST or not path.is_file():
+            continue
+        entries[path.name] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    return entries
+
+
+def write_manifest(directory: Path, body: dict) -> dict:
+    manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body}
+    manifest["files"] = file_entries(directory)
+    tmp = directory / (MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, directory / MANIFEST)
+    return manifest
+
+
+def read_manifest(directory: Path) -> dict:
+    return json.loads((Path(directory) / MANIFEST).read_text())

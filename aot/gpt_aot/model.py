@@ -1,0 +1,229 @@
+"""nanoGPT (GPT-2 architecture) with a static KV cache and selectable attention.
+
+The module layout and parameter names follow nanoGPT exactly so its checkpoints
+load unchanged. Three entry points share one set of weights:
+  forward(idx, targets)      full-sequence logits (+ loss), as nanoGPT trains
+  prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
+  decode(idx, pos, kv)       one token per row at position `pos`, its logits
+The KV cache is one tensor (n_layer, 2, B, n_head, block_size, head_dim) updated
+in place, so compiled graphs write into runtime-owned memory without copies.
+"""
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+from .attention import attend
+
+VOCAB_MULTIPLE = 64
+
+
+def padded_vocab_size(vocab_size: int) -> int:
+    """Round up so the embedding/lm_head GEMMs hit efficient tile sizes."""
+    return -(-vocab_size // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    block_size: int = 1024
+    vocab_size: int = 50304  # tokens the tokenizer can produce; rows are padded to a multiple of 64
+    n_layer: int = 12
+    n_head: int = 12
+    n_embd: int = 768
+    dropout: float = 0.0
+    bias: bool = True
+
+    def __post_init__(self):
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
+
+    @property
+    def padded_vocab_size(self) -> int:
+        return padded_vocab_size(self.vocab_size)
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> "GPTConfig":
+        fields = GPTConfig.__dataclass_fields__
+        return GPTConfig(**{k: v for k, v in d.items() if k in fields})
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
+
+    def __init__(self, ndim: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig, layer: int, attention: str):
+        super().__init__()
+        self.layer = layer
+        self.n_head = config.n_head
+        self.n_embd = config.n_embd
+        self.attention = attention
+        self.dropout = config.dropout
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.resid_dropout = nn.Dropout(config.dropout)
+
+    def _qkv(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        shape = (B, T, self.n_head, C // self.n_head)
+        return (t.view(shape).transpose(1, 2) for t in (q, k, v))  # each (B, nh, T, hs)
+
+    def _out(self, y):
+        B, nh, T, hs = y.shape
+        # An explicit copy: each SDPA kernel returns its own memory layout, and the
+        # graph must not bake in the one seen while tracing.
+        y = y.transpose(1, 2).clone(memory_format=torch.contiguous_format).view(B, T, nh * hs)
+        return self.resid_dropout(self.c_proj(y))
+
+    def forward(self, x):
+        q, k, v = self._qkv(x)
+        drop = self.dropout if self.training else 0.0
+        return self._out(attend(self.attention, q, k, v, mask=None, dropout_p=drop))
+
+    def prefill(self, x, kv):
+        q, k, v = self._qkv(x)
+        positions = torch.arange(x.shape[1], device=x.device)
+        kv[self.layer, 0].index_copy_(2, positions, k)
+        kv[self.layer, 1].index_copy_(2, positions, v)
+        return self._out(attend(self.attention, q, k, v, mask=None))
+
+    def decode(self, x, pos, kv):
+        q, k, v = self._qkv(x)  # T == 1
+        kv[self.layer, 0].index_copy_(2, pos, k)
+        kv[self.layer, 1].index_copy_(2, pos, v)
+        block_size = kv.shape[4]
+        visible = torch.arange(block_size, device=x.device) <= pos  # (S,)
+        mask = visible.view(1, 1, 1, block_size)
+        return self._out(attend(self.attention, q, kv[self.layer, 0], kv[self.layer, 1], mask=mask))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x):
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig, layer: int, attention: str):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config, layer, attention)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+    def prefill(self, x, kv):
+        x = x + self.attn.prefill(self.ln_1(x), kv)
+        return x + self.mlp(self.ln_2(x))
+
+    def decode(self, x, pos, kv):
+        x = x + self.attn.decode(self.ln_1(x), pos, kv)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig, attention: str = "math"):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.padded_vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.dropout),
+                h=nn.ModuleList([Block(config, i, attention) for i in range(config.n_layer)]),
+                ln_f=LayerNorm(config.n_embd, bias=config.bias),
+            )
+        )
+        self.lm_head = nn.Linear(config.n_embd, config.padded_vocab_size, bias=False)
+        self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
+
+    def init_weights(self, seed: int):
+        """nanoGPT's initialisation, deterministic for a seed."""
+        gen = torch.Generator().manual_seed(seed)
+        std_proj = 0.02 / math.sqrt(2 * self.config.n_layer)
+        with torch.no_grad():
+            for name, p in self.named_parameters():
+                if name.endswith("c_proj.weight"):
+                    p.normal_(0.0, std_proj, generator=gen)
+                elif p.dim() >= 2:
+                    p.normal_(0.0, 0.02, generator=gen)
+                elif name.endswith("weight"):  # LayerNorm gain
+                    p.fill_(1.0)
+                else:
+                    p.zero_()
+        return self
+
+    @property
+    def attention(self) -> str:
+        return self.transformer.h[0].attn.attention
+
+    def set_attention(self, attention: str):
+        for block in self.transformer.h:
+            block.attn.attention = attention
+
+    def new_kv_cache(self, batch: int, dtype=None, device=None):
+        c = self.config
+        dtype = dtype or self.lm_head.weight.dtype
+        device = device or self.lm_head.weight.device
+        shape = (c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim)
+        return torch.zeros(shape, dtype=dtype, device=device)
+
+    def _embed(self, idx, pos):
+        return self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+
+    def forward(self, idx, targets=None):
+        T = idx.shape[1]
+        x = self._embed(idx, torch.arange(T, device=idx.device))
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, Vp)
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        return logits, loss
+
+    def prefill(self, idx, kv):
+        """idx (B, T) → logits of the last position (B, Vp); writes kv[..., :T, :]."""
+        T = idx.shape[1]
+        x = self._embed(idx, torch.arange(T, device=idx.device))
+        for block in self.transformer.h:
+            x = block.prefill(x, kv)
+        return self.lm_head(self.transformer.ln_f(x[:, -1, :]))
+
+    def decode(self, idx, pos, kv):
+        """idx (B, 1), pos (1,) int64 → logits (B, Vp); writes kv[..., pos, :]."""
+        x = self._embed(idx, pos)
+        for block in self.transformer.h:
+            x = block.decode(x, pos, kv)
+        return self.lm_head(self.transformer.ln_f(x[:, -1, :]))

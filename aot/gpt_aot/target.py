@@ -1,0 +1,64 @@
+"""The compile target: device, arch/ISA and dtype, as the manifest records them.
+
+AOTInductor compiles for the machine it runs on, so a target is resolved
+against the hardware present and refused when it cannot be built here.
+"""
+
+import platform
+from dataclasses import dataclass
+
+import torch
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES.update({str(d).removeprefix("torch."): d for d in list(DTYPES.values())})
+
+
+@dataclass(frozen=True)
+class Target:
+    device: str  # "cpu" or "cuda"
+    arch: str  # "x86_64", "aarch64", "sm_90", ...
+    dtype: torch.dtype
+    details: dict
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device)
+
+    @property
+    def dir_name(self) -> str:
+        return "cpu" if self.device == "cpu" else self.arch
+
+    def to_manifest(self) -> dict:
+        return {"device": self.device, "arch": self.arch, **self.details}
+
+
+def _cpu_isa() -> str:
+    from torch._inductor import cpu_vec_isa
+
+    isa = cpu_vec_isa.pick_vec_isa()
+    return str(isa) if isa else "scalar"
+
+
+def resolve(device: str, arch: str, dtype: str) -> Target:
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}: choose from {sorted(DTYPES)}")
+    if device == "cpu":
+        machine = platform.machine()
+        if arch not in ("auto", machine):
+            raise ValueError(f"cannot compile for CPU arch {arch} on a {machine} machine")
+        return Target("cpu", machine, DTYPES[dtype], {"isa": _cpu_isa()})
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError("--target cuda needs a GPU present: AOTInductor compiles for the GPU it runs on")
+        major, minor = torch.cuda.get_device_capability()
+        present = f"sm_{major}{minor}"
+        if arch not in ("auto", present):
+            raise ValueError(f"cannot compile for {arch} on this GPU ({present}, {torch.cuda.get_device_name()})")
+        details = {
+            "compute_capability": f"{major}.{minor}",
+            "gpu_name": torch.cuda.get_device_name(),
+            "cuda_version": torch.version.cuda,
+            "cudnn_version": torch.backends.cudnn.version(),
+        }
+        return Target("cuda", present, DTYPES[dtype], details)
+    raise ValueError(f"unknown target device {device!r}: choose cpu or cuda")

@@ -1,0 +1,91 @@
+"""Weights in: nanoGPT ckpt.pt, safetensors (nanoGPT or GPT-2 layout), or a seed.
+
+Everything is normalised to nanoGPT's state-dict names and to the padded vocab,
+so the rest of the pipeline sees a single layout.
+"""
+
+import re
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from .model import GPT, GPTConfig
+
+# GPT-2 checkpoints store these linears as Conv1D, i.e. (in, out): transpose on load.
+_CONV1D = re.compile(r"\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$")
+_BUFFERS = re.compile(r"\.attn\.(bias|masked_bias)$")  # causal-mask buffers of old checkpoints
+
+
+def load_checkpoint(path: Path) -> tuple[dict, dict]:
+    """nanoGPT ckpt.pt → (state_dict, model_args). Never unpickles arbitrary objects."""
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
+        raise ValueError(f"{path}: not a nanoGPT checkpoint (expects keys 'model' and 'model_args')")
+    state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
+    return state, dict(ckpt["model_args"])
+
+
+def load_safetensors(path: Path) -> tuple[dict, dict]:
+    """safetensors in nanoGPT or GPT-2 (Hugging Face) layout → (state_dict, inferred args)."""
+    raw = load_file(str(path))
+    # Conv1D stores c_attn as (C, 3C); nn.Linear as (3C, C).
+    hf_layout = any(k.endswith("attn.c_attn.weight") and v.shape[0] * 3 == v.shape[1] for k, v in raw.items())
+    state = {}
+    for key, value in raw.items():
+        if _BUFFERS.search(key):
+            continue
+        name = key if key.startswith(("transformer.", "lm_head.")) else f"transformer.{key}"
+        if hf_layout and _CONV1D.search(name):
+            value = value.t().contiguous()
+        state[name] = value
+    return state, infer_args(state)
+
+
+def infer_args(state: dict) -> dict:
+    """Model shape as far as the tensors tell it; n_head is not recorded, so the
+    GPT-2 convention of 64-wide heads is the default."""
+    wte = state["transformer.wte.weight"]
+    n_layer = 1 + max(int(m.group(1)) for k in state if (m := re.match(r"transformer\.h\.(\d+)\.", k)))
+    return {
+        "vocab_size": wte.shape[0],
+        "n_embd": wte.shape[1],
+        "block_size": state["transformer.wpe.weight"].shape[0],
+        "n_layer": n_layer,
+        "n_head": max(1, wte.shape[1] // 64),
+        "bias": "transformer.ln_f.bias" in state,
+    }
+
+
+def build_model(config: GPTConfig, state: dict | None, seed: int, attention: str) -> GPT:
+    """A GPT with `state` loaded (vocab rows zero-padded) or initialised from `seed`."""
+    model = GPT(config, attention).init_weights(seed)
+    if state is None:
+        return model
+    state = dict(state)
+    state.pop("lm_head.weight", None)  # tied to wte
+    wte = state["transformer.wte.weight"]
+    if wte.shape[0] < config.padded_vocab_size:
+        padded = torch.zeros(config.padded_vocab_size, wte.shape[1], dtype=wte.dtype)
+        padded[: wte.shape[0]] = wte
+        state["transformer.wte.weight"] = padded
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k != "lm_head.weight"]
+    if missing or unexpected:
+        raise ValueError(f"weights do not fit the model: missing {missing}, unexpected {unexpected}")
+    return model
+
+
+def load_model(
+    ckpt: Path | None, config_overrides: dict, seed: int, attention: str
+) -> GPT:
+    """Model from a checkpoint/safetensors file (its shape wins) or from config + seed."""
+    state, args = None, {}
+    if ckpt is not None:
+        ckpt = Path(ckpt)
+        state, args = load_safetensors(ckpt) if ckpt.suffix == ".safetensors" else load_checkpoint(ckpt)
+        if "n_head" in config_overrides:
+            args["n_head"] = config_overrides["n_head"]
+    merged = {**config_overrides, **args} if ckpt else dict(config_overrides)
+    config = GPTConfig.from_dict(merged)
+    return build_model(config, state, seed, attention)

@@ -1,0 +1,188 @@
+/*
+ * gpt_runtime.h — C ABI of libgpt_runtime: load an ahead-of-time compiled GPT
+ * artifact (see docs/ARCHITECTURE.md) and run generation without Python.
+ *
+ * Objects and threads
+ *   struct gpt_model    Loaded, verified artifact: weights and compiled graphs.
+ *                       Immutable after load and safe to share between threads.
+ *   struct gpt_session  One sequence's state (KV cache, position, RNG). Use a
+ *                       session from one thread at a time; give each thread its own.
+ *   A model must outlive its sessions: gpt_model_free on a model that still has
+ *   sessions returns without freeing and logs an error (see gpt_model_free).
+ *
+ * Errors
+ *   Every fallible call returns gpt_status. On failure, outputs are left untouched
+ *   and gpt_last_error() describes what happened and what to do, valid until the
+ *   next call on the same thread. No C++ exception crosses this boundary and the
+ *   library never aborts the process or writes to stdout.
+ *
+ * Logging
+ *   To stderr at the level named by the GPT_LOG environment variable (trace,
+ *   debug, info, warn, error, off; default warn), or to gpt_log_set_callback's sink.
+ *
+ * Versioning
+ *   GPT_RUNTIME_ABI_VERSION grows with additive changes only; a changed
+ *   signature gets a new name (_v2). Structs passed by pointer are created by
+ *   their *_default_params() function and then edited field by field.
+ */
+#ifndef GPT_RUNTIME_H
+#define GPT_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define GPT_API __declspec(dllexport)
+#else
+#define GPT_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GPT_RUNTIME_ABI_VERSION 1
+
+typedef int32_t gpt_token;
+
+typedef enum gpt_status {
+    GPT_OK = 0,
+
+    /* The call's arguments (1xx). */
+    GPT_ERR_INVALID_ARGUMENT = 100, /* NULL pointer, zero count, bad option */
+    GPT_ERR_OUT_OF_RANGE = 101,     /* token id >= vocab, prompt longer than the context */
+    GPT_ERR_BUFFER_TOO_SMALL = 102, /* output capacity too small; the needed size is reported */
+
+    /* The artifact (2xx). */
+    GPT_ERR_ARTIFACT_NOT_FOUND = 200,  /* no manifest.json at the path */
+    GPT_ERR_ARTIFACT_INVALID = 201,    /* malformed manifest or file */
+    GPT_ERR_ARTIFACT_VERSION = 202,    /* unknown format version */
+    GPT_ERR_ARTIFACT_HASH = 203,       /* a file does not match its sha256: refused before loading */
+    GPT_ERR_ARTIFACT_SIGNATURE = 204,  /* signature missing or wrong */
+    GPT_ERR_TORCH_VERSION = 205,       /* compiled with an incompatible torch */
+    GPT_ERR_VERIFY_FAILED = 206,       /* golden vector does not match */
+
+    /* The device (3xx). */
+    GPT_ERR_DEVICE_MISMATCH = 300,    /* artifact built for another device or arch */
+    GPT_ERR_DEVICE_UNAVAILABLE = 301, /* the artifact's device is not present */
+
+    /* Resources and execution (4xx). */
+    GPT_ERR_OUT_OF_MEMORY = 400,
+    GPT_ERR_CUDA = 401,
+    GPT_ERR_ABORTED = 402, /* a callback asked to stop */
+    GPT_ERR_BUSY = 403,    /* the object is in use (e.g. a model with live sessions) */
+
+    GPT_ERR_INTERNAL = 900
+} gpt_status;
+
+struct gpt_model;
+struct gpt_session;
+
+/* ---- library ---------------------------------------------------------------- */
+
+GPT_API uint32_t gpt_runtime_abi_version(void);
+/* Library version and the torch it was built against, e.g. "0.1.0 (torch 2.11.0)". */
+GPT_API const char *gpt_runtime_version(void);
+/* Static name of a status, e.g. "GPT_ERR_ARTIFACT_HASH". */
+GPT_API const char *gpt_status_string(gpt_status status);
+/* Message of the last failed call on this thread ("" if none). */
+GPT_API const char *gpt_last_error(void);
+
+enum gpt_log_level { GPT_LOG_TRACE = 0, GPT_LOG_DEBUG, GPT_LOG_INFO, GPT_LOG_WARN, GPT_LOG_ERROR };
+typedef void (*gpt_log_callback)(enum gpt_log_level level, const char *message, void *user_data);
+/* Route log lines to `callback` (NULL restores stderr). Not thread-safe with other calls: set at start-up. */
+GPT_API void gpt_log_set_callback(gpt_log_callback callback, void *user_data);
+
+/* ---- model ------------------------------------------------------------------ */
+
+struct gpt_model_params {
+    int32_t num_threads;  /* intra-op CPU threads; default 0 = torch's default */
+    int32_t num_runners;  /* graph instances that may run at once; default 1 (calls queue) */
+    bool verify_golden;   /* run the golden vector at load; default false (see gpt_model_verify) */
+};
+GPT_API struct gpt_model_params gpt_model_default_params(void);
+
+/* Load the artifact in `artifact_dir` (a directory holding manifest.json).
+ * The manifest, the target and the sha256 of every file are checked before any
+ * compiled code is loaded. */
+GPT_API gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
+                                  struct gpt_model **out_model);
+/* Frees the model. Returns GPT_ERR_BUSY (and frees nothing) while sessions exist. NULL is a no-op. */
+GPT_API gpt_status gpt_model_free(struct gpt_model *model);
+
+struct gpt_model_info {
+    const char *name;          /* strings live as long as the model */
+    const char *device;        /* "cpu" or "cuda" */
+    const char *arch;          /* "x86_64", "sm_90", ... */
+    const char *dtype;         /* "float32", "bfloat16", ... */
+    const char *attention;     /* attention kernel compiled in: "flash", "math", ... */
+    const char *torch_version; /* torch the artifact was compiled with */
+    const char *tokenizer;     /* "char" or "none" */
+    int32_t vocab_size;        /* valid token ids are [0, vocab_size) */
+    int32_t block_size;        /* context length */
+    int32_t n_layer, n_head, n_embd;
+    int32_t max_batch;
+};
+GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info);
+
+/* Run the artifact's golden vector (prefill + one decode step) and compare the
+ * logits with those recorded at compile time. GPT_ERR_VERIFY_FAILED on mismatch;
+ * the largest absolute difference is reported either way when out_max_abs_err != NULL. */
+GPT_API gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_err);
+
+/* ---- tokenizer -------------------------------------------------------------- */
+
+/* UTF-8 text → token ids. Characters outside the vocabulary are an error.
+ * `*out_count` always receives the number of tokens needed; with a too-small
+ * `capacity` the call returns GPT_ERR_BUFFER_TOO_SMALL. */
+GPT_API gpt_status gpt_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens,
+                                int32_t capacity, int32_t *out_count);
+/* Token ids → UTF-8 text, NUL-terminated. `*out_size` receives the bytes needed
+ * including the NUL; GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. */
+GPT_API gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens,
+                                  char *text, size_t capacity, size_t *out_size);
+
+/* ---- session ---------------------------------------------------------------- */
+
+GPT_API gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session);
+GPT_API void gpt_session_free(struct gpt_session *session); /* NULL is a no-op */
+/* Forget the sequence: position back to 0. */
+GPT_API gpt_status gpt_session_reset(struct gpt_session *session);
+/* Tokens currently in the KV cache. */
+GPT_API gpt_status gpt_session_position(const struct gpt_session *session, int32_t *out_position);
+
+/* Low level: start a sequence with `tokens` (1..block_size of them) and write the
+ * next-token logits (vocab_size floats) to `logits`. */
+GPT_API gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens,
+                                       float *logits);
+/* Low level: append one token to the sequence and write the next-token logits. */
+GPT_API gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits);
+
+/* Called once per generated token; return false to stop (the call then returns GPT_ERR_ABORTED). */
+typedef bool (*gpt_token_callback)(gpt_token token, void *user_data);
+
+struct gpt_generate_params {
+    int32_t max_new_tokens;       /* default 64; must be > 0 */
+    float temperature;            /* default 1.0; 0 = greedy (argmax) */
+    int32_t top_k;                /* default 0 = off */
+    float top_p;                  /* default 1.0 = off (nucleus sampling when < 1) */
+    uint64_t seed;                /* default 0; the same seed gives the same tokens */
+    gpt_token stop_token;         /* default -1 = none; generation ends after emitting it */
+    gpt_token_callback on_token;  /* default NULL */
+    void *user_data;
+};
+GPT_API struct gpt_generate_params gpt_generate_default_params(void);
+
+/* Generate from `prompt` (replaces the session's sequence). Stops after
+ * max_new_tokens, at the stop token, or when the context is full. Generated ids
+ * go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`. */
+GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
+                                        const struct gpt_generate_params *params, gpt_token *out_tokens,
+                                        int32_t capacity, int32_t *out_count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPT_RUNTIME_H */

@@ -1,0 +1,26 @@
+// error.h — the runtime's one error type and the per-thread last-error message.
+// Internals throw gpt::Error; the C shim (c_api.cpp) turns it into a status.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "gpt_runtime.h"
+
+namespace gpt {
+
+class Error : public std::runtime_error {
+public:
+    Error(gpt_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    gpt_status status() const noexcept { return status_; }
+
+private:
+    gpt_status status_;
+};
+
+[[noreturn]] inline void fail(gpt_status status, const std::string &message) { throw Error(status, message); }
+
+void set_last_error(const std::string &message);
+const char *last_error() noexcept;
+
+}  // namespace gpt

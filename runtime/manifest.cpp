@@ -1,0 +1,156 @@
+// manifest.cpp — parse manifest.json; every field is checked, nothing is assumed.
+#include "manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "error.h"
+
+namespace gpt {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::uintmax_t kMaxManifestBytes = 16u << 20;
+
+[[noreturn]] void invalid(const std::string &what) {
+    fail(GPT_ERR_ARTIFACT_INVALID, "manifest.json: " + what + "; rebuild the artifact with `python -m gpt_aot compile`");
+}
+
+const json &field(const json &obj, const char *key) {
+    if (!obj.is_object() || !obj.contains(key)) invalid(std::string("missing field '") + key + "'");
+    return obj.at(key);
+}
+
+std::string string_field(const json &obj, const char *key) {
+    const json &v = field(obj, key);
+    if (!v.is_string()) invalid(std::string("field '") + key + "' must be a string");
+    return v.get<std::string>();
+}
+
+int32_t positive_int(const json &obj, const char *key) {
+    const json &v = field(obj, key);
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
+        invalid(std::string("field '") + key + "' must be a positive 32-bit integer");
+    return static_cast<int32_t>(v.get<int64_t>());
+}
+
+double non_negative_number(const json &obj, const char *key) {
+    const json &v = field(obj, key);
+    if (!v.is_number() || v.get<double>() < 0) invalid(std::string("field '") + key + "' must be a number >= 0");
+    return v.get<double>();
+}
+
+// A file name inside the artifact directory: no separators, no "..".
+const std::string &plain_name(const std::string &name) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\\') != std::string::npos)
+        invalid("file name '" + name + "' must be a plain name inside the artifact");
+    return name;
+}
+
+std::string file_name(const json &obj, const char *key) { return plain_name(string_field(obj, key)); }
+
+GraphSpec graph_spec(const json &graphs, const char *name) {
+    const json &g = field(graphs, name);
+    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch")};
+}
+
+bool is_hex_sha256(const std::string &s) {
+    if (s.size() != 64) return false;
+    for (char c : s)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+}
+
+}  // namespace
+
+Manifest read_manifest(const std::filesystem::path &dir) {
+    const auto path = dir / kManifestFile;
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+        fail(GPT_ERR_ARTIFACT_NOT_FOUND,
+             "no " + std::string(kManifestFile) + " in '" + dir.string() + "': point at an artifact directory such as "
+             "model_artifacts/<name>/cpu");
+    if (std::filesystem::file_size(path, ec) > kMaxManifestBytes) invalid("file larger than 16 MiB");
+
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) invalid("not valid JSON");
+    if (!j.is_object()) invalid("top level must be an object");
+
+    if (string_field(j, "format") != kFormatName) invalid("'format' is not '" + std::string(kFormatName) + "'");
+    const json &version = field(j, "format_version");
+    if (!version.is_number_integer()) invalid("'format_version' must be an integer");
+    Manifest m;
+    m.format_version = version.get<int>();
+    if (m.format_version != kFormatVersion)
+        fail(GPT_ERR_ARTIFACT_VERSION, "artifact format version " + std::to_string(m.format_version) +
+                                           ", this runtime reads version " + std::to_string(kFormatVersion) +
+                                           ": recompile the artifact with a matching gpt_aot or upgrade the runtime");
+
+    m.name = string_field(j, "name");
+    m.torch_version = string_field(j, "torch_version");
+    m.dtype = string_field(j, "dtype");
+    m.attention = string_field(field(j, "attention"), "backend");
+
+    const json &target = field(j, "target");
+    m.target.device = string_field(target, "device");
+    m.target.arch = string_field(target, "arch");
+    if (target.contains("isa")) m.target.isa = string_field(target, "isa");
+
+    const json &model = field(j, "model");
+    m.model.block_size = positive_int(model, "block_size");
+    m.model.vocab_size = positive_int(model, "vocab_size");
+    m.model.padded_vocab_size = positive_int(model, "padded_vocab_size");
+    m.model.n_layer = positive_int(model, "n_layer");
+    m.model.n_head = positive_int(model, "n_head");
+    m.model.n_embd = positive_int(model, "n_embd");
+    if (m.model.n_embd % m.model.n_head != 0) invalid("n_embd must be divisible by n_head");
+    if (m.model.vocab_size > m.model.padded_vocab_size) invalid("vocab_size exceeds padded_vocab_size");
+
+    const json &weights = field(j, "weights");
+    m.weights_file = file_name(weights, "file");
+    const json &tied = field(weights, "tied");
+    if (!tied.is_object()) invalid("'weights.tied' must be an object");
+    for (const auto &[alias, target_name] : tied.items()) {
+        if (!target_name.is_string()) invalid("'weights.tied' values must be strings");
+        m.tied[alias] = target_name.get<std::string>();
+    }
+
+    const json &graphs = field(j, "graphs");
+    m.prefill = graph_spec(graphs, "prefill");
+    m.decode = graph_spec(graphs, "decode");
+
+    const json &tokenizer = field(j, "tokenizer");
+    m.tokenizer_kind = string_field(tokenizer, "kind");
+    m.tokenizer_file = file_name(tokenizer, "file");
+
+    const json &golden = field(j, "golden");
+    m.golden_file = file_name(golden, "file");
+    m.golden_atol = non_negative_number(golden, "atol");
+    m.golden_rtol = non_negative_number(golden, "rtol");
+
+    const json &files = field(j, "files");
+    if (!files.is_object() || files.empty()) invalid("'files' must list every file with its sha256");
+    for (const auto &[name, entry] : files.items()) {
+        plain_name(name);
+        FileEntry fe;
+        fe.sha256 = string_field(entry, "sha256");
+        if (!is_hex_sha256(fe.sha256)) invalid("sha256 of '" + name + "' is not 64 lowercase hex digits");
+        const json &size = field(entry, "size");
+        if (!size.is_number_unsigned()) invalid("size of '" + name + "' must be a non-negative integer");
+        fe.size = size.get<uint64_t>();
+        m.files[name] = fe;
+    }
+    for (const std::string *f : {&m.weights_file, &m.prefill.file, &m.decode.file, &m.tokenizer_file, &m.golden_file})
+        if (m.files.count(*f) == 0) invalid("'" + *f + "' is used but has no entry in 'files'");
+    return m;
+}
+
+}  // namespace gpt

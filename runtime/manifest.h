@@ -1,0 +1,66 @@
+// manifest.h — the artifact's manifest.json, parsed and checked for shape.
+// Written by aot/gpt_aot/manifest.py; the format is described in docs/ARCHITECTURE.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+namespace gpt {
+
+inline constexpr const char *kManifestFile = "manifest.json";
+inline constexpr const char *kFormatName = "gpt-aot";
+inline constexpr int kFormatVersion = 1;
+
+struct FileEntry {
+    std::string sha256;  // lowercase hex
+    uint64_t size = 0;
+};
+
+struct ModelConfig {
+    int32_t block_size = 0;
+    int32_t vocab_size = 0;         // ids the tokenizer produces
+    int32_t padded_vocab_size = 0;  // rows of the logits
+    int32_t n_layer = 0;
+    int32_t n_head = 0;
+    int32_t n_embd = 0;
+    int32_t head_dim() const { return n_embd / n_head; }
+};
+
+struct TargetSpec {
+    std::string device;  // "cpu" | "cuda"
+    std::string arch;    // "x86_64" | "sm_90" | ...
+    std::string isa;     // CPU vector ISA the kernels use, e.g. "avx2"
+};
+
+struct GraphSpec {
+    std::string file;
+    int32_t max_batch = 0;
+};
+
+struct Manifest {
+    int format_version = 0;
+    std::string name;
+    std::string torch_version;
+    std::string dtype;
+    std::string attention;
+    TargetSpec target;
+    ModelConfig model;
+    std::string weights_file;
+    std::map<std::string, std::string> tied;  // alias name -> stored name
+    GraphSpec prefill;
+    GraphSpec decode;
+    std::string tokenizer_kind;
+    std::string tokenizer_file;
+    std::string golden_file;
+    double golden_atol = 0;
+    double golden_rtol = 0;
+    std::map<std::string, FileEntry> files;
+};
+
+// Reads and validates `dir/manifest.json`. Throws gpt::Error with
+// GPT_ERR_ARTIFACT_NOT_FOUND, _INVALID or _VERSION.
+Manifest read_manifest(const std::filesystem::path &dir);
+
+}  // namespace gpt

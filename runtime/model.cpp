@@ -1,0 +1,101 @@
+// model.cpp — artifact loading and the two graph calls.
+#include "model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <limits>
+
+#include "device.h"
+#include "error.h"
+#include "integrity.h"
+#include "log.h"
+#include "safetensors.h"
+#include "weights.h"
+
+namespace gpt {
+
+namespace {
+
+std::string as_string(const Bytes &b) { return std::string(b.begin(), b.end()); }
+
+// Checks |actual - expected| <= atol + rtol * |expected| elementwise; folds the
+// largest difference into `result` and records the first failure.
+void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, double rtol, const char *what,
+             VerifyResult *result) {
+    if (actual.sizes() != expected.sizes()) {
+        result->max_abs_err = std::numeric_limits<double>::infinity();
+        result->failure = std::string("golden ") + what + " logits have the wrong shape";
+        return;
+    }
+    const at::Tensor diff = (actual.to(at::kCPU, at::kFloat) - expected).abs();
+    const double max_err = diff.max().item<double>();
+    result->max_abs_err = std::max(result->max_abs_err, max_err);
+    const bool ok = (diff <= atol + rtol * expected.abs()).all().item<bool>();
+    if (!ok && result->failure.empty())
+        result->failure = std::string("golden ") + what + " logits differ by up to " + std::to_string(max_err) +
+                          " (tolerance atol " + std::to_string(atol) + ", rtol " + std::to_string(rtol) +
+                          "): the artifact does not run correctly here; do not serve it";
+}
+
+}  // namespace
+
+Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
+    : manifest_(read_manifest(dir)), device_(torch_device(manifest_.target)) {
+    check_torch_version(manifest_.torch_version);
+    check_target(manifest_.target, detect_host());
+    if (params.num_threads > 0) at::set_num_threads(params.num_threads);
+    const int runners = params.num_runners > 0 ? params.num_runners : 1;
+
+    auto files = read_verified_files(dir, manifest_);
+    weights_ = load_weights(files.at(manifest_.weights_file), manifest_, device_);
+    const Bytes &golden = files.at(manifest_.golden_file);
+    golden_ = parse_safetensors(golden.data(), golden.size(), manifest_.golden_file);
+    for (const char *key : {"tokens", "prefill_logits", "decode_token", "decode_logits"})
+        if (golden_.count(key) == 0) fail(GPT_ERR_ARTIFACT_INVALID, manifest_.golden_file + " lacks '" + key + "'");
+    tokenizer_ = std::make_unique<Tokenizer>(as_string(files.at(manifest_.tokenizer_file)), manifest_.tokenizer_kind,
+                                             manifest_.model.vocab_size);
+
+    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners);
+    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners);
+    prefill_->bind(weights_);
+    decode_->bind(weights_);
+    log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +
+                          manifest_.dtype + ", attention " + manifest_.attention + ") from " + dir.string());
+    if (params.verify_golden) {
+        const VerifyResult result = verify();
+        if (!result.failure.empty()) fail(GPT_ERR_VERIFY_FAILED, result.failure);
+    }
+}
+
+at::Tensor Model::new_kv_cache(int64_t batch) const {
+    const ModelConfig &c = config();
+    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim()},
+                     weights_.begin()->second.options());
+}
+
+at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const { return prefill_->run({idx, kv}).at(0); }
+
+at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const {
+    return decode_->run({idx, pos, kv}).at(0);
+}
+
+VerifyResult Model::verify() const {
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(device_);
+    const at::Tensor tokens = golden_.at("tokens").to(opts);
+    const at::Tensor kv = new_kv_cache(1);
+    const double atol = manifest_.golden_atol, rtol = manifest_.golden_rtol;
+    VerifyResult result;
+    compare(prefill(tokens, kv), golden_.at("prefill_logits"), atol, rtol, "prefill", &result);
+    const at::Tensor pos = at::full({1}, tokens.size(1), opts);
+    compare(decode(golden_.at("decode_token").to(opts), pos, kv), golden_.at("decode_logits"), atol, rtol, "decode",
+            &result);
+    if (result.failure.empty()) {
+        log(GPT_LOG_INFO, "golden vector matches (max abs error " + std::to_string(result.max_abs_err) + ")");
+    } else {
+        log(GPT_LOG_ERROR, result.failure);
+    }
+    return result;
+}
+
+}  // namespace gpt

@@ -1,0 +1,80 @@
+// session.cpp — prefill/decode with bounds checks, and the sampling loop.
+#include "session.h"
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "error.h"
+#include "sampler.h"
+
+namespace gpt {
+
+Session::Session(Model &model) : model_(model), kv_(model.new_kv_cache(1)) { ++model_.live_sessions(); }
+
+Session::~Session() { --model_.live_sessions(); }
+
+void Session::check_token(gpt_token token) const {
+    const int32_t vocab = model_.config().vocab_size;
+    if (token < 0 || token >= vocab)
+        fail(GPT_ERR_OUT_OF_RANGE, "token id " + std::to_string(token) + " is outside the vocabulary [0, " +
+                                       std::to_string(vocab) + ")");
+}
+
+void Session::copy_logits(const at::Tensor &logits, float *out) const {
+    const int64_t vocab = model_.config().vocab_size;
+    const at::Tensor row = logits.select(0, 0).slice(0, 0, vocab).to(at::kCPU, at::kFloat).contiguous();
+    std::copy_n(row.data_ptr<float>(), vocab, out);
+}
+
+void Session::prefill(const gpt_token *tokens, int32_t n_tokens, float *logits) {
+    const int32_t block = model_.config().block_size;
+    if (n_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "a prompt needs at least one token");
+    if (n_tokens > block)
+        fail(GPT_ERR_OUT_OF_RANGE, "prompt of " + std::to_string(n_tokens) + " tokens exceeds the context of " +
+                                       std::to_string(block) + ": shorten it");
+    std::vector<int64_t> ids(tokens, tokens + n_tokens);
+    for (gpt_token t : ids) check_token(static_cast<gpt_token>(t));
+    const at::Tensor idx = at::tensor(ids, at::kLong).view({1, n_tokens}).to(model_.device());
+    position_ = 0;  // a failed prefill leaves the session empty, never half-filled
+    const at::Tensor out = model_.prefill(idx, kv_);
+    position_ = n_tokens;
+    copy_logits(out, logits);
+}
+
+void Session::decode(gpt_token token, float *logits) {
+    check_token(token);
+    if (position_ == 0) fail(GPT_ERR_INVALID_ARGUMENT, "decode needs a prefilled sequence: call prefill first");
+    if (position_ >= model_.config().block_size)
+        fail(GPT_ERR_OUT_OF_RANGE, "the context of " + std::to_string(model_.config().block_size) +
+                                       " tokens is full: reset the session or start a shorter sequence");
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(model_.device());
+    const at::Tensor idx = at::full({1, 1}, token, opts);
+    const at::Tensor pos = at::full({1}, position_, opts);
+    const at::Tensor out = model_.decode(idx, pos, kv_);
+    ++position_;
+    copy_logits(out, logits);
+}
+
+int32_t Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params,
+                          gpt_token *out) {
+    if (params.max_new_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
+    if (params.top_k < 0 || !(params.top_p > 0.0f && params.top_p <= 1.0f) || !(params.temperature >= 0.0f))
+        fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
+    std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
+    Sampler sampler(params.temperature, params.top_k, params.top_p, params.seed);
+    prefill(prompt, n_prompt, logits.data());
+    int32_t count = 0;
+    while (true) {
+        const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
+        out[count++] = next;
+        if (params.on_token != nullptr && !params.on_token(next, params.user_data))
+            fail(GPT_ERR_ABORTED, "generation stopped by the token callback after " + std::to_string(count) + " tokens");
+        const bool full = position_ >= model_.config().block_size;
+        if (count == params.max_new_tokens || next == params.stop_token || full) break;
+        decode(next, logits.data());
+    }
+    return count;
+}
+
+}  // namespace gpt
