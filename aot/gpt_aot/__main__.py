@@ -24,11 +24,18 @@ def _compile(args) -> int:
     model = load_model(args.ckpt, overrides, args.seed, "math")
     out = Path(args.output) / target.dir_name
     manifest = compile_artifact(
-        model, target, out, name=Path(args.output).name, tokenizer=tokenizer,
-        attention=args.attention, max_batch=args.max_batch,
+        model,
+        target,
+        out,
+        name=Path(args.output).name,
+        tokenizer=tokenizer,
+        attention=args.attention,
+        max_batch=args.max_batch,
     )
-    print(f"artifact {out}: attention={manifest['attention']['backend']}, "
-          f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB")
+    print(
+        f"artifact {out}: attention={manifest['attention']['backend']}, "
+        f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB"
+    )
     return 0
 
 

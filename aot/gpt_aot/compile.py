@@ -90,7 +90,9 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
     called = {s for s in KERNEL_SYMBOLS.values() if s + "(" in code or s + "_" in code}
     ok = (expected in called) if expected else not called
     if not ok:
-        raise RuntimeError(f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}")
+        raise RuntimeError(
+            f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}"
+        )
 
 
 def golden_vector(model: GPT) -> dict:

@@ -66,15 +66,15 @@ def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedPro
     device = gpt.lm_head.weight.device
     batch = Dim("batch", min=1, max=max_batch)
     seq = Dim("seq", min=1, max=c.block_size)
-    # Example sizes above 1 so neither dimension is specialised to a constant.
+    # Example sizes above 1 so neither dimension is specialised to a constant, and
+    # contiguous examples: compiled graphs assume the strides they were traced with.
     kv = gpt.new_kv_cache(2)
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
+    step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.zeros(1, dtype=torch.int64, device=device)
     with torch.no_grad():
-        prefill = torch.export.export(
-            PrefillGraph(gpt), (idx, kv), dynamic_shapes=({0: batch, 1: seq}, {2: batch})
-        )
+        prefill = torch.export.export(PrefillGraph(gpt), (idx, kv), dynamic_shapes=({0: batch, 1: seq}, {2: batch}))
         decode = torch.export.export(
-            DecodeGraph(gpt), (idx[:, :1], pos, kv), dynamic_shapes=({0: batch}, None, {2: batch})
+            DecodeGraph(gpt), (step, pos, kv), dynamic_shapes=({0: batch}, None, {2: batch})
         )
     return {"prefill": prefill, "decode": decode}

@@ -76,9 +76,7 @@ def build_model(config: GPTConfig, state: dict | None, seed: int, attention: str
     return model
 
 
-def load_model(
-    ckpt: Path | None, config_overrides: dict, seed: int, attention: str
-) -> GPT:
+def load_model(ckpt: Path | None, config_overrides: dict, seed: int, attention: str) -> GPT:
     """Model from a checkpoint/safetensors file (its shape wins) or from config + seed."""
     state, args = None, {}
     if ckpt is not None:

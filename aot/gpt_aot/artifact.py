@@ -1,0 +1,44 @@
+"""Load an artifact's compiled graphs from Python, bound to one weights map.
+
+The C++ runtime is what ships; this loader exists for tests and benchmarks
+that compare the compiled graphs with eager PyTorch in one process.
+"""
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from .manifest import read_manifest, sha256_file
+
+
+class ArtifactGraphs:
+    def __init__(self, directory: Path):
+        self.directory = directory = Path(directory)
+        self.manifest = read_manifest(directory)
+        for name, entry in self.manifest["files"].items():
+            if sha256_file(directory / name) != entry["sha256"]:
+                raise ValueError(f"{directory / name}: sha256 mismatch")
+        self.weights = load_file(str(directory / self.manifest["weights"]["file"]))
+        for alias, stored in self.manifest["weights"]["tied"].items():
+            self.weights[alias] = self.weights[stored]
+        self.graphs = {}
+        for name, spec in self.manifest["graphs"].items():
+            graph = torch._inductor.aoti_load_package(str(directory / spec["file"]))
+            graph.load_constants(
+                {fqn: self.weights[fqn] for fqn in graph.get_constant_fqns()},
+                check_full_update=True,
+                user_managed=True,
+            )
+            self.graphs[name] = graph
+
+    def new_kv_cache(self, batch: int) -> torch.Tensor:
+        m = self.manifest["model"]
+        shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"], m["n_embd"] // m["n_head"])
+        return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]))
+
+    def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        return self.graphs["prefill"](idx, kv)
+
+    def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        return self.graphs["decode"](idx, pos, kv)

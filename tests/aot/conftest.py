@@ -1,0 +1,30 @@
+"""Shared fixtures: the test artifacts are compiled once per run.
+
+scripts/test.sh builds them before pytest and passes GPT_TEST_ARTIFACTS; run
+alone, pytest builds them into a temporary directory.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+
+import build_artifacts  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory) -> Path:
+    given = os.environ.get("GPT_TEST_ARTIFACTS")
+    if given and (Path(given) / "reference.safetensors").exists():
+        return Path(given)
+    out = tmp_path_factory.mktemp("artifacts")
+    build_artifacts.build(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def fixtures():
+    return build_artifacts

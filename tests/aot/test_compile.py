@@ -1,0 +1,136 @@
+"""Compiled artifacts: manifest, hashes, kernel choice, and logits against eager PyTorch."""
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt_aot import compile as compile_mod
+from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.manifest import FORMAT_NAME, FORMAT_VERSION, sha256_file
+from gpt_aot.target import resolve
+
+KINDS = ("naive", "math", "flash")
+TOL = 1e-4  # fp32: compiled kernels reorder reductions, nothing more
+
+
+def artifact_dir(artifacts: Path, kind: str) -> Path:
+    return artifacts / f"tiny-{kind}" / "cpu"
+
+
+@pytest.fixture(scope="module")
+def loaded(artifacts):
+    return {kind: ArtifactGraphs(artifact_dir(artifacts, kind)) for kind in KINDS}
+
+
+def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fixtures):
+    directory = artifact_dir(artifacts, "flash")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["format"] == FORMAT_NAME and manifest["format_version"] == FORMAT_VERSION
+    assert manifest["torch_version"] == torch.__version__
+    assert manifest["target"]["device"] == "cpu" and manifest["target"]["isa"]
+    assert manifest["dtype"] == "float32"
+    assert manifest["attention"]["backend"] == "flash"
+    assert manifest["model"]["vocab_size"] == fixtures.CONFIG.vocab_size
+    assert manifest["model"]["padded_vocab_size"] == 128
+    assert manifest["weights"]["tied"] == {"lm_head.weight": "transformer.wte.weight"}
+    on_disk = {p.name for p in directory.iterdir()} - {"manifest.json"}
+    assert set(manifest["files"]) == on_disk
+    for name, entry in manifest["files"].items():
+        assert sha256_file(directory / name) == entry["sha256"]
+        assert (directory / name).stat().st_size == entry["size"]
+    for graph in ("prefill", "decode"):
+        assert manifest["graphs"][graph]["inputs"][0]["name"] == "idx"
+        assert manifest["graphs"][graph]["mutates"] == ["kv"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_graph_calls_the_chosen_attention_kernel(artifacts, kind):
+    code = ""
+    for graph in ("prefill", "decode"):
+        with zipfile.ZipFile(artifact_dir(artifacts, kind) / f"{graph}.pt2") as z:
+            code += "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+    assert ("_scaled_dot_product_flash_attention_for_cpu" in code) == (kind == "flash")
+
+
+def test_check_kernel_rejects_a_graph_without_the_expected_kernel(artifacts):
+    with pytest.raises(RuntimeError, match="expected attention flash"):
+        compile_mod.check_kernel(artifact_dir(artifacts, "math") / "prefill.pt2", "cpu", "flash")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_prefill_and_decode_match_eager(loaded, fixtures, kind):
+    """Batch 3 and prompt length 7 (neither was an export example): dynamic shapes hold."""
+    eager = fixtures.tiny_model(kind)
+    graphs = loaded[kind]
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7))
+    kv_c, kv_e = graphs.new_kv_cache(3), eager.new_kv_cache(3)
+    with torch.no_grad():
+        torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
+        for t in range(7, 12):
+            tok = torch.full((3, 1), t)
+            pos = torch.tensor([t])
+            torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
+    torch.testing.assert_close(kv_c, kv_e, atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_decode_steps_equal_full_recompute(loaded, fixtures, kind):
+    eager = fixtures.tiny_model(kind)
+    graphs = loaded[kind]
+    block = fixtures.CONFIG.block_size
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (1, block))
+    kv = graphs.new_kv_cache(1)
+    with torch.no_grad():
+        logits = graphs.prefill(idx[:, :3], kv)
+        for t in range(3, block):
+            full, _ = eager(idx[:, :t])
+            torch.testing.assert_close(logits, full[:, -1], atol=TOL, rtol=TOL)
+            logits = graphs.decode(idx[:, t : t + 1], torch.tensor([t]), kv)
+
+
+def test_graphs_read_the_bound_weights_not_a_copy(loaded, fixtures):
+    """Weights are user-managed constants: an in-place change is seen by both graphs."""
+    graphs = ArtifactGraphs(loaded["math"].directory)  # a fresh load: its weights are ours to change
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (1, 4))
+    before = graphs.prefill(idx, graphs.new_kv_cache(1))
+    graphs.weights["transformer.ln_f.weight"].mul_(2.0)
+    after = graphs.prefill(idx, kv := graphs.new_kv_cache(1))
+    after_decode = graphs.decode(idx[:, :1], torch.tensor([4]), kv)
+    eager = fixtures.tiny_model("math")
+    with torch.no_grad():
+        eager.transformer.ln_f.weight.mul_(2.0)
+        expected = eager.prefill(idx, kv_e := eager.new_kv_cache(1))
+        expected_decode = eager.decode(idx[:, :1], torch.tensor([4]), kv_e)
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, expected, atol=TOL, rtol=TOL)
+    torch.testing.assert_close(after_decode, expected_decode, atol=TOL, rtol=TOL)
+
+
+def test_failed_compile_leaves_the_previous_artifact_intact(tmp_path, fixtures, monkeypatch):
+    out = tmp_path / "model" / "cpu"
+    target = resolve("cpu", "auto", "fp32")
+    compile_mod.compile_artifact(
+        fixtures.tiny_model("math"), target, out, "m", fixtures.tokenizer(), attention="math", max_batch=2, quiet=True
+    )
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("compiler crashed")
+
+    monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", broken)
+    with pytest.raises(RuntimeError, match="compiler crashed"):
+        compile_mod.compile_artifact(
+            fixtures.tiny_model("naive"),
+            target,
+            out,
+            "m",
+            fixtures.tokenizer(),
+            attention="naive",
+            max_batch=2,
+            quiet=True,
+        )
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["cpu"]  # no temporary left behind

@@ -1,0 +1,73 @@
+"""The eager model: vocab padding, attention kinds, KV-cache decoding, loss."""
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gpt_aot.attention import attention_runs_on
+from gpt_aot.model import GPT, GPTConfig, padded_vocab_size
+
+CPU_KINDS = [k for k in ("naive", "math", "flash") if attention_runs_on(k, torch.device("cpu"), torch.float32)]
+CONFIG = GPTConfig(block_size=24, vocab_size=50, n_layer=2, n_head=4, n_embd=32, bias=True)
+TOL = 1e-5
+
+
+def model(attention="math", config=CONFIG, seed=0):
+    return GPT(config, attention).init_weights(seed).eval()
+
+
+@pytest.mark.parametrize("vocab,padded", [(65, 128), (50257, 50304), (64, 64), (1, 64)])
+def test_vocab_is_padded_to_a_multiple_of_64(vocab, padded):
+    assert padded_vocab_size(vocab) == padded
+    assert (
+        GPT(GPTConfig(block_size=8, vocab_size=vocab, n_layer=1, n_head=1, n_embd=8)).lm_head.weight.shape[0] == padded
+    )
+
+
+def test_config_rejects_heads_that_do_not_divide_the_width():
+    with pytest.raises(ValueError, match="divisible"):
+        GPTConfig(n_embd=30, n_head=4)
+
+
+def test_embedding_and_lm_head_are_tied():
+    m = model()
+    assert m.lm_head.weight.data_ptr() == m.transformer.wte.weight.data_ptr()
+
+
+def test_same_seed_gives_same_weights_and_another_seed_does_not():
+    a, b, c = model(seed=1), model(seed=1), model(seed=2)
+    assert torch.equal(a.lm_head.weight, b.lm_head.weight)
+    assert not torch.equal(a.lm_head.weight, c.lm_head.weight)
+
+
+def test_attention_kinds_agree_with_naive():
+    idx = torch.randint(0, CONFIG.vocab_size, (2, 17))
+    with torch.no_grad():
+        ref, _ = model("naive")(idx)
+        for kind in CPU_KINDS:
+            out, _ = model(kind)(idx)
+            torch.testing.assert_close(out, ref, atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_decode_with_kv_cache_equals_full_recompute(kind):
+    m = model(kind)
+    idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
+    kv = m.new_kv_cache(3)
+    with torch.no_grad():
+        logits = m.prefill(idx[:, :5], kv)
+        for t in range(5, 24):
+            full, _ = m(idx[:, :t])
+            torch.testing.assert_close(logits, full[:, -1], atol=TOL, rtol=TOL)
+            logits = m.decode(idx[:, t : t + 1], torch.tensor([t]), kv)
+
+
+def test_loss_ignores_targets_of_minus_one():
+    m = model()
+    idx = torch.randint(0, CONFIG.vocab_size, (2, 10))
+    targets = torch.randint(0, CONFIG.vocab_size, (2, 10))
+    targets[:, :4] = -1
+    with torch.no_grad():
+        logits, loss = m(idx, targets)
+        expected = F.cross_entropy(logits[:, 4:].reshape(-1, logits.size(-1)), targets[:, 4:].reshape(-1))
+    torch.testing.assert_close(loss, expected)

@@ -1,0 +1,103 @@
+"""Weights in: nanoGPT ckpt.pt, safetensors in nanoGPT and GPT-2 layouts."""
+
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from gpt_aot.model import GPT, GPTConfig
+from gpt_aot.weights import load_model
+
+ARGS = dict(block_size=16, vocab_size=65, n_layer=2, n_head=2, n_embd=16, bias=True, dropout=0.0)
+
+
+def source_model():
+    return GPT(GPTConfig(**ARGS)).init_weights(5).eval()
+
+
+def logits(m, idx):
+    with torch.no_grad():
+        return m(idx)[0][..., : ARGS["vocab_size"]]
+
+
+def nanogpt_state(m):
+    """State dict as nanoGPT saves it: unpadded vocab rows, compiled-model prefix."""
+    state = {}
+    for k, v in m.state_dict().items():
+        if k in ("transformer.wte.weight", "lm_head.weight"):
+            v = v[: ARGS["vocab_size"]]
+        state[f"_orig_mod.{k}"] = v.clone()
+    return state
+
+
+def test_nanogpt_checkpoint_loads_with_prefix_stripped_and_vocab_padded(tmp_path):
+    src = source_model()
+    path = tmp_path / "ckpt.pt"
+    torch.save(
+        {
+            "model": nanogpt_state(src),
+            "model_args": ARGS,
+            "iter_num": 100,
+            "best_val_loss": 1.5,
+            "config": {"dataset": "shakespeare_char"},
+        },
+        path,
+    )
+    loaded = load_model(path, {}, seed=0, attention="math").eval()
+    assert loaded.config.vocab_size == 65 and loaded.config.padded_vocab_size == 128
+    idx = torch.randint(0, 65, (2, 9))
+    torch.testing.assert_close(logits(loaded, idx), logits(src, idx), atol=0, rtol=0)
+
+
+class NotATensor:
+    pass
+
+
+def test_checkpoint_with_arbitrary_objects_is_refused(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"model": {}, "model_args": ARGS, "payload": NotATensor()}, path)
+    with pytest.raises(pickle.UnpicklingError):
+        load_model(path, {}, seed=0, attention="math")
+
+
+def test_gpt2_layout_safetensors_loads(tmp_path):
+    """Hugging Face GPT-2 files: no 'transformer.' prefix, Conv1D (in, out) weights, mask buffers."""
+    src = source_model()
+    tensors = {}
+    for k, v in src.state_dict().items():
+        if k == "lm_head.weight":
+            continue
+        if k == "transformer.wte.weight":
+            v = v[: ARGS["vocab_size"]]
+        if any(k.endswith(s) for s in ("c_attn.weight", "c_proj.weight", "c_fc.weight")):
+            v = v.t()
+        tensors[k.removeprefix("transformer.")] = v.contiguous()
+    for i in range(ARGS["n_layer"]):
+        tensors[f"h.{i}.attn.bias"] = torch.ones(1, 1, 16, 16)
+    path = tmp_path / "model.safetensors"
+    save_file(tensors, str(path))
+    loaded = load_model(path, {"n_head": 2}, seed=0, attention="math").eval()
+    assert loaded.config.n_layer == 2 and loaded.config.block_size == 16 and loaded.config.bias
+    idx = torch.randint(0, 65, (1, 12))
+    torch.testing.assert_close(logits(loaded, idx), logits(src, idx), atol=1e-6, rtol=1e-6)
+
+
+def test_nanogpt_layout_safetensors_loads(tmp_path):
+    src = source_model()
+    state = {k.removeprefix("_orig_mod."): v for k, v in nanogpt_state(src).items() if "lm_head" not in k}
+    path = tmp_path / "model.safetensors"
+    save_file(state, str(path))
+    loaded = load_model(path, {"n_head": 2}, seed=0, attention="math").eval()
+    idx = torch.randint(0, 65, (1, 12))
+    torch.testing.assert_close(logits(loaded, idx), logits(src, idx), atol=0, rtol=0)
+
+
+def test_weights_that_do_not_fit_the_config_are_refused(tmp_path):
+    src = source_model()
+    state = {k.removeprefix("_orig_mod."): v for k, v in nanogpt_state(src).items()}
+    state["transformer.h.0.extra.weight"] = torch.zeros(3)
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": state, "model_args": ARGS}, path)
+    with pytest.raises(ValueError, match="unexpected"):
+        load_model(path, {}, seed=0, attention="math")
