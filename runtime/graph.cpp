@@ -3,48 +3,18 @@
 
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-
 #include "error.h"
+#include "files.h"
 #include "log.h"
 
 namespace gpt {
 
-namespace {
-
-// A directory only this process can write, removed on scope exit.
-class PrivateTempDir {
-public:
-    PrivateTempDir() {
-        const char *base = std::getenv("TMPDIR");
-        std::string templ = std::string(base && *base ? base : "/tmp") + "/gpt_runtime.XXXXXX";
-        if (mkdtemp(templ.data()) == nullptr) fail(GPT_ERR_INTERNAL, "cannot create a temporary directory in " + templ);
-        path_ = templ;
-    }
-    ~PrivateTempDir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
-    }
-    const std::filesystem::path &path() const { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
-
-}  // namespace
-
 Graph::Graph(std::string name, const Bytes &package, int num_runners) : name_(std::move(name)) {
+    // The loader reads a path, so the verified bytes go to a file no one else can write.
     PrivateTempDir dir;
-    const auto file = dir.path() / (name_ + ".pt2");
-    {
-        std::ofstream out(file, std::ios::binary);
-        out.write(reinterpret_cast<const char *>(package.data()), static_cast<std::streamsize>(package.size()));
-        if (!out) fail(GPT_ERR_INTERNAL, "cannot write " + file.string());
-    }
+    const std::string file = dir.write(name_ + ".pt2", package);
     try {
-        loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(file.string(), "model", false,
+        loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(file, "model", false,
                                                                             static_cast<size_t>(num_runners));
     } catch (const std::exception &e) {
         fail(GPT_ERR_ARTIFACT_INVALID, "graph '" + name_ + "' failed to load: " + e.what());

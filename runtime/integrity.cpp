@@ -3,14 +3,13 @@
 
 #include <sodium.h>
 
-#include <fstream>
-
 #include "error.h"
 #include "log.h"
 
 namespace gpt {
 
 std::string sha256_hex(const unsigned char *data, size_t size) {
+    if (sodium_init() < 0) fail(GPT_ERR_INTERNAL, "libsodium failed to initialise");
     unsigned char digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256(digest, data, size);
     static const char kHex[] = "0123456789abcdef";
@@ -26,25 +25,22 @@ std::string sha256_hex(const unsigned char *data, size_t size) {
 namespace {
 
 Bytes read_exact(const std::filesystem::path &path, uint64_t expected_size) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
+    const auto size = regular_file_size(path.string());
+    if (!size)
         fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path.string() + "' is missing: copy the whole artifact directory");
-    const uint64_t size = std::filesystem::file_size(path, ec);
-    if (ec || size != expected_size)
-        fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + path.filename().string() + "' is " + std::to_string(size) +
+    if (*size != expected_size)
+        fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + path.filename().string() + "' is " + std::to_string(*size) +
                                         " bytes, the manifest says " + std::to_string(expected_size) +
                                         ": the artifact is truncated or modified; copy it again");
-    Bytes bytes(size);
-    std::ifstream in(path, std::ios::binary);
-    if (size > 0 && !in.read(reinterpret_cast<char *>(bytes.data()), static_cast<std::streamsize>(size)))
-        fail(GPT_ERR_ARTIFACT_INVALID, "cannot read '" + path.string() + "'");
+    Bytes bytes = read_file(path.string());
+    if (bytes.size() != expected_size)  // changed while being read
+        fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + path.filename().string() + "' changed while being read");
     return bytes;
 }
 
 }  // namespace
 
 std::map<std::string, Bytes> read_verified_files(const std::filesystem::path &dir, const Manifest &manifest) {
-    if (sodium_init() < 0) fail(GPT_ERR_INTERNAL, "libsodium failed to initialise");
     std::map<std::string, Bytes> files;
     for (const auto &[name, entry] : manifest.files) {
         Bytes bytes = read_exact(dir / name, entry.size);

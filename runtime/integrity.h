@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "files.h"
 #include "manifest.h"
 
 namespace gpt {
-
-using Bytes = std::vector<unsigned char>;
 
 std::string sha256_hex(const unsigned char *data, size_t size);
 

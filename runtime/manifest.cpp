@@ -3,10 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
-
 #include "error.h"
+#include "files.h"
 
 namespace gpt {
 
@@ -14,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uintmax_t kMaxManifestBytes = 16u << 20;
+constexpr uint64_t kMaxManifestBytes = 16u << 20;
 
 [[noreturn]] void invalid(const std::string &what) {
     fail(GPT_ERR_ARTIFACT_INVALID, "manifest.json: " + what + "; rebuild the artifact with `python -m gpt_aot compile`");
@@ -70,17 +68,15 @@ bool is_hex_sha256(const std::string &s) {
 
 Manifest read_manifest(const std::filesystem::path &dir) {
     const auto path = dir / kManifestFile;
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec))
+    const auto size = regular_file_size(path.string());
+    if (!size)
         fail(GPT_ERR_ARTIFACT_NOT_FOUND,
              "no " + std::string(kManifestFile) + " in '" + dir.string() + "': point at an artifact directory such as "
              "model_artifacts/<name>/cpu");
-    if (std::filesystem::file_size(path, ec) > kMaxManifestBytes) invalid("file larger than 16 MiB");
+    if (*size > kMaxManifestBytes) invalid("file larger than 16 MiB");
 
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    json j = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    const Bytes text = read_file(path.string());
+    json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) invalid("not valid JSON");
     if (!j.is_object()) invalid("top level must be an object");
 
@@ -111,6 +107,8 @@ Manifest read_manifest(const std::filesystem::path &dir) {
     m.model.n_layer = positive_int(model, "n_layer");
     m.model.n_head = positive_int(model, "n_head");
     m.model.n_embd = positive_int(model, "n_embd");
+    if (!field(model, "bias").is_boolean()) invalid("field 'bias' must be true or false");
+    m.model.bias = model.at("bias").get<bool>();
     if (m.model.n_embd % m.model.n_head != 0) invalid("n_embd must be divisible by n_head");
     if (m.model.vocab_size > m.model.padded_vocab_size) invalid("vocab_size exceeds padded_vocab_size");
 

@@ -25,6 +25,7 @@ struct ModelConfig {
     int32_t n_layer = 0;
     int32_t n_head = 0;
     int32_t n_embd = 0;
+    bool bias = false;
     int32_t head_dim() const { return n_embd / n_head; }
 };
 

@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 
-#include <regex>
 
 #include "error.h"
 #include "safetensors.h"
@@ -20,25 +19,33 @@ at::ScalarType scalar_type(const std::string &dtype) {
     fail(GPT_ERR_ARTIFACT_INVALID, "manifest dtype '" + dtype + "' is not float32, bfloat16 or float16");
 }
 
-// The shape nanoGPT gives the parameter `name`, or empty if no such parameter exists.
-std::vector<int64_t> expected_shape(const std::string &name, const ModelConfig &c) {
+// Every parameter nanoGPT has for this config, with its shape.
+std::map<std::string, std::vector<int64_t>> expected_parameters(const ModelConfig &c) {
     const int64_t C = c.n_embd;
-    if (name == "transformer.wte.weight" || name == "lm_head.weight") return {c.padded_vocab_size, C};
-    if (name == "transformer.wpe.weight") return {c.block_size, C};
-    if (name == "transformer.ln_f.weight" || name == "transformer.ln_f.bias") return {C};
-    static const std::regex layer(R"(transformer\.h\.(\d+)\.(.+))");
-    std::smatch m;
-    if (!std::regex_match(name, m, layer) || std::stol(m[1].str()) >= c.n_layer) return {};
-    const std::string p = m[2].str();
-    if (p == "ln_1.weight" || p == "ln_1.bias" || p == "ln_2.weight" || p == "ln_2.bias") return {C};
-    if (p == "attn.c_attn.weight") return {3 * C, C};
-    if (p == "attn.c_attn.bias") return {3 * C};
-    if (p == "attn.c_proj.weight") return {C, C};
-    if (p == "attn.c_proj.bias" || p == "mlp.c_proj.bias") return {C};
-    if (p == "mlp.c_fc.weight") return {4 * C, C};
-    if (p == "mlp.c_fc.bias") return {4 * C};
-    if (p == "mlp.c_proj.weight") return {C, 4 * C};
-    return {};
+    std::map<std::string, std::vector<int64_t>> p = {
+        {"transformer.wte.weight", {c.padded_vocab_size, C}},
+        {"lm_head.weight", {c.padded_vocab_size, C}},
+        {"transformer.wpe.weight", {c.block_size, C}},
+        {"transformer.ln_f.weight", {C}},
+    };
+    if (c.bias) p["transformer.ln_f.bias"] = {C};
+    for (int32_t i = 0; i < c.n_layer; ++i) {
+        const std::string h = "transformer.h." + std::to_string(i) + ".";
+        p[h + "ln_1.weight"] = {C};
+        p[h + "ln_2.weight"] = {C};
+        p[h + "attn.c_attn.weight"] = {3 * C, C};
+        p[h + "attn.c_proj.weight"] = {C, C};
+        p[h + "mlp.c_fc.weight"] = {4 * C, C};
+        p[h + "mlp.c_proj.weight"] = {C, 4 * C};
+        if (!c.bias) continue;
+        p[h + "ln_1.bias"] = {C};
+        p[h + "ln_2.bias"] = {C};
+        p[h + "attn.c_attn.bias"] = {3 * C};
+        p[h + "attn.c_proj.bias"] = {C};
+        p[h + "mlp.c_fc.bias"] = {4 * C};
+        p[h + "mlp.c_proj.bias"] = {C};
+    }
+    return p;
 }
 
 std::string shape_string(at::IntArrayRef shape) {
@@ -51,24 +58,29 @@ std::string shape_string(at::IntArrayRef shape) {
 
 std::map<std::string, at::Tensor> load_weights(const Bytes &file, const Manifest &manifest, c10::Device device) {
     const at::ScalarType dtype = scalar_type(manifest.dtype);
+    const auto expected = expected_parameters(manifest.model);
     auto tensors = parse_safetensors(file.data(), file.size(), manifest.weights_file);
     std::map<std::string, at::Tensor> weights;
     for (auto &[name, tensor] : tensors) {
-        const auto shape = expected_shape(name, manifest.model);
-        if (shape.empty())
+        auto it = expected.find(name);
+        if (it == expected.end())
             fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": unexpected tensor '" + name + "' for this model");
-        if (tensor.sizes() != at::IntArrayRef(shape) || tensor.scalar_type() != dtype)
+        if (tensor.sizes() != at::IntArrayRef(it->second) || tensor.scalar_type() != dtype)
             fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": '" + name + "' is " + shape_string(tensor.sizes()) +
                                                " " + std::string(c10::toString(tensor.scalar_type())) + ", expected " +
-                                               shape_string(shape) + " " + manifest.dtype);
+                                               shape_string(it->second) + " " + manifest.dtype);
         weights.emplace(name, tensor.to(device));
     }
     for (const auto &[alias, stored] : manifest.tied) {
         auto it = weights.find(stored);
-        if (it == weights.end() || expected_shape(alias, manifest.model).empty())
-            fail(GPT_ERR_ARTIFACT_INVALID, "manifest ties '" + alias + "' to '" + stored + "', which is not a weight");
+        if (it == weights.end() || expected.count(alias) == 0 || weights.count(alias) != 0 ||
+            expected.at(alias) != expected.at(stored))
+            fail(GPT_ERR_ARTIFACT_INVALID, "manifest ties '" + alias + "' to '" + stored + "', which does not fit the model");
         weights.emplace(alias, it->second);
     }
+    for (const auto &[name, shape] : expected)
+        if (weights.count(name) == 0)
+            fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + " lacks '" + name + "' (shape " + shape_string(shape) + ")");
     return weights;
 }
 

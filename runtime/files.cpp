@@ -1,0 +1,75 @@
+// files.cpp — POSIX implementations for files.h.
+#include "files.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "error.h"
+
+namespace gpt {
+
+std::optional<uint64_t> regular_file_size(const std::string &path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    return static_cast<uint64_t>(st.st_size);
+}
+
+Bytes read_file(const std::string &path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open '" + path + "': " + std::strerror(errno));
+    Bytes bytes;
+    unsigned char chunk[1 << 16];
+    while (true) {
+        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n == 0) break;
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            const int err = errno;
+            ::close(fd);
+            fail(GPT_ERR_ARTIFACT_INVALID, "cannot read '" + path + "': " + std::strerror(err));
+        }
+        bytes.insert(bytes.end(), chunk, chunk + n);
+    }
+    ::close(fd);
+    return bytes;
+}
+
+PrivateTempDir::PrivateTempDir() {
+    const char *base = std::getenv("TMPDIR");
+    std::string templ = std::string(base && *base ? base : "/tmp") + "/gpt_runtime.XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr)
+        fail(GPT_ERR_INTERNAL, "cannot create a temporary directory like " + templ + ": " + std::strerror(errno));
+    path_ = templ;
+}
+
+PrivateTempDir::~PrivateTempDir() {
+    for (const auto &f : files_) ::unlink(f.c_str());
+    ::rmdir(path_.c_str());
+}
+
+std::string PrivateTempDir::write(const std::string &name, const Bytes &bytes) {
+    const std::string file = path_ + "/" + name;
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) fail(GPT_ERR_INTERNAL, "cannot create '" + file + "': " + std::strerror(errno));
+    files_.push_back(file);
+    size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::close(fd);
+            fail(GPT_ERR_INTERNAL, "cannot write '" + file + "': " + std::strerror(err));
+        }
+        done += static_cast<size_t>(n);
+    }
+    if (::close(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot write '" + file + "': " + std::strerror(errno));
+    return file;
+}
+
+}  // namespace gpt

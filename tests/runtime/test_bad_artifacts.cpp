@@ -1,0 +1,193 @@
+// Corrupt, foreign and mismatched artifacts: each is refused with its own status
+// and a message, never a crash, and never after running the artifact's code.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+using nlohmann::json;
+
+// Captures log lines so a test can prove which load stages ran.
+struct LogCapture {
+    std::mutex mutex;
+    std::vector<std::string> lines;
+    LogCapture() {
+        setenv("GPT_LOG", "debug", 1);
+        gpt_log_set_callback(
+            [](gpt_log_level, const char *message, void *user) {
+                auto *self = static_cast<LogCapture *>(user);
+                std::lock_guard<std::mutex> lock(self->mutex);
+                self->lines.emplace_back(message);
+            },
+            this);
+    }
+    ~LogCapture() { gpt_log_set_callback(nullptr, nullptr); }
+    bool saw(const std::string &needle) {
+        std::lock_guard<std::mutex> lock(mutex);
+        for (const auto &l : lines)
+            if (l.find(needle) != std::string::npos) return true;
+        return false;
+    }
+};
+
+gpt_status load(const std::filesystem::path &dir) {
+    gpt_model *model = reinterpret_cast<gpt_model *>(0x1);  // must stay untouched on failure
+    const gpt_status s = gpt_model_load(dir.c_str(), nullptr, &model);
+    if (s == GPT_OK) {
+        gpt_model_free(model);
+    } else {
+        CHECK(model == reinterpret_cast<gpt_model *>(0x1));
+        CHECK(std::string(gpt_last_error()).size() > 10);
+    }
+    return s;
+}
+
+bool error_mentions(const std::string &needle) { return std::string(gpt_last_error()).find(needle) != std::string::npos; }
+
+void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(offset);
+    char c = 0;
+    f.get(c);
+    f.seekp(offset);
+    f.put(static_cast<char>(c ^ 0x20));
+}
+
+void truncate_file(const std::filesystem::path &file, uintmax_t keep) { std::filesystem::resize_file(file, keep); }
+
+void edit_manifest(const test::ScratchArtifact &art, const std::function<void(json &)> &edit) {
+    auto m = art.manifest();
+    edit(m);
+    art.write_manifest(m);
+}
+
+}  // namespace
+
+TEST_CASE("the unmodified test artifact loads", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    CHECK(load(art.dir()) == GPT_OK);
+}
+
+TEST_CASE("MissingManifestIsNotFound", "[artifact]") {
+    CHECK(load("/nonexistent/artifact") == GPT_ERR_ARTIFACT_NOT_FOUND);
+    test::ScratchArtifact art(test::artifact());
+    std::filesystem::remove(art.file("manifest.json"));
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_NOT_FOUND);
+    CHECK(error_mentions("manifest.json"));
+}
+
+TEST_CASE("MalformedJsonIsInvalid", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    std::ofstream(art.file("manifest.json")) << "{\"format\": \"gpt-aot\", \"format_version\": 1,";
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("not valid JSON"));
+}
+
+TEST_CASE("UnknownFormatVersionIsRefused", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    edit_manifest(art, [](json &m) { m["format_version"] = 99; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_VERSION);
+    CHECK(error_mentions("99"));
+}
+
+TEST_CASE("ForeignFormatAndMissingFieldsAreInvalid", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const json original = art.manifest();
+    edit_manifest(art, [](json &m) { m["format"] = "onnx"; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    for (const char *field : {"model", "graphs", "files", "weights", "target", "golden"}) {
+        art.write_manifest(original);
+        edit_manifest(art, [&](json &m) { m.erase(field); });
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions(field));
+    }
+    art.write_manifest(original);
+    edit_manifest(art, [](json &m) { m["model"]["n_layer"] = -2; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+}
+
+TEST_CASE("FlippedByteInCompiledLibraryIsRefusedBeforeLoad", "[artifact]") {
+    LogCapture log;
+    test::ScratchArtifact art(test::artifact());
+    flip_byte(art.file("prefill.pt2"), 4096);
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_HASH);
+    CHECK(error_mentions("prefill.pt2"));
+    CHECK(log.saw("verified decode.pt2"));  // hashing ran...
+    CHECK_FALSE(log.saw("loaded graph"));   // ...and no compiled code was loaded
+}
+
+TEST_CASE("TruncatedWeightsAreRefused", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const auto size = std::filesystem::file_size(art.file("weights.safetensors"));
+    truncate_file(art.file("weights.safetensors"), size - 100);
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_HASH);
+    CHECK(error_mentions("truncated"));
+    // Even with a manifest that agrees with the truncated file, the parser refuses it.
+    art.rehash("weights.safetensors");
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("invalid safetensors"));
+}
+
+TEST_CASE("WeightsThatDoNotFitTheConfigAreRefused", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    edit_manifest(art, [](json &m) { m["model"]["n_layer"] = 3; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("transformer.h.2"));
+    edit_manifest(art, [](json &m) {
+        m["model"]["n_layer"] = 2;
+        m["model"]["n_embd"] = 64;
+    });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("expected"));
+}
+
+TEST_CASE("FileOutsideTheArtifactIsRefused", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    edit_manifest(art, [](json &m) {
+        m["weights"]["file"] = "../weights.safetensors";
+    });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("plain name"));
+}
+
+TEST_CASE("ListedFileMissingOnDiskIsRefused", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    std::filesystem::remove(art.file("decode.pt2"));
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("decode.pt2"));
+}
+
+TEST_CASE("WrongTargetIsADeviceMismatch", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const json original = art.manifest();
+    edit_manifest(art, [](json &m) { m["target"]["arch"] = "aarch64"; });
+    CHECK(load(art.dir()) == GPT_ERR_DEVICE_MISMATCH);
+    CHECK(error_mentions("aarch64"));
+
+    art.write_manifest(original);
+    edit_manifest(art, [](json &m) { m["target"]["isa"] = "avx2 no_such_isa"; });
+    CHECK(load(art.dir()) == GPT_ERR_DEVICE_MISMATCH);
+    CHECK(error_mentions("no_such_isa"));
+
+    art.write_manifest(original);
+    edit_manifest(art, [](json &m) {
+        m["target"]["device"] = "cuda";
+        m["target"]["arch"] = "sm_10";
+    });
+    const gpt_status s = load(art.dir());
+    CHECK((s == GPT_ERR_DEVICE_UNAVAILABLE || s == GPT_ERR_DEVICE_MISMATCH));
+    CHECK(error_mentions("sm_10"));
+}
+
+TEST_CASE("IncompatibleTorchVersionIsRefused", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    edit_manifest(art, [](json &m) { m["torch_version"] = "1.13.1"; });
+    CHECK(load(art.dir()) == GPT_ERR_TORCH_VERSION);
+    CHECK(error_mentions("1.13.1"));
+}

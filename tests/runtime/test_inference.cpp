@@ -1,0 +1,219 @@
+// Inference through the C ABI against eager PyTorch, determinism and threads.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+// Compiled fp32 kernels differ from eager only by reduction order.
+constexpr float kTolerance = 1e-4f;
+
+std::vector<gpt_token> tokens_of(const at::Tensor &t) {
+    const at::Tensor c = t.to(at::kInt).contiguous();
+    return std::vector<gpt_token>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
+}
+
+float max_abs_diff(const std::vector<float> &a, const at::Tensor &b) {
+    REQUIRE(static_cast<int64_t>(a.size()) == b.numel());
+    const at::Tensor c = b.to(at::kFloat).contiguous();
+    float worst = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - c.data_ptr<float>()[i]));
+    return worst;
+}
+
+// No Catch2 assertions here: it also runs on worker threads.
+std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n,
+                                    gpt_status *status) {
+    gpt_session *session = nullptr;
+    if ((*status = gpt_session_create(model, &session)) != GPT_OK) return {};
+    gpt_generate_params p = gpt_generate_default_params();
+    p.max_new_tokens = n;
+    p.seed = seed;
+    p.temperature = 1.0f;
+    p.top_k = 20;
+    p.top_p = 0.95f;
+    std::vector<gpt_token> out(static_cast<size_t>(n));
+    int32_t count = 0;
+    *status = gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), n, &count);
+    gpt_session_free(session);
+    out.resize(*status == GPT_OK ? static_cast<size_t>(count) : 0);
+    return out;
+}
+
+std::vector<gpt_token> generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n = 20) {
+    gpt_status status = GPT_OK;
+    auto out = try_generate(model, prompt, seed, n, &status);
+    REQUIRE(status == GPT_OK);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("prefill and decode logits match eager PyTorch, each decode step a full recompute", "[inference]") {
+    const auto ref = test::reference();
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_model_info info;
+    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    test::Session session(model.handle);
+
+    const auto prompt = tokens_of(ref.at("prompt"));
+    const auto steps = tokens_of(ref.at("decode_tokens"));
+    const at::Tensor expected = ref.at("logits");  // (1 + steps, vocab), eager full recompute
+    std::vector<float> logits(static_cast<size_t>(info.vocab_size));
+    REQUIRE(gpt_session_prefill(session.handle, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data()) ==
+            GPT_OK);
+    CHECK(max_abs_diff(logits, expected[0]) < kTolerance);
+    for (size_t i = 0; i < steps.size(); ++i) {
+        REQUIRE(gpt_session_decode(session.handle, steps[i], logits.data()) == GPT_OK);
+        CHECK(max_abs_diff(logits, expected[static_cast<int64_t>(i) + 1]) < kTolerance);
+    }
+    int32_t position = 0;
+    REQUIRE(gpt_session_position(session.handle, &position) == GPT_OK);
+    CHECK(position == static_cast<int32_t>(prompt.size() + steps.size()));
+}
+
+TEST_CASE("the golden vector verifies for every CPU attention kernel", "[inference]") {
+    for (const char *kind : {"naive", "math", "flash"}) {
+        test::Model model(test::artifact(kind));
+        REQUIRE(model.status == GPT_OK);
+        double err = -1.0;
+        CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);
+        CHECK(err >= 0.0);
+        CHECK(err < 1e-4);
+        gpt_model_info info;
+        REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+        CHECK(std::string(info.attention) == kind);
+    }
+}
+
+TEST_CASE("a golden vector that the model does not reproduce fails verify", "[inference]") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    auto golden = test::read_safetensors(art.file("golden.safetensors"));
+    golden.at("decode_logits").add_(0.5);
+    test::write_safetensors(art.file("golden.safetensors"), golden);
+    art.rehash("golden.safetensors");
+    test::Model model(art.dir());
+    REQUIRE(model.status == GPT_OK);
+    double err = 0.0;
+    CHECK(gpt_model_verify(model.handle, &err) == GPT_ERR_VERIFY_FAILED);
+    CHECK(err == Approx(0.5).margin(1e-3));
+    CHECK(std::string(gpt_last_error()).find("golden decode logits differ") != std::string::npos);
+}
+
+TEST_CASE("the same seed gives the same tokens and another seed does not", "[generate]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const std::vector<gpt_token> prompt = {40, 69, 76, 76, 79};
+    const auto a = generate(model.handle, prompt, 42);
+    const auto b = generate(model.handle, prompt, 42);
+    const auto c = generate(model.handle, prompt, 43);
+    CHECK(a.size() == 20);
+    CHECK(a == b);
+    CHECK(a != c);
+}
+
+TEST_CASE("greedy generation follows the argmax of the logits", "[generate]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_model_info info;
+    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const std::vector<gpt_token> prompt = {40, 69, 76};
+
+    test::Session session(model.handle);
+    gpt_generate_params p = gpt_generate_default_params();
+    p.max_new_tokens = 8;
+    p.temperature = 0.0f;
+    std::vector<gpt_token> out(8);
+    int32_t count = 0;
+    REQUIRE(gpt_session_generate(session.handle, prompt.data(), 3, &p, out.data(), 8, &count) == GPT_OK);
+    REQUIRE(count == 8);
+
+    test::Session manual(model.handle);
+    std::vector<float> logits(static_cast<size_t>(info.vocab_size));
+    REQUIRE(gpt_session_prefill(manual.handle, prompt.data(), 3, logits.data()) == GPT_OK);
+    for (int i = 0; i < 8; ++i) {
+        const auto next = static_cast<gpt_token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        CHECK(out[static_cast<size_t>(i)] == next);
+        if (i < 7) REQUIRE(gpt_session_decode(manual.handle, next, logits.data()) == GPT_OK);
+    }
+}
+
+TEST_CASE("generation stops at the stop token and when the context is full", "[generate]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_model_info info;
+    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const std::vector<gpt_token> prompt = {40, 69, 76};
+    const auto free_run = generate(model.handle, prompt, 7, 10);
+    REQUIRE(free_run.size() == 10);
+
+    test::Session session(model.handle);
+    gpt_generate_params p = gpt_generate_default_params();
+    p.max_new_tokens = 10;
+    p.top_k = 20;
+    p.top_p = 0.95f;
+    p.seed = 7;
+    p.stop_token = free_run[3];
+    std::vector<gpt_token> out(10);
+    int32_t count = 0;
+    REQUIRE(gpt_session_generate(session.handle, prompt.data(), 3, &p, out.data(), 10, &count) == GPT_OK);
+    const auto first_stop = std::find(free_run.begin(), free_run.end(), p.stop_token) - free_run.begin();
+    CHECK(count == first_stop + 1);
+
+    // Asking for more than fits: the context (block_size) ends generation.
+    const int n = info.block_size * 2;
+    const auto long_run = generate(model.handle, prompt, 7, n);
+    CHECK(static_cast<int>(long_run.size()) == info.block_size - static_cast<int>(prompt.size()) + 1);
+}
+
+TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    struct Seen {
+        std::vector<gpt_token> tokens;
+        size_t stop_after;
+    } seen{{}, 4};
+    test::Session session(model.handle);
+    gpt_generate_params p = gpt_generate_default_params();
+    p.max_new_tokens = 12;
+    p.seed = 1;
+    p.user_data = &seen;
+    p.on_token = [](gpt_token t, void *user) {
+        auto *s = static_cast<Seen *>(user);
+        s->tokens.push_back(t);
+        return s->tokens.size() < s->stop_after;
+    };
+    std::vector<gpt_token> out(12, -7);
+    int32_t count = -7;
+    const std::vector<gpt_token> prompt = {40, 69};
+    CHECK(gpt_session_generate(session.handle, prompt.data(), 2, &p, out.data(), 12, &count) == GPT_ERR_ABORTED);
+    CHECK(seen.tokens.size() == 4);
+    CHECK(count == -7);  // outputs untouched on failure
+    CHECK(out[0] == -7);
+}
+
+TEST_CASE("four threads with their own sessions give the sequential tokens", "[threads]") {
+    test::Model model(test::artifact("flash"), /*num_runners=*/2);
+    REQUIRE(model.status == GPT_OK);
+    const std::vector<std::vector<gpt_token>> prompts = {{40, 69}, {50, 51, 52}, {1, 2, 3, 4}, {70}};
+    std::vector<std::vector<gpt_token>> sequential;
+    for (size_t i = 0; i < prompts.size(); ++i) sequential.push_back(generate(model.handle, prompts[i], 100 + i, 24));
+
+    std::vector<std::vector<std::vector<gpt_token>>> parallel(prompts.size());
+    std::vector<gpt_status> statuses(prompts.size() * 5, GPT_ERR_INTERNAL);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < prompts.size(); ++i)
+        threads.emplace_back([&, i] {
+            for (size_t r = 0; r < 5; ++r)  // repeated so the threads overlap for real
+                parallel[i].push_back(try_generate(model.handle, prompts[i], 100 + i, 24, &statuses[i * 5 + r]));
+        });
+    for (auto &t : threads) t.join();
+    for (gpt_status s : statuses) CHECK(s == GPT_OK);
+    for (size_t i = 0; i < prompts.size(); ++i)
+        for (const auto &run : parallel[i]) CHECK(run == sequential[i]);
+}

@@ -1,0 +1,67 @@
+// Sampling: greedy, top-k, top-p, determinism, and frequencies that follow the softmax.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "sampler.h"
+
+TEST_CASE("temperature 0 is the argmax, first index on ties", "[sampler]") {
+    gpt::Sampler s(0.0f, 0, 1.0f, 1);
+    const float logits[] = {0.1f, 2.0f, -1.0f, 2.0f};
+    CHECK(s.sample(logits, 4) == 1);
+}
+
+TEST_CASE("top_k = 1 and a tiny top_p both reduce to the argmax", "[sampler]") {
+    const float logits[] = {0.5f, 0.1f, 0.9f, 0.3f};
+    gpt::Sampler k1(1.0f, 1, 1.0f, 9);
+    gpt::Sampler p0(1.0f, 0, 1e-6f, 9);
+    for (int i = 0; i < 50; ++i) {
+        CHECK(k1.sample(logits, 4) == 2);
+        CHECK(p0.sample(logits, 4) == 2);
+    }
+}
+
+TEST_CASE("top_k never samples outside the k largest", "[sampler]") {
+    const float logits[] = {3.0f, 2.9f, -5.0f, 2.8f, -5.0f};
+    gpt::Sampler s(1.0f, 3, 1.0f, 4);
+    for (int i = 0; i < 500; ++i) {
+        const gpt_token t = s.sample(logits, 5);
+        CHECK((t == 0 || t == 1 || t == 3));
+    }
+}
+
+TEST_CASE("top_p keeps the smallest set holding that much probability", "[sampler]") {
+    // probabilities ~ {0.5, 0.3, 0.2}: top_p 0.7 keeps the first two only.
+    const float logits[] = {std::log(0.5f), std::log(0.3f), std::log(0.2f)};
+    gpt::Sampler s(1.0f, 0, 0.7f, 5);
+    int counts[3] = {0, 0, 0};
+    for (int i = 0; i < 4000; ++i) ++counts[s.sample(logits, 3)];
+    CHECK(counts[2] == 0);
+    CHECK(counts[0] / 4000.0 == Approx(0.625).margin(0.03));  // 0.5 / 0.8 after renormalising
+}
+
+TEST_CASE("frequencies follow softmax(logits / temperature)", "[sampler]") {
+    const float logits[] = {1.0f, 0.0f, -1.0f, 0.5f};
+    const float temperature = 0.7f;
+    double z = 0.0, p[4];
+    for (int i = 0; i < 4; ++i) z += (p[i] = std::exp(logits[i] / temperature));
+    gpt::Sampler s(temperature, 0, 1.0f, 11);
+    const int n = 20000;
+    int counts[4] = {0, 0, 0, 0};
+    for (int i = 0; i < n; ++i) ++counts[s.sample(logits, 4)];
+    for (int i = 0; i < 4; ++i) CHECK(counts[i] / double(n) == Approx(p[i] / z).margin(0.015));
+}
+
+TEST_CASE("the same seed draws the same sequence", "[sampler]") {
+    const float logits[] = {0.2f, 0.1f, 0.3f, 0.25f, 0.15f};
+    gpt::Sampler a(1.0f, 0, 1.0f, 77), b(1.0f, 0, 1.0f, 77), c(1.0f, 0, 1.0f, 78);
+    std::vector<gpt_token> sa, sb, sc;
+    for (int i = 0; i < 64; ++i) {
+        sa.push_back(a.sample(logits, 5));
+        sb.push_back(b.sample(logits, 5));
+        sc.push_back(c.sample(logits, 5));
+    }
+    CHECK(sa == sb);
+    CHECK(sa != sc);
+}

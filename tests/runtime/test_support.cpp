@@ -1,0 +1,98 @@
+// test_support.cpp — see test_support.h.
+#include "test_support.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "integrity.h"
+#include "safetensors.h"
+
+namespace test {
+
+namespace {
+
+std::filesystem::path artifacts_root() {
+    const char *root = std::getenv("GPT_TEST_ARTIFACTS");
+    if (root == nullptr || !std::filesystem::exists(root))
+        FAIL("GPT_TEST_ARTIFACTS must name the directory made by tests/fixtures/build_artifacts.py "
+             "(scripts/test.sh does this)");
+    return root;
+}
+
+std::vector<unsigned char> read_bytes(const std::filesystem::path &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::vector<unsigned char>(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+std::filesystem::path artifact(const std::string &attention) {
+    return artifacts_root() / ("tiny-" + attention) / "cpu";
+}
+
+std::map<std::string, at::Tensor> reference() { return read_safetensors(artifacts_root() / "reference.safetensors"); }
+
+std::map<std::string, at::Tensor> read_safetensors(const std::filesystem::path &path) {
+    const auto bytes = read_bytes(path);
+    return gpt::parse_safetensors(bytes.data(), bytes.size(), path.filename().string());
+}
+
+void write_safetensors(const std::filesystem::path &path, const std::map<std::string, at::Tensor> &tensors) {
+    nlohmann::json header = nlohmann::json::object();
+    std::string data;
+    for (const auto &[name, tensor] : tensors) {
+        const at::Tensor t = tensor.contiguous();
+        const char *dtype = t.scalar_type() == at::kFloat ? "F32" : t.scalar_type() == at::kLong ? "I64" : "I32";
+        const size_t begin = data.size();
+        data.append(static_cast<const char *>(t.data_ptr()), t.nbytes());
+        header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
+    }
+    const std::string text = header.dump();
+    const uint64_t len = text.size();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((len >> (8 * i)) & 0xff));
+    out << text << data;
+}
+
+ScratchArtifact::ScratchArtifact(const std::filesystem::path &source) {
+    std::string templ = (std::filesystem::temp_directory_path() / "gpt_test.XXXXXX").string();
+    REQUIRE(mkdtemp(templ.data()) != nullptr);
+    dir_ = std::filesystem::path(templ) / "cpu";
+    std::filesystem::copy(source, dir_, std::filesystem::copy_options::recursive);
+}
+
+ScratchArtifact::~ScratchArtifact() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_.parent_path(), ec);
+}
+
+nlohmann::json ScratchArtifact::manifest() const {
+    std::ifstream in(file("manifest.json"));
+    return nlohmann::json::parse(in);
+}
+
+void ScratchArtifact::write_manifest(const nlohmann::json &manifest) const {
+    std::ofstream(file("manifest.json")) << manifest.dump(2);
+}
+
+void ScratchArtifact::rehash(const std::string &name) const {
+    const auto bytes = read_bytes(file(name));
+    auto m = manifest();
+    m["files"][name]["size"] = bytes.size();
+    m["files"][name]["sha256"] = gpt::sha256_hex(bytes.data(), bytes.size());
+    write_manifest(m);
+}
+
+Model::Model(const std::filesystem::path &dir, int num_runners) {
+    gpt_model_params params = gpt_model_default_params();
+    params.num_runners = num_runners;
+    status = gpt_model_load(dir.c_str(), &params, &handle);
+}
+
+Session::Session(gpt_model *model) { REQUIRE(gpt_session_create(model, &handle) == GPT_OK); }
+
+}  // namespace test

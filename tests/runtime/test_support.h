@@ -1,0 +1,54 @@
+// test_support.h — helpers shared by the runtime tests: where the compiled test
+// artifacts are, scratch copies to corrupt, and RAII wrappers over the C handles.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "gpt_runtime.h"
+
+namespace test {
+
+// build/test_artifacts/tiny-<attention>/cpu, from GPT_TEST_ARTIFACTS.
+std::filesystem::path artifact(const std::string &attention = "flash");
+// Eager PyTorch references written beside the artifacts.
+std::map<std::string, at::Tensor> reference();
+
+std::map<std::string, at::Tensor> read_safetensors(const std::filesystem::path &path);
+void write_safetensors(const std::filesystem::path &path, const std::map<std::string, at::Tensor> &tensors);
+
+// A private copy of an artifact directory, removed at scope exit.
+class ScratchArtifact {
+public:
+    explicit ScratchArtifact(const std::filesystem::path &source);
+    ~ScratchArtifact();
+    const std::filesystem::path &dir() const { return dir_; }
+    std::filesystem::path file(const std::string &name) const { return dir_ / name; }
+    nlohmann::json manifest() const;
+    void write_manifest(const nlohmann::json &manifest) const;
+    // Rewrites the manifest's size and sha256 of `name` to match the file on disk.
+    void rehash(const std::string &name) const;
+
+private:
+    std::filesystem::path dir_;
+};
+
+struct Model {
+    gpt_model *handle = nullptr;
+    gpt_status status = GPT_OK;
+    explicit Model(const std::filesystem::path &dir, int num_runners = 1);
+    ~Model() { gpt_model_free(handle); }
+};
+
+struct Session {
+    gpt_session *handle = nullptr;
+    explicit Session(gpt_model *model);
+    ~Session() { gpt_session_free(handle); }
+};
+
+}  // namespace test
