@@ -32,12 +32,13 @@ int cmd_info(const std::string &dir) {
     if (m.status != GPT_OK) return report(m.status);
     gpt_model_info info;
     if (gpt_status s = gpt_model_get_info(m.model, &info); s != GPT_OK) return report(s);
-    std::printf("artifact     %s\nname         %s\ntarget       %s %s\ndtype        %s\nattention    %s\n"
-                "torch        %s (runtime %s)\ntokenizer    %s\nvocab_size   %d\nblock_size   %d\n"
-                "n_layer      %d\nn_head       %d\nn_embd       %d\nmax_batch    %d\n",
-                dir.c_str(), info.name, info.device, info.arch, info.dtype, info.attention, info.torch_version,
-                gpt_runtime_version(), info.tokenizer, info.vocab_size, info.block_size, info.n_layer, info.n_head,
-                info.n_embd, info.max_batch);
+    std::printf(
+        "artifact     %s\nname         %s\ntarget       %s %s\ndtype        %s\nattention    %s\n"
+        "torch        %s (runtime %s)\ntokenizer    %s\nvocab_size   %d\nblock_size   %d\n"
+        "n_layer      %d\nn_head       %d\nn_embd       %d\nmax_batch    %d\n",
+        dir.c_str(), info.name, info.device, info.arch, info.dtype, info.attention, info.torch_version,
+        gpt_runtime_version(), info.tokenizer, info.vocab_size, info.block_size, info.n_layer, info.n_head, info.n_embd,
+        info.max_batch);
     return 0;
 }
 

@@ -55,13 +55,13 @@ typedef enum gpt_status {
     GPT_ERR_BUFFER_TOO_SMALL = 102, /* output capacity too small; the needed size is reported */
 
     /* The artifact (2xx). */
-    GPT_ERR_ARTIFACT_NOT_FOUND = 200,  /* no manifest.json at the path */
-    GPT_ERR_ARTIFACT_INVALID = 201,    /* malformed manifest or file */
-    GPT_ERR_ARTIFACT_VERSION = 202,    /* unknown format version */
-    GPT_ERR_ARTIFACT_HASH = 203,       /* a file does not match its sha256: refused before loading */
-    GPT_ERR_ARTIFACT_SIGNATURE = 204,  /* signature missing or wrong */
-    GPT_ERR_TORCH_VERSION = 205,       /* compiled with an incompatible torch */
-    GPT_ERR_VERIFY_FAILED = 206,       /* golden vector does not match */
+    GPT_ERR_ARTIFACT_NOT_FOUND = 200, /* no manifest.json at the path */
+    GPT_ERR_ARTIFACT_INVALID = 201,   /* malformed manifest or file */
+    GPT_ERR_ARTIFACT_VERSION = 202,   /* unknown format version */
+    GPT_ERR_ARTIFACT_HASH = 203,      /* a file does not match its sha256: refused before loading */
+    GPT_ERR_ARTIFACT_SIGNATURE = 204, /* signature missing or wrong */
+    GPT_ERR_TORCH_VERSION = 205,      /* compiled with an incompatible torch */
+    GPT_ERR_VERIFY_FAILED = 206,      /* golden vector does not match */
 
     /* The device (3xx). */
     GPT_ERR_DEVICE_MISMATCH = 300,    /* artifact built for another device or arch */
@@ -97,9 +97,9 @@ GPT_API void gpt_log_set_callback(gpt_log_callback callback, void *user_data);
 /* ---- model ------------------------------------------------------------------ */
 
 struct gpt_model_params {
-    int32_t num_threads;  /* intra-op CPU threads; default 0 = torch's default */
-    int32_t num_runners;  /* graph instances that may run at once; default 1 (calls queue) */
-    bool verify_golden;   /* run the golden vector at load; default false (see gpt_model_verify) */
+    int32_t num_threads; /* intra-op CPU threads; default 0 = torch's default */
+    int32_t num_runners; /* graph instances that may run at once; default 1 (calls queue) */
+    bool verify_golden;  /* run the golden vector at load; default false (see gpt_model_verify) */
 };
 GPT_API struct gpt_model_params gpt_model_default_params(void);
 
@@ -136,12 +136,12 @@ GPT_API gpt_status gpt_model_verify(const struct gpt_model *model, double *out_m
 /* UTF-8 text → token ids. Characters outside the vocabulary are an error.
  * `*out_count` always receives the number of tokens needed; with a too-small
  * `capacity` the call returns GPT_ERR_BUFFER_TOO_SMALL. */
-GPT_API gpt_status gpt_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens,
-                                int32_t capacity, int32_t *out_count);
+GPT_API gpt_status gpt_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
+                                int32_t *out_count);
 /* Token ids → UTF-8 text, NUL-terminated. `*out_size` receives the bytes needed
  * including the NUL; GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. */
-GPT_API gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens,
-                                  char *text, size_t capacity, size_t *out_size);
+GPT_API gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens, char *text,
+                                  size_t capacity, size_t *out_size);
 
 /* ---- session ---------------------------------------------------------------- */
 
@@ -163,13 +163,13 @@ GPT_API gpt_status gpt_session_decode(struct gpt_session *session, gpt_token tok
 typedef bool (*gpt_token_callback)(gpt_token token, void *user_data);
 
 struct gpt_generate_params {
-    int32_t max_new_tokens;       /* default 64; must be > 0 */
-    float temperature;            /* default 1.0; 0 = greedy (argmax) */
-    int32_t top_k;                /* default 0 = off */
-    float top_p;                  /* default 1.0 = off (nucleus sampling when < 1) */
-    uint64_t seed;                /* default 0; the same seed gives the same tokens */
-    gpt_token stop_token;         /* default -1 = none; generation ends after emitting it */
-    gpt_token_callback on_token;  /* default NULL */
+    int32_t max_new_tokens;      /* default 64; must be > 0 */
+    float temperature;           /* default 1.0; 0 = greedy (argmax) */
+    int32_t top_k;               /* default 0 = off */
+    float top_p;                 /* default 1.0 = off (nucleus sampling when < 1) */
+    uint64_t seed;               /* default 0; the same seed gives the same tokens */
+    gpt_token stop_token;        /* default -1 = none; generation ends after emitting it */
+    gpt_token_callback on_token; /* default NULL */
     void *user_data;
 };
 GPT_API struct gpt_generate_params gpt_generate_default_params(void);

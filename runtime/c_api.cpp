@@ -70,24 +70,24 @@ const char *gpt_runtime_version(void) {
 
 const char *gpt_status_string(gpt_status status) {
     switch (status) {
-    case GPT_OK: return "GPT_OK";
-    case GPT_ERR_INVALID_ARGUMENT: return "GPT_ERR_INVALID_ARGUMENT";
-    case GPT_ERR_OUT_OF_RANGE: return "GPT_ERR_OUT_OF_RANGE";
-    case GPT_ERR_BUFFER_TOO_SMALL: return "GPT_ERR_BUFFER_TOO_SMALL";
-    case GPT_ERR_ARTIFACT_NOT_FOUND: return "GPT_ERR_ARTIFACT_NOT_FOUND";
-    case GPT_ERR_ARTIFACT_INVALID: return "GPT_ERR_ARTIFACT_INVALID";
-    case GPT_ERR_ARTIFACT_VERSION: return "GPT_ERR_ARTIFACT_VERSION";
-    case GPT_ERR_ARTIFACT_HASH: return "GPT_ERR_ARTIFACT_HASH";
-    case GPT_ERR_ARTIFACT_SIGNATURE: return "GPT_ERR_ARTIFACT_SIGNATURE";
-    case GPT_ERR_TORCH_VERSION: return "GPT_ERR_TORCH_VERSION";
-    case GPT_ERR_VERIFY_FAILED: return "GPT_ERR_VERIFY_FAILED";
-    case GPT_ERR_DEVICE_MISMATCH: return "GPT_ERR_DEVICE_MISMATCH";
-    case GPT_ERR_DEVICE_UNAVAILABLE: return "GPT_ERR_DEVICE_UNAVAILABLE";
-    case GPT_ERR_OUT_OF_MEMORY: return "GPT_ERR_OUT_OF_MEMORY";
-    case GPT_ERR_CUDA: return "GPT_ERR_CUDA";
-    case GPT_ERR_ABORTED: return "GPT_ERR_ABORTED";
-    case GPT_ERR_BUSY: return "GPT_ERR_BUSY";
-    case GPT_ERR_INTERNAL: return "GPT_ERR_INTERNAL";
+        case GPT_OK: return "GPT_OK";
+        case GPT_ERR_INVALID_ARGUMENT: return "GPT_ERR_INVALID_ARGUMENT";
+        case GPT_ERR_OUT_OF_RANGE: return "GPT_ERR_OUT_OF_RANGE";
+        case GPT_ERR_BUFFER_TOO_SMALL: return "GPT_ERR_BUFFER_TOO_SMALL";
+        case GPT_ERR_ARTIFACT_NOT_FOUND: return "GPT_ERR_ARTIFACT_NOT_FOUND";
+        case GPT_ERR_ARTIFACT_INVALID: return "GPT_ERR_ARTIFACT_INVALID";
+        case GPT_ERR_ARTIFACT_VERSION: return "GPT_ERR_ARTIFACT_VERSION";
+        case GPT_ERR_ARTIFACT_HASH: return "GPT_ERR_ARTIFACT_HASH";
+        case GPT_ERR_ARTIFACT_SIGNATURE: return "GPT_ERR_ARTIFACT_SIGNATURE";
+        case GPT_ERR_TORCH_VERSION: return "GPT_ERR_TORCH_VERSION";
+        case GPT_ERR_VERIFY_FAILED: return "GPT_ERR_VERIFY_FAILED";
+        case GPT_ERR_DEVICE_MISMATCH: return "GPT_ERR_DEVICE_MISMATCH";
+        case GPT_ERR_DEVICE_UNAVAILABLE: return "GPT_ERR_DEVICE_UNAVAILABLE";
+        case GPT_ERR_OUT_OF_MEMORY: return "GPT_ERR_OUT_OF_MEMORY";
+        case GPT_ERR_CUDA: return "GPT_ERR_CUDA";
+        case GPT_ERR_ABORTED: return "GPT_ERR_ABORTED";
+        case GPT_ERR_BUSY: return "GPT_ERR_BUSY";
+        case GPT_ERR_INTERNAL: return "GPT_ERR_INTERNAL";
     }
     return "GPT_ERR_UNKNOWN";
 }
@@ -165,13 +165,14 @@ gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_e
 gpt_status gpt_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
                         int32_t *out_count) {
     return guarded(__func__, [&] {
-        require(model != nullptr && text != nullptr && out_count != nullptr, "model, text and out_count must not be NULL");
+        require(model != nullptr && text != nullptr && out_count != nullptr,
+                "model, text and out_count must not be NULL");
         require(capacity >= 0 && (tokens != nullptr || capacity == 0), "tokens must hold capacity entries");
         const auto ids = model->impl->tokenizer().encode(text);
         *out_count = static_cast<int32_t>(ids.size());
         if (ids.size() > static_cast<size_t>(capacity))
-            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL, "text needs " + std::to_string(ids.size()) + " tokens, capacity is " +
-                                                    std::to_string(capacity));
+            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
+                      "text needs " + std::to_string(ids.size()) + " tokens, capacity is " + std::to_string(capacity));
         std::copy(ids.begin(), ids.end(), tokens);
     });
 }
@@ -185,8 +186,8 @@ gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens
         const std::string s = model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens));
         *out_size = s.size() + 1;
         if (s.size() + 1 > capacity)
-            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL, "text needs " + std::to_string(s.size() + 1) + " bytes, capacity is " +
-                                                    std::to_string(capacity));
+            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
+                      "text needs " + std::to_string(s.size() + 1) + " bytes, capacity is " + std::to_string(capacity));
         std::memcpy(text, s.c_str(), s.size() + 1);
     });
 }

@@ -29,7 +29,8 @@ void Graph::bind(const std::map<std::string, at::Tensor> &weights) {
     for (const std::string &fqn : loader_->get_constant_fqns()) {
         auto it = weights.find(fqn);
         if (it == weights.end())
-            fail(GPT_ERR_ARTIFACT_INVALID, "graph '" + name_ + "' needs weight '" + fqn + "', which the weights file lacks");
+            fail(GPT_ERR_ARTIFACT_INVALID,
+                 "graph '" + name_ + "' needs weight '" + fqn + "', which the weights file lacks");
         constants.emplace(fqn, it->second);
     }
     loader_->load_constants(constants, /*use_inactive=*/false, /*check_full_update=*/true, /*user_managed=*/true);

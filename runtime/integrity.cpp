@@ -27,7 +27,8 @@ namespace {
 Bytes read_exact(const std::filesystem::path &path, uint64_t expected_size) {
     const auto size = regular_file_size(path.string());
     if (!size)
-        fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path.string() + "' is missing: copy the whole artifact directory");
+        fail(GPT_ERR_ARTIFACT_INVALID,
+             "artifact file '" + path.string() + "' is missing: copy the whole artifact directory");
     if (*size != expected_size)
         fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + path.filename().string() + "' is " + std::to_string(*size) +
                                         " bytes, the manifest says " + std::to_string(expected_size) +
@@ -46,7 +47,8 @@ std::map<std::string, Bytes> read_verified_files(const std::filesystem::path &di
         Bytes bytes = read_exact(dir / name, entry.size);
         const std::string actual = sha256_hex(bytes.data(), bytes.size());
         if (actual != entry.sha256)
-            fail(GPT_ERR_ARTIFACT_HASH, "sha256 of '" + name + "' is " + actual + ", the manifest says " + entry.sha256 +
+            fail(GPT_ERR_ARTIFACT_HASH, "sha256 of '" + name + "' is " + actual + ", the manifest says " +
+                                            entry.sha256 +
                                             ": the artifact is corrupt or was modified; nothing was loaded");
         log(GPT_LOG_DEBUG, "verified " + name + " (" + std::to_string(bytes.size()) + " bytes)");
         files.emplace(name, std::move(bytes));

@@ -2,8 +2,8 @@
 #include "log.h"
 
 #include <spdlog/sinks/base_sink.h>
-#include <spdlog/spdlog.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -14,11 +14,11 @@ namespace {
 
 gpt_log_level to_gpt_level(spdlog::level::level_enum level) {
     switch (level) {
-    case spdlog::level::trace: return GPT_LOG_TRACE;
-    case spdlog::level::debug: return GPT_LOG_DEBUG;
-    case spdlog::level::info: return GPT_LOG_INFO;
-    case spdlog::level::warn: return GPT_LOG_WARN;
-    default: return GPT_LOG_ERROR;
+        case spdlog::level::trace: return GPT_LOG_TRACE;
+        case spdlog::level::debug: return GPT_LOG_DEBUG;
+        case spdlog::level::info: return GPT_LOG_INFO;
+        case spdlog::level::warn: return GPT_LOG_WARN;
+        default: return GPT_LOG_ERROR;
     }
 }
 
@@ -52,17 +52,18 @@ std::shared_ptr<spdlog::logger> make_logger(spdlog::sink_ptr sink) {
 }
 
 std::shared_ptr<spdlog::logger> &logger_slot() {
-    static std::shared_ptr<spdlog::logger> logger = make_logger(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    static std::shared_ptr<spdlog::logger> logger =
+        make_logger(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     return logger;
 }
 
 spdlog::level::level_enum to_spdlog_level(gpt_log_level level) {
     switch (level) {
-    case GPT_LOG_TRACE: return spdlog::level::trace;
-    case GPT_LOG_DEBUG: return spdlog::level::debug;
-    case GPT_LOG_INFO: return spdlog::level::info;
-    case GPT_LOG_WARN: return spdlog::level::warn;
-    default: return spdlog::level::err;
+        case GPT_LOG_TRACE: return spdlog::level::trace;
+        case GPT_LOG_DEBUG: return spdlog::level::debug;
+        case GPT_LOG_INFO: return spdlog::level::info;
+        case GPT_LOG_WARN: return spdlog::level::warn;
+        default: return spdlog::level::err;
     }
 }
 

@@ -15,7 +15,8 @@ using nlohmann::json;
 constexpr uint64_t kMaxManifestBytes = 16u << 20;
 
 [[noreturn]] void invalid(const std::string &what) {
-    fail(GPT_ERR_ARTIFACT_INVALID, "manifest.json: " + what + "; rebuild the artifact with `python -m gpt_aot compile`");
+    fail(GPT_ERR_ARTIFACT_INVALID,
+         "manifest.json: " + what + "; rebuild the artifact with `python -m gpt_aot compile`");
 }
 
 const json &field(const json &obj, const char *key) {
@@ -70,9 +71,9 @@ Manifest read_manifest(const std::filesystem::path &dir) {
     const auto path = dir / kManifestFile;
     const auto size = regular_file_size(path.string());
     if (!size)
-        fail(GPT_ERR_ARTIFACT_NOT_FOUND,
-             "no " + std::string(kManifestFile) + " in '" + dir.string() + "': point at an artifact directory such as "
-             "model_artifacts/<name>/cpu");
+        fail(GPT_ERR_ARTIFACT_NOT_FOUND, "no " + std::string(kManifestFile) + " in '" + dir.string() +
+                                             "': point at an artifact directory such as "
+                                             "model_artifacts/<name>/cpu");
     if (*size > kMaxManifestBytes) invalid("file larger than 16 MiB");
 
     const Bytes text = read_file(path.string());

@@ -70,8 +70,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
 
 at::Tensor Model::new_kv_cache(int64_t batch) const {
     const ModelConfig &c = config();
-    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim()},
-                     weights_.begin()->second.options());
+    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim()}, weights_.begin()->second.options());
 }
 
 at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const { return prefill_->run({idx, kv}).at(0); }

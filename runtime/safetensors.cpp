@@ -86,11 +86,13 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
         for (const auto &dim : shape_json) {
             if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
                 invalid_file(what, "entry '" + name + "' has a negative or huge dimension");
-            if (!checked_mul(bytes, dim.get<uint64_t>(), &bytes)) invalid_file(what, "entry '" + name + "' size overflows");
+            if (!checked_mul(bytes, dim.get<uint64_t>(), &bytes))
+                invalid_file(what, "entry '" + name + "' size overflows");
             e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
         }
         if (e.begin > e.end || e.end > data_size) invalid_file(what, "entry '" + name + "' lies outside the data");
-        if (e.end - e.begin != bytes) invalid_file(what, "entry '" + name + "' byte length disagrees with its shape and dtype");
+        if (e.end - e.begin != bytes)
+            invalid_file(what, "entry '" + name + "' byte length disagrees with its shape and dtype");
         entries.push_back(std::move(e));
     }
 

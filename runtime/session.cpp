@@ -17,8 +17,8 @@ Session::~Session() { --model_.live_sessions(); }
 void Session::check_token(gpt_token token) const {
     const int32_t vocab = model_.config().vocab_size;
     if (token < 0 || token >= vocab)
-        fail(GPT_ERR_OUT_OF_RANGE, "token id " + std::to_string(token) + " is outside the vocabulary [0, " +
-                                       std::to_string(vocab) + ")");
+        fail(GPT_ERR_OUT_OF_RANGE,
+             "token id " + std::to_string(token) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
 void Session::copy_logits(const at::Tensor &logits, float *out) const {
@@ -69,7 +69,8 @@ int32_t Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_g
         const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
         out[count++] = next;
         if (params.on_token != nullptr && !params.on_token(next, params.user_data))
-            fail(GPT_ERR_ABORTED, "generation stopped by the token callback after " + std::to_string(count) + " tokens");
+            fail(GPT_ERR_ABORTED,
+                 "generation stopped by the token callback after " + std::to_string(count) + " tokens");
         const bool full = position_ >= model_.config().block_size;
         if (count == params.max_new_tokens || next == params.stop_token || full) break;
         decode(next, logits.data());

@@ -23,7 +23,8 @@ size_t utf8_length(unsigned char lead) {
 Tokenizer::Tokenizer(const std::string &json_text, const std::string &kind, int32_t vocab_size) : kind_(kind) {
     auto j = nlohmann::json::parse(json_text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("kind") || j["kind"] != kind)
-        fail(GPT_ERR_ARTIFACT_INVALID, "tokenizer.json is malformed or disagrees with the manifest's kind '" + kind + "'");
+        fail(GPT_ERR_ARTIFACT_INVALID,
+             "tokenizer.json is malformed or disagrees with the manifest's kind '" + kind + "'");
     if (kind == "none") return;
     if (kind != "char") fail(GPT_ERR_ARTIFACT_INVALID, "unknown tokenizer kind '" + kind + "'");
     const auto &itos = j["itos"];
@@ -49,8 +50,8 @@ std::vector<gpt_token> Tokenizer::encode(const std::string &text) const {
         const std::string ch = text.substr(i, len);
         auto it = stoi_.find(ch);
         if (it == stoi_.end())
-            fail(GPT_ERR_INVALID_ARGUMENT, "character '" + ch + "' at byte " + std::to_string(i) +
-                                               " is not in the model's vocabulary");
+            fail(GPT_ERR_INVALID_ARGUMENT,
+                 "character '" + ch + "' at byte " + std::to_string(i) + " is not in the model's vocabulary");
         ids.push_back(it->second);
         i += len;
     }

@@ -4,7 +4,6 @@
 
 #include <ATen/ATen.h>
 
-
 #include "error.h"
 #include "safetensors.h"
 
@@ -66,8 +65,9 @@ std::map<std::string, at::Tensor> load_weights(const Bytes &file, const Manifest
         if (it == expected.end())
             fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": unexpected tensor '" + name + "' for this model");
         if (tensor.sizes() != at::IntArrayRef(it->second) || tensor.scalar_type() != dtype)
-            fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": '" + name + "' is " + shape_string(tensor.sizes()) +
-                                               " " + std::string(c10::toString(tensor.scalar_type())) + ", expected " +
+            fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": '" + name + "' is " +
+                                               shape_string(tensor.sizes()) + " " +
+                                               std::string(c10::toString(tensor.scalar_type())) + ", expected " +
                                                shape_string(it->second) + " " + manifest.dtype);
         weights.emplace(name, tensor.to(device));
     }
@@ -75,12 +75,14 @@ std::map<std::string, at::Tensor> load_weights(const Bytes &file, const Manifest
         auto it = weights.find(stored);
         if (it == weights.end() || expected.count(alias) == 0 || weights.count(alias) != 0 ||
             expected.at(alias) != expected.at(stored))
-            fail(GPT_ERR_ARTIFACT_INVALID, "manifest ties '" + alias + "' to '" + stored + "', which does not fit the model");
+            fail(GPT_ERR_ARTIFACT_INVALID,
+                 "manifest ties '" + alias + "' to '" + stored + "', which does not fit the model");
         weights.emplace(alias, it->second);
     }
     for (const auto &[name, shape] : expected)
         if (weights.count(name) == 0)
-            fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + " lacks '" + name + "' (shape " + shape_string(shape) + ")");
+            fail(GPT_ERR_ARTIFACT_INVALID,
+                 manifest.weights_file + " lacks '" + name + "' (shape " + shape_string(shape) + ")");
     return weights;
 }
 

@@ -74,7 +74,5 @@ def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedPro
     pos = torch.zeros(1, dtype=torch.int64, device=device)
     with torch.no_grad():
         prefill = torch.export.export(PrefillGraph(gpt), (idx, kv), dynamic_shapes=({0: batch, 1: seq}, {2: batch}))
-        decode = torch.export.export(
-            DecodeGraph(gpt), (step, pos, kv), dynamic_shapes=({0: batch}, None, {2: batch})
-        )
+        decode = torch.export.export(DecodeGraph(gpt), (step, pos, kv), dynamic_shapes=({0: batch}, None, {2: batch}))
     return {"prefill": prefill, "decode": decode}

@@ -5,12 +5,12 @@
 
 #include "gpt_runtime.h"
 
-#define CHECK(cond)                                                            \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
             fprintf(stderr, "check failed: %s (%s)\n", #cond, gpt_last_error()); \
-            return 1;                                                          \
-        }                                                                      \
+            return 1;                                                            \
+        }                                                                        \
     } while (0)
 
 enum { N_NEW = 24 };

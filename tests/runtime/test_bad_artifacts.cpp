@@ -48,7 +48,9 @@ gpt_status load(const std::filesystem::path &dir) {
     return s;
 }
 
-bool error_mentions(const std::string &needle) { return std::string(gpt_last_error()).find(needle) != std::string::npos; }
+bool error_mentions(const std::string &needle) {
+    return std::string(gpt_last_error()).find(needle) != std::string::npos;
+}
 
 void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
@@ -149,9 +151,7 @@ TEST_CASE("WeightsThatDoNotFitTheConfigAreRefused", "[artifact]") {
 
 TEST_CASE("FileOutsideTheArtifactIsRefused", "[artifact]") {
     test::ScratchArtifact art(test::artifact());
-    edit_manifest(art, [](json &m) {
-        m["weights"]["file"] = "../weights.safetensors";
-    });
+    edit_manifest(art, [](json &m) { m["weights"]["file"] = "../weights.safetensors"; });
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(error_mentions("plain name"));
 }

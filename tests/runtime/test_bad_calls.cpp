@@ -7,7 +7,9 @@
 
 namespace {
 
-bool error_mentions(const std::string &needle) { return std::string(gpt_last_error()).find(needle) != std::string::npos; }
+bool error_mentions(const std::string &needle) {
+    return std::string(gpt_last_error()).find(needle) != std::string::npos;
+}
 
 }  // namespace
 

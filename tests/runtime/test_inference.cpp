@@ -38,7 +38,8 @@ std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_toke
     p.top_p = 0.95f;
     std::vector<gpt_token> out(static_cast<size_t>(n));
     int32_t count = 0;
-    *status = gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), n, &count);
+    *status =
+        gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), n, &count);
     gpt_session_free(session);
     out.resize(*status == GPT_OK ? static_cast<size_t>(count) : 0);
     return out;

@@ -44,7 +44,9 @@ TEST_CASE("a well-formed file parses into tensors of the declared shape", "[safe
 TEST_CASE("malformed layouts are ARTIFACT_INVALID", "[safetensors]") {
     const std::string ok_entry = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
     SECTION("shorter than the length prefix") { CHECK(parse_status({1, 2, 3}) == GPT_ERR_ARTIFACT_INVALID); }
-    SECTION("header length past the end") { CHECK(parse_status(file_with(ok_entry, 8, 1 << 20)) == GPT_ERR_ARTIFACT_INVALID); }
+    SECTION("header length past the end") {
+        CHECK(parse_status(file_with(ok_entry, 8, 1 << 20)) == GPT_ERR_ARTIFACT_INVALID);
+    }
     SECTION("header length near 2^64 does not wrap") {
         CHECK(parse_status(file_with(ok_entry, 8, ~0ull - 3)) == GPT_ERR_ARTIFACT_INVALID);
     }
@@ -62,9 +64,8 @@ TEST_CASE("malformed layouts are ARTIFACT_INVALID", "[safetensors]") {
               GPT_ERR_ARTIFACT_INVALID);
     }
     SECTION("shape product overflows") {
-        CHECK(parse_status(file_with(
-                  R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0)) ==
-              GPT_ERR_ARTIFACT_INVALID);
+        CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+                                     0)) == GPT_ERR_ARTIFACT_INVALID);
     }
     SECTION("overlapping entries") {
         CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -75,7 +76,9 @@ TEST_CASE("malformed layouts are ARTIFACT_INVALID", "[safetensors]") {
         CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)) ==
               GPT_ERR_ARTIFACT_INVALID);
     }
-    SECTION("trailing bytes after the last entry") { CHECK(parse_status(file_with(ok_entry, 12)) == GPT_ERR_ARTIFACT_INVALID); }
+    SECTION("trailing bytes after the last entry") {
+        CHECK(parse_status(file_with(ok_entry, 12)) == GPT_ERR_ARTIFACT_INVALID);
+    }
     SECTION("negative dimension") {
         CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)) ==
               GPT_ERR_ARTIFACT_INVALID);

@@ -18,8 +18,9 @@ namespace {
 std::filesystem::path artifacts_root() {
     const char *root = std::getenv("GPT_TEST_ARTIFACTS");
     if (root == nullptr || !std::filesystem::exists(root))
-        FAIL("GPT_TEST_ARTIFACTS must name the directory made by tests/fixtures/build_artifacts.py "
-             "(scripts/test.sh does this)");
+        FAIL(
+            "GPT_TEST_ARTIFACTS must name the directory made by tests/fixtures/build_artifacts.py "
+            "(scripts/test.sh does this)");
     return root;
 }
 

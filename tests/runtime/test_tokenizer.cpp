@@ -33,8 +33,7 @@ TEST_CASE("bad text and bad files are refused", "[tokenizer]") {
     CHECK(status_of([] { gpt::Tokenizer("{", "char", 2); }) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(status_of([] { gpt::Tokenizer(R"({"kind":"char","itos":["a","b","c"]})", "char", 2); }) ==
           GPT_ERR_ARTIFACT_INVALID);  // more characters than the model's vocabulary
-    CHECK(status_of([] { gpt::Tokenizer(R"({"kind":"char","itos":["ab"]})", "char", 2); }) ==
-          GPT_ERR_ARTIFACT_INVALID);
+    CHECK(status_of([] { gpt::Tokenizer(R"({"kind":"char","itos":["ab"]})", "char", 2); }) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(status_of([] { gpt::Tokenizer(R"({"kind":"bpe"})", "char", 2); }) == GPT_ERR_ARTIFACT_INVALID);
 }
 

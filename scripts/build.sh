@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configure and build libgpt_runtime, the gpt CLI and the tests into build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
+  -DPython3_EXECUTABLE="$PWD/.venv/bin/python" -DGPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" "$@" >/dev/null
+cmake --build build

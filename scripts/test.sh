@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# README command 2: the whole suite from a fresh clone — set-up, build, lint,
+# test artifacts (compiled once per run), pytest, then Catch2 + C tests via ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
+
+scripts/setup.sh
+echo "== build"
+scripts/build.sh
+echo "== lint"
+scripts/lint.sh
+echo "== compile test artifacts"
+rm -rf build/test_artifacts
+.venv/bin/python tests/fixtures/build_artifacts.py build/test_artifacts
+echo "== pytest"
+GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/aot
+echo "== ctest (Catch2, C ABI)"
+ctest --test-dir build --output-on-failure -j "$(nproc)"
