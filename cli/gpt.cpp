@@ -108,9 +108,7 @@ int cmd_generate(const std::string &dir, const GenerateOptions &o) {
     return s == GPT_OK ? 0 : report(s);
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
+int run(int argc, char **argv) {
     CLI::App app{"gpt: run ahead-of-time compiled GPT artifacts"};
     app.require_subcommand(1);
     std::string artifact;
@@ -134,4 +132,15 @@ int main(int argc, char **argv) {
     if (*info) return cmd_info(artifact);
     if (*verify) return cmd_verify(artifact);
     return cmd_generate(artifact, gen);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "gpt: %s\n", e.what());
+        return 1;
+    }
 }

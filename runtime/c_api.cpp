@@ -185,7 +185,7 @@ gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens
         require(text != nullptr || capacity == 0, "text must hold capacity bytes");
         const std::string s = model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens));
         *out_size = s.size() + 1;
-        if (s.size() + 1 > capacity)
+        if (text == nullptr || s.size() + 1 > capacity)
             gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
                       "text needs " + std::to_string(s.size() + 1) + " bytes, capacity is " + std::to_string(capacity));
         std::memcpy(text, s.c_str(), s.size() + 1);

@@ -53,7 +53,7 @@ PrivateTempDir::~PrivateTempDir() {
 }
 
 std::string PrivateTempDir::write(const std::string &name, const Bytes &bytes) {
-    const std::string file = path_ + "/" + name;
+    std::string file = path_ + "/" + name;
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) fail(GPT_ERR_INTERNAL, "cannot create '" + file + "': " + std::strerror(errno));
     files_.push_back(file);

@@ -98,6 +98,7 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
 
     // The entries must tile the data region exactly: no overlap, no gap, no tail.
     std::vector<const Entry *> by_offset;
+    by_offset.reserve(entries.size());
     for (const auto &e : entries) by_offset.push_back(&e);
     std::sort(by_offset.begin(), by_offset.end(), [](const Entry *a, const Entry *b) { return a->begin < b->begin; });
     uint64_t cursor = 0;
