@@ -175,8 +175,9 @@ struct gpt_generate_params {
 GPT_API struct gpt_generate_params gpt_generate_default_params(void);
 
 /* Generate from `prompt` (replaces the session's sequence). Stops after
- * max_new_tokens, at the stop token, or when the context is full. Generated ids
- * go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`. */
+ * max_new_tokens or at the stop token. When the context (block_size) fills, the
+ * most recent block_size/2 tokens are prefilled again and generation goes on.
+ * Generated ids go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`. */
 GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
                                         const struct gpt_generate_params *params, gpt_token *out_tokens,
                                         int32_t capacity, int32_t *out_count);

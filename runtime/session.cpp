@@ -61,19 +61,27 @@ int32_t Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_g
     if (params.max_new_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
     if (params.top_k < 0 || !(params.top_p > 0.0f && params.top_p <= 1.0f) || !(params.temperature >= 0.0f))
         fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
+    const int32_t block = model_.config().block_size;
     std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
     Sampler sampler(params.temperature, params.top_k, params.top_p, params.seed);
+    std::vector<gpt_token> history(prompt, prompt + std::max(n_prompt, 0));
     prefill(prompt, n_prompt, logits.data());
     int32_t count = 0;
     while (true) {
         const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
         out[count++] = next;
+        history.push_back(next);
         if (params.on_token != nullptr && !params.on_token(next, params.user_data))
-            fail(GPT_ERR_ABORTED,
-                 "generation stopped by the token callback after " + std::to_string(count) + " tokens");
-        const bool full = position_ >= model_.config().block_size;
-        if (count == params.max_new_tokens || next == params.stop_token || full) break;
-        decode(next, logits.data());
+            fail(GPT_ERR_ABORTED, "generation stopped by the token callback after " + std::to_string(count) + " tokens");
+        if (count == params.max_new_tokens || next == params.stop_token) break;
+        if (position_ < block) {
+            decode(next, logits.data());
+        } else {
+            // Context full: keep the most recent half window and continue from it,
+            // one prefill instead of a recompute per token.
+            const int32_t keep = std::max(1, block / 2);
+            prefill(history.data() + history.size() - keep, keep, logits.data());
+        }
     }
     return count;
 }

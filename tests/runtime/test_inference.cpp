@@ -144,11 +144,9 @@ TEST_CASE("greedy generation follows the argmax of the logits", "[generate]") {
     }
 }
 
-TEST_CASE("generation stops at the stop token and when the context is full", "[generate]") {
+TEST_CASE("generation stops at the stop token", "[generate]") {
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
-    gpt_model_info info;
-    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
     const std::vector<gpt_token> prompt = {40, 69, 76};
     const auto free_run = generate(model.handle, prompt, 7, 10);
     REQUIRE(free_run.size() == 10);
@@ -165,11 +163,44 @@ TEST_CASE("generation stops at the stop token and when the context is full", "[g
     REQUIRE(gpt_session_generate(session.handle, prompt.data(), 3, &p, out.data(), 10, &count) == GPT_OK);
     const auto first_stop = std::find(free_run.begin(), free_run.end(), p.stop_token) - free_run.begin();
     CHECK(count == first_stop + 1);
+}
 
-    // Asking for more than fits: the context (block_size) ends generation.
-    const int n = info.block_size * 2;
-    const auto long_run = generate(model.handle, prompt, 7, n);
-    CHECK(static_cast<int>(long_run.size()) == info.block_size - static_cast<int>(prompt.size()) + 1);
+TEST_CASE("past a full context, generation goes on from the last half window", "[generate]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_model_info info;
+    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const int block = info.block_size;
+    const std::vector<gpt_token> prompt = {40, 69, 76};
+    const int n = 2 * block;
+
+    test::Session session(model.handle);
+    gpt_generate_params p = gpt_generate_default_params();
+    p.max_new_tokens = n;
+    p.temperature = 0.0f;
+    std::vector<gpt_token> out(static_cast<size_t>(n));
+    int32_t count = 0;
+    REQUIRE(gpt_session_generate(session.handle, prompt.data(), 3, &p, out.data(), n, &count) == GPT_OK);
+    REQUIRE(count == n);
+
+    // The same by hand: greedy decode to a full context, then prefill the last block/2 tokens.
+    std::vector<gpt_token> history = prompt;
+    test::Session manual(model.handle);
+    std::vector<float> logits(static_cast<size_t>(info.vocab_size));
+    REQUIRE(gpt_session_prefill(manual.handle, prompt.data(), 3, logits.data()) == GPT_OK);
+    for (int i = 0; i < n; ++i) {
+        const auto next = static_cast<gpt_token>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        REQUIRE(out[static_cast<size_t>(i)] == next);
+        history.push_back(next);
+        int32_t pos = 0;
+        REQUIRE(gpt_session_position(manual.handle, &pos) == GPT_OK);
+        if (pos < block) {
+            REQUIRE(gpt_session_decode(manual.handle, next, logits.data()) == GPT_OK);
+        } else {
+            REQUIRE(gpt_session_prefill(manual.handle, history.data() + history.size() - block / 2, block / 2,
+                                        logits.data()) == GPT_OK);
+        }
+    }
 }
 
 TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
