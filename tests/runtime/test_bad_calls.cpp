@@ -32,8 +32,7 @@ TEST_CASE("NULL pointers are invalid arguments", "[abi]") {
 TEST_CASE("out-of-range tokens, empty and too-long prompts, n = 0", "[abi]") {
     test::Model model(test::artifact());
     REQUIRE(model.status == GPT_OK);
-    gpt_model_info info;
-    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const gpt_model_info &info = model.info;
     test::Session session(model.handle);
     std::vector<float> logits(static_cast<size_t>(info.vocab_size), -1.0f);
 
@@ -70,8 +69,7 @@ TEST_CASE("out-of-range tokens, empty and too-long prompts, n = 0", "[abi]") {
 TEST_CASE("decoding past the context is refused", "[abi]") {
     test::Model model(test::artifact());
     REQUIRE(model.status == GPT_OK);
-    gpt_model_info info;
-    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const gpt_model_info &info = model.info;
     test::Session session(model.handle);
     std::vector<float> logits(static_cast<size_t>(info.vocab_size));
     std::vector<gpt_token> full(static_cast<size_t>(info.block_size), 7);

@@ -58,8 +58,7 @@ TEST_CASE("prefill and decode logits match eager PyTorch, each decode step a ful
     const auto ref = test::reference();
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
-    gpt_model_info info;
-    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const gpt_model_info &info = model.info;
     test::Session session(model.handle);
 
     const auto prompt = tokens_of(ref.at("prompt"));
@@ -86,9 +85,7 @@ TEST_CASE("the golden vector verifies for every CPU attention kernel", "[inferen
         CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);
         CHECK(err >= 0.0);
         CHECK(err < 1e-4);
-        gpt_model_info info;
-        REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
-        CHECK(std::string(info.attention) == kind);
+        CHECK(std::string(model.info.attention) == kind);
     }
 }
 
@@ -121,8 +118,7 @@ TEST_CASE("the same seed gives the same tokens and another seed does not", "[gen
 TEST_CASE("greedy generation follows the argmax of the logits", "[generate]") {
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
-    gpt_model_info info;
-    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const gpt_model_info &info = model.info;
     const std::vector<gpt_token> prompt = {40, 69, 76};
 
     test::Session session(model.handle);
@@ -168,8 +164,7 @@ TEST_CASE("generation stops at the stop token", "[generate]") {
 TEST_CASE("past a full context, generation goes on from the last half window", "[generate]") {
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
-    gpt_model_info info;
-    REQUIRE(gpt_model_get_info(model.handle, &info) == GPT_OK);
+    const gpt_model_info &info = model.info;
     const int block = info.block_size;
     const std::vector<gpt_token> prompt = {40, 69, 76};
     const int n = 2 * block;

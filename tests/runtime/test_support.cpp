@@ -92,6 +92,7 @@ Model::Model(const std::filesystem::path &dir, int num_runners) {
     gpt_model_params params = gpt_model_default_params();
     params.num_runners = num_runners;
     status = gpt_model_load(dir.c_str(), &params, &handle);
+    if (status == GPT_OK) REQUIRE(gpt_model_get_info(handle, &info) == GPT_OK);
 }
 
 Session::Session(gpt_model *model) { REQUIRE(gpt_session_create(model, &handle) == GPT_OK); }

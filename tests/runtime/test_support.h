@@ -41,6 +41,7 @@ private:
 struct Model {
     gpt_model *handle = nullptr;
     gpt_status status = GPT_OK;
+    gpt_model_info info{};  // filled when the load succeeds
     explicit Model(const std::filesystem::path &dir, int num_runners = 1);
     ~Model() { gpt_model_free(handle); }
 };
