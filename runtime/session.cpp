@@ -72,7 +72,8 @@ int32_t Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_g
         out[count++] = next;
         history.push_back(next);
         if (params.on_token != nullptr && !params.on_token(next, params.user_data))
-            fail(GPT_ERR_ABORTED, "generation stopped by the token callback after " + std::to_string(count) + " tokens");
+            fail(GPT_ERR_ABORTED,
+                 "generation stopped by the token callback after " + std::to_string(count) + " tokens");
         if (count == params.max_new_tokens || next == params.stop_token) break;
         if (position_ < block) {
             decode(next, logits.data());
