@@ -7,8 +7,12 @@
  *                       Immutable after load and safe to share between threads.
  *   struct gpt_session  One sequence's state (KV cache, position, RNG). Use a
  *                       session from one thread at a time; give each thread its own.
- *   A model must outlive its sessions: gpt_model_free on a model that still has
- *   sessions returns without freeing and logs an error (see gpt_model_free).
+ *   struct gpt_trainer  Optimizer state over a model compiled with training graphs.
+ *                       It updates the model's weights in place: sessions see the
+ *                       new weights on their next call, so do not run sessions
+ *                       while a trainer step is in progress.
+ *   A model must outlive its sessions and trainers: gpt_model_free on a model that
+ *   still has them returns GPT_ERR_BUSY and frees nothing.
  *
  * Errors
  *   Every fallible call returns gpt_status. On failure, outputs are left untouched
@@ -72,12 +76,14 @@ typedef enum gpt_status {
     GPT_ERR_CUDA = 401,
     GPT_ERR_ABORTED = 402, /* a callback asked to stop */
     GPT_ERR_BUSY = 403,    /* the object is in use (e.g. a model with live sessions) */
+    GPT_ERR_NON_FINITE = 404, /* training produced a NaN/Inf loss or gradient; weights were not updated */
 
     GPT_ERR_INTERNAL = 900
 } gpt_status;
 
 struct gpt_model;
 struct gpt_session;
+struct gpt_trainer;
 
 /* ---- library ---------------------------------------------------------------- */
 
@@ -181,6 +187,40 @@ GPT_API struct gpt_generate_params gpt_generate_default_params(void);
 GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
                                         const struct gpt_generate_params *params, gpt_token *out_tokens,
                                         int32_t capacity, int32_t *out_count);
+
+/* ---- training --------------------------------------------------------------- */
+
+struct gpt_trainer_params {
+    float learning_rate;    /* peak learning rate; default 6e-4 */
+    float min_lr;           /* floor of the cosine decay; default 6e-5 */
+    int32_t warmup_iters;   /* linear warm-up steps; default 2000 */
+    int32_t lr_decay_iters; /* steps until min_lr; default 600000 */
+    bool decay_lr;          /* false = constant learning_rate; default true */
+    uint64_t seed;          /* seeds dropout; default 1337 */
+};
+GPT_API struct gpt_trainer_params gpt_trainer_default_params(void);
+
+/* Needs an artifact compiled with training graphs (`gpt_aot compile --train`). */
+GPT_API gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_params *params,
+                                      struct gpt_trainer **out_trainer);
+GPT_API void gpt_trainer_free(struct gpt_trainer *trainer); /* NULL is a no-op */
+
+/* One optimizer step over `grad_accum_steps` micro-batches. `x` and `y` each hold
+ * grad_accum_steps * batch * seq token ids, micro-batch after micro-batch, rows of
+ * `seq`; targets of -1 are ignored. `*out_loss` is the mean loss of the micro-batches.
+ * A non-finite loss or gradient returns GPT_ERR_NON_FINITE with the weights unchanged. */
+GPT_API gpt_status gpt_trainer_step(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y,
+                                    int32_t batch, int32_t seq, int32_t grad_accum_steps, float *out_loss);
+/* Loss on a batch without dropout or any update. */
+GPT_API gpt_status gpt_trainer_eval(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y,
+                                    int32_t batch, int32_t seq, float *out_loss);
+
+struct gpt_trainer_state {
+    int64_t iteration;   /* optimizer steps taken */
+    float learning_rate; /* what the next step will use */
+    float grad_norm;     /* global gradient norm of the last step, before clipping */
+};
+GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state);
 
 #ifdef __cplusplus
 }

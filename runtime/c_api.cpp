@@ -12,6 +12,7 @@
 #include "log.h"
 #include "model.h"
 #include "session.h"
+#include "trainer.h"
 
 #define GPT_RUNTIME_VERSION "0.1.0"
 
@@ -87,6 +88,7 @@ const char *gpt_status_string(gpt_status status) {
         case GPT_ERR_CUDA: return "GPT_ERR_CUDA";
         case GPT_ERR_ABORTED: return "GPT_ERR_ABORTED";
         case GPT_ERR_BUSY: return "GPT_ERR_BUSY";
+    case GPT_ERR_NON_FINITE: return "GPT_ERR_NON_FINITE";
         case GPT_ERR_INTERNAL: return "GPT_ERR_INTERNAL";
     }
     return "GPT_ERR_UNKNOWN";
@@ -140,7 +142,8 @@ gpt_status gpt_model_free(struct gpt_model *model) {
         if (model == nullptr) return;
         const int live = model->impl->live_sessions().load();
         if (live > 0)
-            gpt::fail(GPT_ERR_BUSY, "model still has " + std::to_string(live) + " session(s): free them first");
+            gpt::fail(GPT_ERR_BUSY,
+                      "model still has " + std::to_string(live) + " session(s) or trainer(s): free them first");
         delete model;
     });
 }
@@ -259,6 +262,53 @@ gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *pr
         const int32_t n = session->impl.generate(prompt, n_prompt, *params, generated.data());
         std::copy_n(generated.begin(), n, out_tokens);
         *out_count = n;
+    });
+}
+
+struct gpt_trainer_params gpt_trainer_default_params(void) {
+    gpt_trainer_params p{};
+    p.learning_rate = 6e-4f;
+    p.min_lr = 6e-5f;
+    p.warmup_iters = 2000;
+    p.lr_decay_iters = 600000;
+    p.decay_lr = true;
+    p.seed = 1337;
+    return p;
+}
+
+gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_params *params,
+                              struct gpt_trainer **out_trainer) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_trainer != nullptr, "model and out_trainer must not be NULL");
+        const gpt_trainer_params p = params ? *params : gpt_trainer_default_params();
+        *out_trainer = new gpt_trainer(*model->impl, p);
+    });
+}
+
+void gpt_trainer_free(struct gpt_trainer *trainer) { delete trainer; }
+
+gpt_status gpt_trainer_step(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y, int32_t batch,
+                            int32_t seq, int32_t grad_accum_steps, float *out_loss) {
+    return guarded(__func__, [&] {
+        require(trainer != nullptr && x != nullptr && y != nullptr && out_loss != nullptr,
+                "trainer, x, y and out_loss must not be NULL");
+        *out_loss = trainer->impl.step(x, y, batch, seq, grad_accum_steps);
+    });
+}
+
+gpt_status gpt_trainer_eval(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y, int32_t batch,
+                            int32_t seq, float *out_loss) {
+    return guarded(__func__, [&] {
+        require(trainer != nullptr && x != nullptr && y != nullptr && out_loss != nullptr,
+                "trainer, x, y and out_loss must not be NULL");
+        *out_loss = trainer->impl.eval(x, y, batch, seq);
+    });
+}
+
+gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state) {
+    return guarded(__func__, [&] {
+        require(trainer != nullptr && out_state != nullptr, "trainer and out_state must not be NULL");
+        *out_state = trainer->impl.state();
     });
 }
 

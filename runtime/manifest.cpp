@@ -65,6 +65,26 @@ bool is_hex_sha256(const std::string &s) {
     return true;
 }
 
+TrainingSpec training_spec(const json &t) {
+    TrainingSpec spec;
+    spec.attention = string_field(t, "attention");
+    const json &names = field(t, "param_names");
+    if (!names.is_array() || names.empty()) invalid("'training.param_names' must be a non-empty list");
+    for (const auto &n : names) {
+        if (!n.is_string()) invalid("'training.param_names' must hold strings");
+        spec.param_names.push_back(n.get<std::string>());
+    }
+    const json &opt = field(t, "optimizer");
+    if (string_field(opt, "kind") != "adamw") invalid("'training.optimizer.kind' must be 'adamw'");
+    spec.optimizer = {non_negative_number(opt, "weight_decay"), non_negative_number(opt, "beta1"),
+                      non_negative_number(opt, "beta2"), non_negative_number(opt, "eps"),
+                      non_negative_number(opt, "grad_clip")};
+    spec.train_step = graph_spec(t, "train_step");
+    spec.eval_loss = graph_spec(t, "eval_loss");
+    spec.adamw = graph_spec(t, "adamw");
+    return spec;
+}
+
 }  // namespace
 
 Manifest read_manifest(const std::filesystem::path &dir) {
@@ -135,6 +155,8 @@ Manifest read_manifest(const std::filesystem::path &dir) {
     m.golden_atol = non_negative_number(golden, "atol");
     m.golden_rtol = non_negative_number(golden, "rtol");
 
+    if (j.contains("training")) m.training = training_spec(j.at("training"));
+
     const json &files = field(j, "files");
     if (!files.is_object() || files.empty()) invalid("'files' must list every file with its sha256");
     for (const auto &[name, entry] : files.items()) {
@@ -147,7 +169,13 @@ Manifest read_manifest(const std::filesystem::path &dir) {
         fe.size = size.get<uint64_t>();
         m.files[name] = fe;
     }
-    for (const std::string *f : {&m.weights_file, &m.prefill.file, &m.decode.file, &m.tokenizer_file, &m.golden_file})
+    std::vector<const std::string *> used = {&m.weights_file, &m.prefill.file, &m.decode.file, &m.tokenizer_file,
+                                             &m.golden_file};
+    if (m.training) {
+        for (const GraphSpec *g : {&m.training->train_step, &m.training->eval_loss, &m.training->adamw})
+            used.push_back(&g->file);
+    }
+    for (const std::string *f : used)
         if (m.files.count(*f) == 0) invalid("'" + *f + "' is used but has no entry in 'files'");
     return m;
 }

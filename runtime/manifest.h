@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace gpt {
 
@@ -40,6 +42,20 @@ struct GraphSpec {
     int32_t max_batch = 0;
 };
 
+struct OptimizerSpec {
+    double weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0, grad_clip = 0;
+};
+
+// Present when the artifact was compiled with --train.
+struct TrainingSpec {
+    std::string attention;                 // kernel in train_step (may differ from inference)
+    std::vector<std::string> param_names;  // order of train_step's gradients and adamw's tensors
+    OptimizerSpec optimizer;
+    GraphSpec train_step;
+    GraphSpec eval_loss;
+    GraphSpec adamw;
+};
+
 struct Manifest {
     int format_version = 0;
     std::string name;
@@ -57,6 +73,7 @@ struct Manifest {
     std::string golden_file;
     double golden_atol = 0;
     double golden_rtol = 0;
+    std::optional<TrainingSpec> training;
     std::map<std::string, FileEntry> files;
 };
 

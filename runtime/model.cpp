@@ -60,6 +60,14 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners);
     prefill_->bind(weights_);
     decode_->bind(weights_);
+    if (const auto &t = manifest_.training) {
+        for (const auto &name : t->param_names)
+            if (weights_.count(name) == 0) fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
+        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), runners);
+        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), runners);
+        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), 1);
+        for (Graph *g : {train_step_.get(), eval_loss_.get(), adamw_.get()}) g->bind(weights_);
+    }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +
                           manifest_.dtype + ", attention " + manifest_.attention + ") from " + dir.string());
     if (params.verify_golden) {
@@ -77,6 +85,33 @@ at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const { r
 
 at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const {
     return decode_->run({idx, pos, kv}).at(0);
+}
+
+namespace {
+
+const Graph &require_graph(const std::unique_ptr<Graph> &graph) {
+    if (!graph)
+        fail(GPT_ERR_INVALID_ARGUMENT,
+             "this artifact has no training graphs: compile it with `python -m gpt_aot compile --train`");
+    return *graph;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> Model::train_step(const at::Tensor &x, const at::Tensor &y) const {
+    return require_graph(train_step_).run({x, y});
+}
+
+at::Tensor Model::eval_loss(const at::Tensor &x, const at::Tensor &y) const {
+    return require_graph(eval_loss_).run({x, y}).at(0);
+}
+
+at::Tensor Model::adamw(const std::vector<at::Tensor> &inputs) const { return require_graph(adamw_).run(inputs).at(0); }
+
+const at::Tensor &Model::weight(const std::string &name) const {
+    auto it = weights_.find(name);
+    if (it == weights_.end()) fail(GPT_ERR_INTERNAL, "no weight named '" + name + "'");
+    return it->second;
 }
 
 VerifyResult Model::verify() const {

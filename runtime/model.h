@@ -39,6 +39,15 @@ public:
     // idx (B, 1) int64, pos (1,) int64 -> logits (B, padded_vocab); writes kv[..., pos, :].
     at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const;
 
+    // Training graphs, present when manifest().training is (compiled with --train).
+    // train_step: x, y (B, T) int64 -> {loss, grad per training param}.
+    std::vector<at::Tensor> train_step(const at::Tensor &x, const at::Tensor &y) const;
+    at::Tensor eval_loss(const at::Tensor &x, const at::Tensor &y) const;
+    // adamw: params, grads, exp_avgs, exp_avg_sqs, lr, step -> grad_norm; updates in place.
+    at::Tensor adamw(const std::vector<at::Tensor> &inputs) const;
+    // The tensor bound to the graphs under `name` (shared: in-place updates reach every graph).
+    const at::Tensor &weight(const std::string &name) const;
+
     // Runs the golden vector (prefill + one decode step) against the eager logits
     // recorded at compile time, within the manifest's tolerance.
     VerifyResult verify() const;
@@ -53,6 +62,9 @@ private:
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<Graph> prefill_;
     std::unique_ptr<Graph> decode_;
+    std::unique_ptr<Graph> train_step_;
+    std::unique_ptr<Graph> eval_loss_;
+    std::unique_ptr<Graph> adamw_;
     std::atomic<int> live_sessions_{0};
 };
 

@@ -12,6 +12,7 @@ from .graphs import MAX_BATCH
 from .manifest import read_manifest
 from .target import resolve
 from .tokenizer import char_tokenizer, no_tokenizer
+from .training import OptimizerConfig
 from .weights import load_model
 
 
@@ -23,6 +24,9 @@ def _compile(args) -> int:
         overrides["vocab_size"] = len(tokenizer["itos"])
     model = load_model(args.ckpt, overrides, args.seed, "math")
     out = Path(args.output) / target.dir_name
+    train = None
+    if args.train:
+        train = OptimizerConfig(args.weight_decay, args.beta1, args.beta2, args.eps, args.grad_clip)
     manifest = compile_artifact(
         model,
         target,
@@ -31,6 +35,7 @@ def _compile(args) -> int:
         tokenizer=tokenizer,
         attention=args.attention,
         max_batch=args.max_batch,
+        train=train,
     )
     print(
         f"artifact {out}: attention={manifest['attention']['backend']}, "
@@ -57,6 +62,13 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16")
     p.add_argument("--attention", default="auto", help="auto (measured), naive, math, flash, efficient, cudnn")
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
+    p.add_argument("--train", action="store_true", help="also compile train_step, eval_loss and AdamW graphs")
+    defaults = OptimizerConfig()
+    p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    p.add_argument("--beta1", type=float, default=defaults.beta1)
+    p.add_argument("--beta2", type=float, default=defaults.beta2)
+    p.add_argument("--eps", type=float, default=defaults.eps)
+    p.add_argument("--grad-clip", type=float, default=defaults.grad_clip, help="0 disables clipping")
     p.add_argument("-o", "--output", required=True, help="model directory, e.g. model_artifacts/char-small")
 
     p = sub.add_parser("inspect", help="print an artifact's manifest")

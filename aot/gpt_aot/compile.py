@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import save_file
 from torch.nn.attention import sdpa_kernel
 
-from . import attention_pick
+from . import attention_pick, training
 from .attention import SDPA_BACKENDS, attention_runs_on
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .manifest import write_manifest
@@ -47,15 +47,15 @@ GOLDEN_TOLERANCE = {torch.float32: (1e-4, 1e-4), torch.bfloat16: (5e-2, 5e-2), t
 class Progress:
     """One line per stage with the time it took."""
 
-    def __init__(self, total: int, quiet: bool = False):
-        self.total, self.step, self.quiet = total, 0, quiet
+    def __init__(self, quiet: bool = False):
+        self.step, self.quiet = 0, quiet
 
     @contextmanager
     def stage(self, label: str):
         self.step += 1
         start = time.perf_counter()
         if not self.quiet:
-            print(f"[{self.step}/{self.total}] {label} ...", end="", flush=True)
+            print(f"[{self.step}] {label} ...", end="", flush=True)
         yield
         if not self.quiet:
             print(f" {time.perf_counter() - start:.1f}s", flush=True)
@@ -93,6 +93,55 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
         raise RuntimeError(
             f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}"
         )
+
+
+def compile_package(program, package: Path, target: Target, attention: str) -> None:
+    """AOTInductor-compile one exported program with the attention backend pinned."""
+    with attention_context(attention):
+        torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS)
+    check_kernel(package, target.device, attention)
+
+
+def compile_training(model: GPT, target: Target, work: Path, attention: str, max_batch: int, cfg, progress) -> dict:
+    """train_step, eval_loss and adamw graphs, and the manifest's "training" section.
+
+    Each compiled train_step is checked against eager autograd; a kernel whose
+    compiled backward disagrees (CPU flash attention's backward misreads some
+    gradient layouts) is replaced by math, and the manifest says so.
+    """
+    section = {"attention": attention, "rejected": {}}
+    gen = torch.Generator().manual_seed(0)
+    c = model.config
+    probe = [torch.randint(0, c.vocab_size, (2, c.block_size), generator=gen).to(target.torch_device) for _ in "xy"]
+    for kind in dict.fromkeys([attention, "math"]):
+        model.set_attention(kind)
+        with progress.stage(f"export + compile train_step (attention={kind})"):
+            with attention_context(kind):
+                program = training.export_train_step(model, max_batch)
+            compile_package(program, work / "train_step.pt2", target, kind)
+        if c.dropout > 0:  # random masks: nothing to compare with eager
+            section["attention"], section["verified"] = kind, False
+            break
+        err = training.train_step_error(torch._inductor.aoti_load_package(str(work / "train_step.pt2")), model, *probe)
+        tol = GOLDEN_TOLERANCE[target.dtype][0] * 10
+        if err <= tol:
+            section["attention"], section["verified"], section["max_grad_error"] = kind, True, err
+            break
+        section["rejected"][kind] = f"compiled gradients differ from eager by {err:.3g} (tolerance {tol:.3g})"
+    else:
+        raise RuntimeError(f"no attention kernel gives correct compiled gradients: {section['rejected']}")
+    model.set_attention(attention)
+    with progress.stage("export + compile eval_loss"):
+        with attention_context(section["attention"]):
+            compile_package(
+                training.export_eval_loss(model, max_batch), work / "eval_loss.pt2", target, section["attention"]
+            )
+    with progress.stage("export + compile adamw"):
+        compile_package(training.export_adamw(model, cfg), work / "adamw.pt2", target, "math")
+    specs = training.train_specs(model, cfg)
+    for graph in ("train_step", "eval_loss", "adamw"):
+        specs[graph].update(file=f"{graph}.pt2", max_batch=max_batch)
+    return {**section, **specs}
 
 
 def golden_vector(model: GPT) -> dict:
@@ -137,9 +186,11 @@ def compile_artifact(
     attention: str = "auto",
     max_batch: int = MAX_BATCH,
     quiet: bool = False,
+    train: training.OptimizerConfig | None = None,
 ) -> dict:
-    """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest."""
-    progress = Progress(total=5, quiet=quiet)
+    """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
+    With `train`, the artifact also holds the training graphs."""
+    progress = Progress(quiet=quiet)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -154,13 +205,11 @@ def compile_artifact(
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):
-                package = work / f"{graph}.pt2"
-                with attention_context(choice["backend"]):
-                    torch._inductor.aoti_compile_and_package(
-                        program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS
-                    )
-                check_kernel(package, target.device, choice["backend"])
-                specs[graph].update(file=package.name, max_batch=max_batch)
+                compile_package(program, work / f"{graph}.pt2", target, choice["backend"])
+                specs[graph].update(file=f"{graph}.pt2", max_batch=max_batch)
+        training_section = (
+            compile_training(model, target, work, choice["backend"], max_batch, train, progress) if train else None
+        )
         with progress.stage("write weights, golden vector, manifest"):
             tensors, tied = weights_for_runtime(model)
             save_file(tensors, str(work / "weights.safetensors"))
@@ -181,6 +230,7 @@ def compile_artifact(
                     "graphs": specs,
                     "tokenizer": {"file": "tokenizer.json", "kind": tokenizer["kind"]},
                     "golden": {"file": "golden.safetensors", "atol": atol, "rtol": rtol},
+                    **({"training": training_section} if training_section else {}),
                 },
             )
         _replace_dir(work, out_dir)

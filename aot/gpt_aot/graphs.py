@@ -17,7 +17,8 @@ MAX_BATCH = 64
 class _Entry(nn.Module):
     def __init__(self, gpt: GPT):
         super().__init__()
-        self.transformer = gpt.transformer
+        # Without wte: it is lm_head.weight (tied), and one tensor must be one graph input.
+        self.transformer = nn.ModuleDict({k: v for k, v in gpt.transformer.items() if k != "wte"})
         self.lm_head = gpt.lm_head
         self._gpt = (gpt,)  # a tuple keeps the GPT itself unregistered
 

@@ -200,7 +200,10 @@ class GPT(nn.Module):
         return torch.zeros(shape, dtype=dtype, device=device)
 
     def _embed(self, idx, pos):
-        return self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
+        # wte is tied to lm_head; reading it through lm_head lets exported graphs see
+        # one parameter (and one gradient) for the shared tensor.
+        tok = F.embedding(idx, self.lm_head.weight)
+        return self.transformer.drop(tok + self.transformer.wpe(pos))
 
     def forward(self, idx, targets=None):
         T = idx.shape[1]

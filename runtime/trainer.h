@@ -1,0 +1,46 @@
+// trainer.h — the training loop's state over a model: gradients, AdamW moments,
+// iteration and schedule. The compiled train_step and adamw graphs do the math.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <vector>
+
+#include "gpt_runtime.h"
+#include "model.h"
+
+namespace gpt {
+
+class Trainer {
+public:
+    Trainer(Model &model, const gpt_trainer_params &params);
+    ~Trainer();
+    Trainer(const Trainer &) = delete;
+    Trainer &operator=(const Trainer &) = delete;
+
+    // x, y: accum * batch * seq ids. Returns the mean micro-batch loss.
+    float step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum);
+    float eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq);
+    gpt_trainer_state state() const;
+
+private:
+    // (batch, seq) int64 tensors on the device, after range checks.
+    std::pair<at::Tensor, at::Tensor> batch_tensors(const gpt_token *x, const gpt_token *y, int32_t batch,
+                                                    int32_t seq) const;
+
+    Model &model_;
+    gpt_trainer_params params_;
+    std::vector<at::Tensor> weights_;  // the model's own tensors, in manifest training order
+    std::vector<at::Tensor> grads_;
+    std::vector<at::Tensor> exp_avg_;
+    std::vector<at::Tensor> exp_avg_sq_;
+    int64_t iteration_ = 0;
+    float grad_norm_ = 0.0f;
+};
+
+}  // namespace gpt
+
+struct gpt_trainer {
+    gpt_trainer(gpt::Model &m, const gpt_trainer_params &p) : impl(m, p) {}
+    gpt::Trainer impl;
+};

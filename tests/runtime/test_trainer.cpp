@@ -1,0 +1,154 @@
+// Training through the C ABI against a nanoGPT-style eager PyTorch run
+// (tests/fixtures/build_artifacts.py: reference_training).
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "model.h"
+#include "test_support.h"
+
+namespace {
+
+// Must match TRAIN in build_artifacts.py.
+gpt_trainer_params reference_params() {
+    gpt_trainer_params p = gpt_trainer_default_params();
+    p.learning_rate = 1e-2f;
+    p.min_lr = 1e-3f;
+    p.warmup_iters = 2;
+    p.lr_decay_iters = 10;
+    return p;
+}
+
+struct Trainer {
+    gpt_trainer *handle = nullptr;
+    Trainer(gpt_model *model, const gpt_trainer_params &p) {
+        REQUIRE(gpt_trainer_create(model, &p, &handle) == GPT_OK);
+    }
+    ~Trainer() { gpt_trainer_free(handle); }
+};
+
+std::vector<gpt_token> ids(const at::Tensor &t) {
+    const at::Tensor c = t.to(at::kInt).contiguous();
+    return std::vector<gpt_token>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
+}
+
+const at::Tensor &weight(const test::Model &m, const std::string &name) { return m.handle->impl->weight(name); }
+
+}  // namespace
+
+TEST_CASE("compiled training steps reproduce nanoGPT's eager loop", "[trainer]") {
+    const auto ref = test::read_safetensors(test::artifact("train").parent_path().parent_path() /
+                                            "reference_train.safetensors");
+    test::Model model(test::artifact("train"));
+    REQUIRE(model.status == GPT_OK);
+    Trainer trainer(model.handle, reference_params());
+
+    const at::Tensor x = ref.at("x"), y = ref.at("y");  // (steps, accum, batch, seq)
+    const auto steps = x.size(0), accum = x.size(1), batch = x.size(2), seq = x.size(3);
+    for (int64_t it = 0; it < steps; ++it) {
+        const auto xs = ids(x[it]), ys = ids(y[it]);
+        float loss = 0.0f;
+        REQUIRE(gpt_trainer_step(trainer.handle, xs.data(), ys.data(), static_cast<int32_t>(batch),
+                                 static_cast<int32_t>(seq), static_cast<int32_t>(accum), &loss) == GPT_OK);
+        CHECK(loss == Approx(ref.at("losses")[it].item<double>()).epsilon(1e-5));
+    }
+    gpt_trainer_state state;
+    REQUIRE(gpt_trainer_get_state(trainer.handle, &state) == GPT_OK);
+    CHECK(state.iteration == steps);
+    CHECK(state.grad_norm > 0.0f);
+
+    // Every parameter after the run, within fp32 noise of eager AdamW.
+    for (const auto &[key, expected] : ref) {
+        if (key.rfind("final.", 0) != 0) continue;
+        const at::Tensor actual = weight(model, key.substr(6));
+        INFO(key);
+        CHECK((actual - expected).abs().max().item<double>() < 2e-5);
+    }
+
+    // Inference graphs share the weights: they see the trained model without a reload.
+    test::Session session(model.handle);
+    const auto prompt = ids(ref.at("prompt"));
+    std::vector<float> logits(static_cast<size_t>(model.info.vocab_size));
+    REQUIRE(gpt_session_prefill(session.handle, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data()) ==
+            GPT_OK);
+    const at::Tensor expected_logits = ref.at("prompt_logits");
+    for (size_t i = 0; i < logits.size(); ++i)
+        CHECK(logits[i] == Approx(expected_logits[static_cast<int64_t>(i)].item<float>()).margin(1e-4));
+
+    float eval_loss = 0.0f;
+    const auto x0 = ids(x[0][0]), y0 = ids(y[0][0]);
+    REQUIRE(gpt_trainer_eval(trainer.handle, x0.data(), y0.data(), static_cast<int32_t>(batch),
+                             static_cast<int32_t>(seq), &eval_loss) == GPT_OK);
+    CHECK(eval_loss == Approx(ref.at("eval_loss").item<double>()).epsilon(1e-5));
+}
+
+TEST_CASE("k accumulated micro-batches equal one batch k times as large", "[trainer]") {
+    const int32_t batch = 2, seq = 12, accum = 3;
+    std::vector<gpt_token> x(static_cast<size_t>(batch * seq * accum)), y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+        x[i] = static_cast<gpt_token>((i * 7 + 3) % 90);
+        y[i] = static_cast<gpt_token>((i * 13 + 5) % 90);
+    }
+    gpt_trainer_params p = reference_params();
+    test::Model accumulated(test::artifact("train")), whole(test::artifact("train"));
+    REQUIRE(accumulated.status == GPT_OK);
+    REQUIRE(whole.status == GPT_OK);
+    Trainer a(accumulated.handle, p), b(whole.handle, p);
+    float loss_a = 0.0f, loss_b = 0.0f;
+    for (int step = 0; step < 2; ++step) {
+        REQUIRE(gpt_trainer_step(a.handle, x.data(), y.data(), batch, seq, accum, &loss_a) == GPT_OK);
+        REQUIRE(gpt_trainer_step(b.handle, x.data(), y.data(), batch * accum, seq, 1, &loss_b) == GPT_OK);
+        CHECK(loss_a == Approx(loss_b).epsilon(1e-5));
+    }
+    for (const auto &name : accumulated.handle->impl->manifest().training->param_names) {
+        INFO(name);
+        CHECK((weight(accumulated, name) - weight(whole, name)).abs().max().item<double>() < 1e-5);
+    }
+}
+
+TEST_CASE("a non-finite loss stops the step with GPT_ERR_NON_FINITE and changes nothing", "[trainer]") {
+    test::Model model(test::artifact("train"));
+    REQUIRE(model.status == GPT_OK);
+    Trainer trainer(model.handle, reference_params());
+    const int32_t batch = 2, seq = 8;
+    std::vector<gpt_token> x(batch * seq, 5), y(batch * seq, -1);  // every target ignored: 0/0 loss
+    const at::Tensor before = weight(model, "transformer.h.0.attn.c_attn.weight").clone();
+    float loss = 123.0f;
+    CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), batch, seq, 1, &loss) == GPT_ERR_NON_FINITE);
+    CHECK(loss == 123.0f);
+    CHECK(std::string(gpt_last_error()).find("loss is") != std::string::npos);
+    CHECK(at::equal(before, weight(model, "transformer.h.0.attn.c_attn.weight")));
+
+    // NaN in a weight: the step is refused and no tensor is updated.
+    at::Tensor gain = weight(model, "transformer.ln_f.weight");  // shares storage with the model
+    gain.index_put_({0}, NAN);
+    std::fill(y.begin(), y.end(), 3);
+    CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), batch, seq, 1, &loss) == GPT_ERR_NON_FINITE);
+    CHECK(at::equal(before, weight(model, "transformer.h.0.attn.c_attn.weight")));
+    gpt_trainer_state state;
+    REQUIRE(gpt_trainer_get_state(trainer.handle, &state) == GPT_OK);
+    CHECK(state.iteration == 0);
+}
+
+TEST_CASE("trainer arguments are checked", "[trainer]") {
+    test::Model inference_only(test::artifact("flash"));
+    REQUIRE(inference_only.status == GPT_OK);
+    gpt_trainer *t = nullptr;
+    CHECK(gpt_trainer_create(inference_only.handle, nullptr, &t) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(gpt_last_error()).find("--train") != std::string::npos);
+
+    test::Model model(test::artifact("train"));
+    REQUIRE(model.status == GPT_OK);
+    Trainer trainer(model.handle, reference_params());
+    CHECK(gpt_model_free(model.handle) == GPT_ERR_BUSY);
+    std::vector<gpt_token> x(64, 1), y(64, 2);
+    float loss = 0.0f;
+    CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), 2, 1, 1, &loss) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), 2, 8, 0, &loss) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), 0, 8, 1, &loss) == GPT_ERR_INVALID_ARGUMENT);
+    x[3] = model.info.vocab_size;
+    CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), 2, 8, 1, &loss) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(gpt_trainer_step(trainer.handle, nullptr, y.data(), 2, 8, 1, &loss) == GPT_ERR_INVALID_ARGUMENT);
+}
