@@ -1,31 +1,18 @@
 // gpt — command-line front end to libgpt_runtime, using only the public C API.
 //   gpt info ART | gpt verify ART | gpt generate ART --prompt TEXT -n N --seed S
+//   gpt train ART --data DIR --iters N ...
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <string>
-#include <vector>
 
-#include "gpt_runtime.h"
+#include "common.h"
+#include "train.h"
 
 namespace {
 
-int report(gpt_status status) {
-    std::fprintf(stderr, "gpt: %s: %s\n", gpt_status_string(status), gpt_last_error());
-    return 1;
-}
-
-// Owns a loaded model for the duration of a command.
-struct LoadedModel {
-    gpt_model *model = nullptr;
-    gpt_status status = GPT_OK;
-    explicit LoadedModel(const std::string &dir, int threads) {
-        gpt_model_params params = gpt_model_default_params();
-        params.num_threads = threads;
-        status = gpt_model_load(dir.c_str(), &params, &model);
-    }
-    ~LoadedModel() { gpt_model_free(model); }
-};
+using cli::LoadedModel;
+using cli::report;
 
 int cmd_info(const std::string &dir) {
     LoadedModel m(dir, 0);
@@ -52,86 +39,65 @@ int cmd_verify(const std::string &dir) {
     return 0;
 }
 
-struct StreamState {
-    gpt_model *model;
-};
-
-bool print_token(gpt_token token, void *user_data) {
-    auto *state = static_cast<StreamState *>(user_data);
-    char piece[16];
-    size_t size = 0;
-    if (gpt_detokenize(state->model, &token, 1, piece, sizeof piece, &size) == GPT_OK) {
-        std::fputs(piece, stdout);
-    } else {
-        std::printf("<%d>", token);
-    }
-    std::fflush(stdout);
-    return true;
+int cmd_generate(const std::string &dir, const cli::SampleOptions &o, int threads) {
+    LoadedModel m(dir, threads);
+    if (m.status != GPT_OK) return report(m.status);
+    const gpt_status s = cli::stream_sample(m.model, o);
+    return s == GPT_OK ? 0 : report(s);
 }
 
-struct GenerateOptions {
-    std::string prompt = "\n";
-    int n = 200;
-    uint64_t seed = 0;
-    float temperature = 0.8f;
-    int top_k = 0;
-    float top_p = 1.0f;
-    int threads = 0;
-};
-
-int cmd_generate(const std::string &dir, const GenerateOptions &o) {
-    LoadedModel m(dir, o.threads);
-    if (m.status != GPT_OK) return report(m.status);
-    int32_t n_prompt = 0;
-    gpt_status s = gpt_tokenize(m.model, o.prompt.c_str(), nullptr, 0, &n_prompt);
-    if (s != GPT_OK && s != GPT_ERR_BUFFER_TOO_SMALL) return report(s);
-    std::vector<gpt_token> prompt(static_cast<size_t>(n_prompt));
-    if ((s = gpt_tokenize(m.model, o.prompt.c_str(), prompt.data(), n_prompt, &n_prompt)) != GPT_OK) return report(s);
-
-    gpt_session *session = nullptr;
-    if ((s = gpt_session_create(m.model, &session)) != GPT_OK) return report(s);
-    StreamState state{m.model};
-    gpt_generate_params p = gpt_generate_default_params();
-    p.max_new_tokens = o.n;
-    p.seed = o.seed;
-    p.temperature = o.temperature;
-    p.top_k = o.top_k;
-    p.top_p = o.top_p;
-    p.on_token = print_token;
-    p.user_data = &state;
-    std::vector<gpt_token> out(static_cast<size_t>(o.n > 0 ? o.n : 0));
-    int32_t count = 0;
-    std::fputs(o.prompt.c_str(), stdout);
-    s = gpt_session_generate(session, prompt.data(), n_prompt, &p, out.data(), o.n, &count);
-    std::fputs("\n", stdout);
-    gpt_session_free(session);
-    return s == GPT_OK ? 0 : report(s);
+void add_sample_options(CLI::App *cmd, cli::SampleOptions *o) {
+    cmd->add_option("--prompt,-p", o->prompt, "prompt text");
+    cmd->add_option("--seed", o->seed, "sampling seed");
+    cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--top-k", o->top_k, "0 = off")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--top-p", o->top_p, "1 = off")->check(CLI::Range(0.0f, 1.0f));
 }
 
 int run(int argc, char **argv) {
     CLI::App app{"gpt: run ahead-of-time compiled GPT artifacts"};
     app.require_subcommand(1);
     std::string artifact;
-    GenerateOptions gen;
+    cli::SampleOptions gen;
+    int threads = 0;
+    cli::TrainOptions tr;
+    tr.sample.n = 0;
 
     auto *info = app.add_subcommand("info", "describe an artifact");
     info->add_option("artifact", artifact, "artifact directory (model_artifacts/<name>/<target>)")->required();
     auto *verify = app.add_subcommand("verify", "run the golden vector; exit 0 only if it matches");
     verify->add_option("artifact", artifact, "artifact directory")->required();
+
     auto *generate = app.add_subcommand("generate", "generate text from a prompt");
     generate->add_option("artifact", artifact, "artifact directory")->required();
-    generate->add_option("--prompt,-p", gen.prompt, "prompt text");
     generate->add_option("-n,--max-new-tokens", gen.n, "tokens to generate")->check(CLI::PositiveNumber);
-    generate->add_option("--seed", gen.seed, "sampling seed");
-    generate->add_option("--temperature", gen.temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-    generate->add_option("--top-k", gen.top_k, "0 = off")->check(CLI::NonNegativeNumber);
-    generate->add_option("--top-p", gen.top_p, "1 = off")->check(CLI::Range(0.0f, 1.0f));
-    generate->add_option("--threads", gen.threads, "CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
+    generate->add_option("--threads", threads, "CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
+    add_sample_options(generate, &gen);
+
+    auto *train = app.add_subcommand("train", "train the artifact's model (needs an artifact compiled with --train)");
+    train->add_option("artifact", artifact, "artifact directory")->required();
+    train->add_option("--data", tr.data_dir, "dataset directory with train.bin and val.bin")->required();
+    train->add_option("--iters", tr.iters, "optimizer steps")->check(CLI::PositiveNumber);
+    train->add_option("--batch", tr.batch, "sequences per micro-batch")->check(CLI::PositiveNumber);
+    train->add_option("--block", tr.block, "sequence length, 0 = the model's block_size")
+        ->check(CLI::NonNegativeNumber);
+    train->add_option("--accum", tr.accum, "gradient accumulation steps")->check(CLI::PositiveNumber);
+    train->add_option("--lr", tr.lr, "peak learning rate");
+    train->add_option("--min-lr", tr.min_lr, "final learning rate of the cosine decay");
+    train->add_option("--warmup", tr.warmup, "linear warm-up steps")->check(CLI::NonNegativeNumber);
+    train->add_option("--decay-iters", tr.decay_iters, "steps of cosine decay, 0 = --iters");
+    train->add_option("--eval-every", tr.eval_every, "steps between evaluations")->check(CLI::PositiveNumber);
+    train->add_option("--eval-iters", tr.eval_iters, "batches per evaluation")->check(CLI::PositiveNumber);
+    train->add_option("--seed", tr.seed, "data order and dropout seed");
+    train->add_option("--threads", tr.threads, "CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
+    train->add_option("--sample-prompt", tr.sample.prompt, "prompt for the sample printed after training");
+    train->add_option("--sample-tokens", tr.sample.n, "tokens to sample after training (0 = none)");
 
     CLI11_PARSE(app, argc, argv);
     if (*info) return cmd_info(artifact);
     if (*verify) return cmd_verify(artifact);
-    return cmd_generate(artifact, gen);
+    if (*train) return cli::cmd_train(artifact, tr);
+    return cmd_generate(artifact, gen, threads);
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ typedef enum gpt_status {
     /* Resources and execution (4xx). */
     GPT_ERR_OUT_OF_MEMORY = 400,
     GPT_ERR_CUDA = 401,
-    GPT_ERR_ABORTED = 402, /* a callback asked to stop */
-    GPT_ERR_BUSY = 403,    /* the object is in use (e.g. a model with live sessions) */
+    GPT_ERR_ABORTED = 402,    /* a callback asked to stop */
+    GPT_ERR_BUSY = 403,       /* the object is in use (e.g. a model with live sessions) */
     GPT_ERR_NON_FINITE = 404, /* training produced a NaN/Inf loss or gradient; weights were not updated */
 
     GPT_ERR_INTERNAL = 900
@@ -209,11 +209,11 @@ GPT_API void gpt_trainer_free(struct gpt_trainer *trainer); /* NULL is a no-op *
  * grad_accum_steps * batch * seq token ids, micro-batch after micro-batch, rows of
  * `seq`; targets of -1 are ignored. `*out_loss` is the mean loss of the micro-batches.
  * A non-finite loss or gradient returns GPT_ERR_NON_FINITE with the weights unchanged. */
-GPT_API gpt_status gpt_trainer_step(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y,
-                                    int32_t batch, int32_t seq, int32_t grad_accum_steps, float *out_loss);
+GPT_API gpt_status gpt_trainer_step(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y, int32_t batch,
+                                    int32_t seq, int32_t grad_accum_steps, float *out_loss);
 /* Loss on a batch without dropout or any update. */
-GPT_API gpt_status gpt_trainer_eval(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y,
-                                    int32_t batch, int32_t seq, float *out_loss);
+GPT_API gpt_status gpt_trainer_eval(struct gpt_trainer *trainer, const gpt_token *x, const gpt_token *y, int32_t batch,
+                                    int32_t seq, float *out_loss);
 
 struct gpt_trainer_state {
     int64_t iteration;   /* optimizer steps taken */

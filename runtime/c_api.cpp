@@ -88,7 +88,7 @@ const char *gpt_status_string(gpt_status status) {
         case GPT_ERR_CUDA: return "GPT_ERR_CUDA";
         case GPT_ERR_ABORTED: return "GPT_ERR_ABORTED";
         case GPT_ERR_BUSY: return "GPT_ERR_BUSY";
-    case GPT_ERR_NON_FINITE: return "GPT_ERR_NON_FINITE";
+        case GPT_ERR_NON_FINITE: return "GPT_ERR_NON_FINITE";
         case GPT_ERR_INTERNAL: return "GPT_ERR_INTERNAL";
     }
     return "GPT_ERR_UNKNOWN";

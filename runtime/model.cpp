@@ -62,7 +62,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     decode_->bind(weights_);
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
-            if (weights_.count(name) == 0) fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
+            if (weights_.count(name) == 0)
+                fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
         train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), runners);
         eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), runners);
         adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), 1);

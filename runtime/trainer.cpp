@@ -63,8 +63,8 @@ float Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32
         const std::vector<at::Tensor> out = model_.train_step(xb, yb);  // {loss, grads...}
         const double loss = out.at(0).item<double>();
         if (!std::isfinite(loss))
-            fail(GPT_ERR_NON_FINITE, "loss is " + std::to_string(loss) + " at iteration " +
-                                         std::to_string(iteration_) + ": weights left unchanged");
+            fail(GPT_ERR_NON_FINITE, "loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration_) +
+                                         ": weights left unchanged");
         loss_sum += loss;
         // nanoGPT scales each micro-batch loss by 1/accum: the same as averaging gradients.
         for (size_t i = 0; i < grads_.size(); ++i) {

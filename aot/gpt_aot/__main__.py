@@ -3,6 +3,7 @@
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 from . import data
@@ -75,6 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("artifact")
 
     args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch-internal deprecation noise
     try:
         if args.command == "prepare-data":
             data.main(args.out)

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
+#include <random>
 #include <vector>
 
 #include "model.h"
@@ -39,8 +41,8 @@ const at::Tensor &weight(const test::Model &m, const std::string &name) { return
 }  // namespace
 
 TEST_CASE("compiled training steps reproduce nanoGPT's eager loop", "[trainer]") {
-    const auto ref = test::read_safetensors(test::artifact("train").parent_path().parent_path() /
-                                            "reference_train.safetensors");
+    const auto ref =
+        test::read_safetensors(test::artifact("train").parent_path().parent_path() / "reference_train.safetensors");
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
     Trainer trainer(model.handle, reference_params());
@@ -151,4 +153,69 @@ TEST_CASE("trainer arguments are checked", "[trainer]") {
     x[3] = model.info.vocab_size;
     CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), 2, 8, 1, &loss) == GPT_ERR_OUT_OF_RANGE);
     CHECK(gpt_trainer_step(trainer.handle, nullptr, y.data(), 2, 8, 1, &loss) == GPT_ERR_INVALID_ARGUMENT);
+}
+
+namespace {
+
+// Random windows of `seq` tokens from a uint16 token file, as nanoGPT's get_batch.
+struct Corpus {
+    std::vector<uint16_t> tokens;
+    explicit Corpus(const std::filesystem::path &path) {
+        std::ifstream in(path, std::ios::binary | std::ios::ate);
+        REQUIRE(in);
+        tokens.resize(static_cast<size_t>(in.tellg()) / 2);
+        in.seekg(0);
+        in.read(reinterpret_cast<char *>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
+    }
+    void batch(std::mt19937_64 &rng, int rows, int seq, std::vector<gpt_token> *x, std::vector<gpt_token> *y) const {
+        x->clear();
+        y->clear();
+        for (int r = 0; r < rows; ++r) {
+            const size_t start = rng() % (tokens.size() - static_cast<size_t>(seq) - 1);
+            for (int t = 0; t < seq; ++t) {
+                x->push_back(tokens[start + static_cast<size_t>(t)]);
+                y->push_back(tokens[start + static_cast<size_t>(t) + 1]);
+            }
+        }
+    }
+};
+
+float mean_eval_loss(gpt_trainer *trainer, const Corpus &corpus, int batch, int seq) {
+    std::mt19937_64 rng(99);  // the same batches before and after training
+    std::vector<gpt_token> x, y;
+    double sum = 0.0;
+    for (int i = 0; i < 20; ++i) {
+        corpus.batch(rng, batch, seq, &x, &y);
+        float loss = 0.0f;
+        REQUIRE(gpt_trainer_eval(trainer, x.data(), y.data(), batch, seq, &loss) == GPT_OK);
+        sum += loss;
+    }
+    return static_cast<float>(sum / 20);
+}
+
+}  // namespace
+
+TEST_CASE("training on the real corpus lowers validation loss by more than 1.5 nats", "[trainer]") {
+    const auto corpus_dir = test::artifact("train").parent_path().parent_path() / "corpus";
+    const Corpus train(corpus_dir / "train.bin"), val(corpus_dir / "val.bin");
+    test::Model model(test::artifact("train"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_trainer_params p = gpt_trainer_default_params();
+    p.learning_rate = 1e-2f;
+    p.min_lr = 1e-3f;
+    p.warmup_iters = 10;
+    p.lr_decay_iters = 150;
+    Trainer trainer(model.handle, p);
+    const int batch = 8, seq = model.info.block_size;
+    const float before = mean_eval_loss(trainer.handle, val, batch, seq);
+    std::mt19937_64 rng(1);
+    std::vector<gpt_token> x, y;
+    for (int it = 0; it < 150; ++it) {
+        train.batch(rng, batch, seq, &x, &y);
+        float loss = 0.0f;
+        REQUIRE(gpt_trainer_step(trainer.handle, x.data(), y.data(), batch, seq, 1, &loss) == GPT_OK);
+    }
+    const float after = mean_eval_loss(trainer.handle, val, batch, seq);
+    INFO("val loss " << before << " -> " << after);
+    CHECK(before - after > 1.5f);
 }

@@ -1,0 +1,33 @@
+// dataset.cpp — see dataset.h.
+#include "dataset.h"
+
+#include <fstream>
+#include <stdexcept>
+
+namespace cli {
+
+TokenFile::TokenFile(const std::string &path, int32_t seq) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) throw std::runtime_error("cannot open " + path + " (run `python -m gpt_aot prepare-data`)");
+    const auto bytes = static_cast<size_t>(in.tellg());
+    if (bytes % 2 != 0) throw std::runtime_error(path + " is not a file of uint16 token ids");
+    tokens_.resize(bytes / 2);
+    in.seekg(0);
+    in.read(reinterpret_cast<char *>(tokens_.data()), static_cast<std::streamsize>(bytes));
+    if (tokens_.size() <= static_cast<size_t>(seq) + 1)
+        throw std::runtime_error(path + " holds fewer tokens than one window of " + std::to_string(seq + 1));
+}
+
+void TokenFile::sample(std::mt19937_64 &rng, int32_t rows, int32_t seq, std::vector<gpt_token> *x,
+                       std::vector<gpt_token> *y) const {
+    const uint64_t starts = tokens_.size() - static_cast<size_t>(seq) - 1;
+    for (int32_t r = 0; r < rows; ++r) {
+        const size_t start = static_cast<size_t>(rng() % starts);
+        for (int32_t t = 0; t < seq; ++t) {
+            x->push_back(tokens_[start + static_cast<size_t>(t)]);
+            y->push_back(tokens_[start + static_cast<size_t>(t) + 1]);
+        }
+    }
+}
+
+}  // namespace cli

@@ -1,0 +1,132 @@
+// train.cpp — data sampling, progress line, periodic evaluation, summary.
+#include "train.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "dataset.h"
+
+namespace cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string clock_time(double seconds) {
+    const int s = static_cast<int>(seconds + 0.5);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+    return buf;
+}
+
+// Mean loss over `iters` random batches, as nanoGPT's estimate_loss().
+gpt_status estimate_loss(gpt_trainer *trainer, const TokenFile &data, std::mt19937_64 &rng, const TrainOptions &o,
+                         int32_t seq, float *out) {
+    double sum = 0.0;
+    std::vector<gpt_token> x, y;
+    for (int i = 0; i < o.eval_iters; ++i) {
+        x.clear();
+        y.clear();
+        data.sample(rng, o.batch, seq, &x, &y);
+        float loss = 0.0f;
+        if (gpt_status s = gpt_trainer_eval(trainer, x.data(), y.data(), o.batch, seq, &loss); s != GPT_OK) return s;
+        sum += loss;
+    }
+    *out = static_cast<float>(sum / o.eval_iters);
+    return GPT_OK;
+}
+
+void print_progress(int it, int total, float loss, double tokens_per_s, double ms_per_iter, bool tty) {
+    const int width = 24;
+    const int filled = total > 0 ? width * it / total : width;
+    std::string bar(static_cast<size_t>(filled), '=');
+    bar.resize(static_cast<size_t>(width), ' ');
+    const double eta = ms_per_iter * (total - it) / 1000.0;
+    std::printf("%siter %d/%d [%s] loss %.4f | %.0f tok/s | %.1f ms/iter | ETA %s%s", tty ? "\r" : "", it, total,
+                bar.c_str(), loss, tokens_per_s, ms_per_iter, clock_time(eta).c_str(), tty ? "" : "\n");
+    std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_train(const std::string &artifact, const TrainOptions &o) {
+    LoadedModel m(artifact, o.threads);
+    if (m.status != GPT_OK) return report(m.status);
+    gpt_model_info info;
+    if (gpt_status s = gpt_model_get_info(m.model, &info); s != GPT_OK) return report(s);
+    const int32_t seq = o.block > 0 ? o.block : info.block_size;
+
+    std::unique_ptr<TokenFile> train, val;
+    try {
+        train = std::make_unique<TokenFile>(o.data_dir + "/train.bin", seq);
+        val = std::make_unique<TokenFile>(o.data_dir + "/val.bin", seq);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "gpt: %s\n", e.what());
+        return 1;
+    }
+
+    gpt_trainer_params tp = gpt_trainer_default_params();
+    tp.learning_rate = o.lr;
+    tp.min_lr = o.min_lr;
+    tp.warmup_iters = o.warmup;
+    tp.lr_decay_iters = o.decay_iters > 0 ? o.decay_iters : o.iters;
+    tp.seed = o.seed;
+    gpt_trainer *trainer = nullptr;
+    if (gpt_status s = gpt_trainer_create(m.model, &tp, &trainer); s != GPT_OK) return report(s);
+    std::unique_ptr<gpt_trainer, void (*)(gpt_trainer *)> owner(trainer, gpt_trainer_free);
+
+    std::printf("training %s (%d layers, %d embd) on %s: %zu train / %zu val tokens, batch %d x %d, accum %d\n",
+                info.name, info.n_layer, info.n_embd, o.data_dir.c_str(), train->size(), val->size(), o.batch, seq,
+                o.accum);
+    std::mt19937_64 rng(o.seed), eval_rng(o.seed + 1);
+    const bool tty = isatty(fileno(stdout)) != 0;
+    const double tokens_per_iter = static_cast<double>(o.batch) * seq * o.accum;
+    float first_val = 0.0f, last_train = 0.0f, last_val = 0.0f, loss = 0.0f;
+    std::vector<gpt_token> x, y;
+    const auto start = Clock::now();
+    double train_seconds = 0.0;
+
+    for (int it = 0; it <= o.iters; ++it) {
+        if (it % o.eval_every == 0 || it == o.iters) {
+            gpt_status s = estimate_loss(trainer, *train, eval_rng, o, seq, &last_train);
+            if (s == GPT_OK) s = estimate_loss(trainer, *val, eval_rng, o, seq, &last_val);
+            if (s != GPT_OK) return report(s);
+            if (it == 0) first_val = last_val;
+            std::printf("%seval iter %d: train loss %.4f, val loss %.4f\n", tty && it > 0 ? "\n" : "", it, last_train,
+                        last_val);
+        }
+        if (it == o.iters) break;
+        x.clear();
+        y.clear();
+        train->sample(rng, o.batch * o.accum, seq, &x, &y);
+        const auto step_start = Clock::now();
+        if (gpt_status s = gpt_trainer_step(trainer, x.data(), y.data(), o.batch, seq, o.accum, &loss); s != GPT_OK)
+            return report(s);
+        train_seconds += seconds_since(step_start);
+        const int done = it + 1;
+        if (tty || done % 10 == 0 || done == o.iters)
+            print_progress(done, o.iters, loss, tokens_per_iter * done / train_seconds, 1000.0 * train_seconds / done,
+                           tty);
+    }
+    std::printf("done: %d iterations in %s (%.1f ms/iter, %.0f tok/s); val loss %.4f -> %.4f, train loss %.4f\n",
+                o.iters, clock_time(seconds_since(start)).c_str(), 1000.0 * train_seconds / std::max(o.iters, 1),
+                tokens_per_iter * o.iters / std::max(train_seconds, 1e-9), first_val, last_val, last_train);
+    if (o.sample.n > 0) {
+        std::printf("sample:\n");
+        if (gpt_status s = stream_sample(m.model, o.sample); s != GPT_OK) return report(s);
+    }
+    return 0;
+}
+
+}  // namespace cli

@@ -1,0 +1,122 @@
+"""Compiled training graphs against eager PyTorch: gradients, eval loss, AdamW."""
+
+import json
+
+import pytest
+import torch
+
+from gpt_aot import training
+from gpt_aot.graphs import _Entry
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def train_dir(artifacts):
+    return artifacts / "tiny-train" / "cpu"
+
+
+@pytest.fixture(scope="module")
+def manifest(train_dir):
+    return json.loads((train_dir / "manifest.json").read_text())
+
+
+def load(train_dir, graph, model):
+    package = torch._inductor.aoti_load_package(str(train_dir / f"{graph}.pt2"))
+    params = dict(_Entry(model).named_parameters())
+    package.load_constants(
+        {n: params[n].detach() for n in package.get_constant_fqns()}, check_full_update=True, user_managed=True
+    )
+    return package
+
+
+def test_manifest_describes_the_training_graphs(manifest, fixtures):
+    t = manifest["training"]
+    model = fixtures.tiny_model("math")
+    assert t["param_names"] == training.param_names(model)
+    assert "lm_head.weight" in t["param_names"] and "transformer.wte.weight" not in t["param_names"]
+    assert t["weight_decay_params"] == [n for n, p in _Entry(model).named_parameters() if p.dim() >= 2]
+    assert t["optimizer"] == {"kind": "adamw", **fixtures.OPTIMIZER.to_dict()}
+    assert t["verified"] is True and t["max_grad_error"] < 1e-4
+    for graph in ("train_step", "eval_loss", "adamw"):
+        assert t[graph]["file"] in manifest["files"]
+
+
+@pytest.mark.parametrize("batch,seq", [(1, 2), (3, 17), (2, 32)])
+def test_compiled_train_step_gives_eager_loss_and_every_gradient(train_dir, fixtures, batch, seq):
+    model = fixtures.tiny_model("math").train()
+    package = load(train_dir, "train_step", model)
+    gen = torch.Generator().manual_seed(batch * 100 + seq)
+    x = torch.randint(0, fixtures.CONFIG.vocab_size, (batch, seq), generator=gen)
+    y = torch.randint(0, fixtures.CONFIG.vocab_size, (batch, seq), generator=gen)
+    y[0, 0] = -1  # ignored target
+    out = package.loader.run([x, y])
+    _, loss = model(x, y)
+    loss.backward()
+    params = dict(_Entry(model).named_parameters())
+    torch.testing.assert_close(out[0], loss.detach(), atol=TOL, rtol=TOL)
+    assert len(out) == 1 + len(params)
+    for name, grad in zip(training.param_names(model), out[1:], strict=True):
+        torch.testing.assert_close(grad, params[name].grad, atol=TOL, rtol=TOL, msg=name)
+
+
+def test_compiled_eval_loss_equals_eager(train_dir, fixtures):
+    model = fixtures.tiny_model("math")
+    package = load(train_dir, "eval_loss", model)
+    x = torch.randint(0, fixtures.CONFIG.vocab_size, (4, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(package.loader.run([x, x.roll(1, 1)])[0], model(x, x.roll(1, 1))[1])
+
+
+def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(train_dir, fixtures):
+    model = fixtures.tiny_model("math")
+    cfg = fixtures.OPTIMIZER
+    package = torch._inductor.aoti_load_package(str(train_dir / "adamw.pt2"))
+    names = training.param_names(model)
+    ref = {n: p.detach().clone().requires_grad_(True) for n, p in _Entry(model).named_parameters()}
+    groups = [
+        {"params": [ref[n] for n in names if ref[n].dim() >= 2], "weight_decay": cfg.weight_decay},
+        {"params": [ref[n] for n in names if ref[n].dim() < 2], "weight_decay": 0.0},
+    ]
+    opt = torch.optim.AdamW(groups, lr=1.0, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+    params = [ref[n].detach().clone() for n in names]
+    exp_avg = [torch.zeros_like(p) for p in params]
+    exp_avg_sq = [torch.zeros_like(p) for p in params]
+    gen = torch.Generator().manual_seed(0)
+    for step, lr in enumerate([3e-3, 1e-2, 5e-3, 1e-3, 2e-2], start=1):
+        scale = 5.0 if step % 2 else 1e-3  # alternately clipped and not
+        grads = [torch.randn(p.shape, generator=gen) * scale for p in params]
+        for n, g in zip(names, grads, strict=True):
+            ref[n].grad = g.clone()
+        expected_norm = torch.nn.utils.clip_grad_norm_([ref[n] for n in names], cfg.grad_clip)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.step()
+        norm = package.loader.run(params + grads + exp_avg + exp_avg_sq + [torch.tensor(lr), torch.tensor(float(step))])
+        torch.testing.assert_close(norm[0], expected_norm)
+        for n, p in zip(names, params, strict=True):
+            torch.testing.assert_close(p, ref[n].detach(), atol=1e-6, rtol=1e-5, msg=f"step {step}: {n}")
+        for n, m in zip(names, exp_avg, strict=True):
+            torch.testing.assert_close(m, opt.state[ref[n]]["exp_avg"], atol=1e-7, rtol=1e-5)
+
+
+def test_cpu_flash_backward_is_rejected_when_it_disagrees(tmp_path, fixtures):
+    """The compile checks train_step against eager and falls back to math, saying why."""
+    from gpt_aot.compile import compile_artifact
+    from gpt_aot.target import resolve
+
+    manifest = compile_artifact(
+        fixtures.tiny_model("flash"),
+        resolve("cpu", "auto", "fp32"),
+        tmp_path / "m" / "cpu",
+        "m",
+        fixtures.tokenizer(),
+        attention="flash",
+        max_batch=4,
+        quiet=True,
+        train=fixtures.OPTIMIZER,
+    )
+    t = manifest["training"]
+    assert manifest["attention"]["backend"] == "flash"  # inference keeps its pick
+    assert t["verified"] and t["max_grad_error"] < 1e-4
+    assert t["attention"] == "math" and "flash" in t["rejected"]
