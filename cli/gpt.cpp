@@ -90,6 +90,9 @@ int run(int argc, char **argv) {
     train->add_option("--eval-iters", tr.eval_iters, "batches per evaluation")->check(CLI::PositiveNumber);
     train->add_option("--seed", tr.seed, "data order and dropout seed");
     train->add_option("--threads", tr.threads, "CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
+    train->add_option("--ckpt", tr.ckpt, "checkpoint file, written atomically at the end and every --ckpt-every");
+    train->add_option("--ckpt-every", tr.ckpt_every, "steps between checkpoints")->check(CLI::NonNegativeNumber);
+    train->add_flag("--resume", tr.resume, "continue from --ckpt when it exists");
     train->add_option("--sample-prompt", tr.sample.prompt, "prompt for the sample printed after training");
     train->add_option("--sample-tokens", tr.sample.n, "tokens to sample after training (0 = none)");
 

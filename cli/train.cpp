@@ -19,9 +19,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string clock_time(double seconds) {
     const int s = static_cast<int>(seconds + 0.5);
@@ -61,6 +59,8 @@ void print_progress(int it, int total, float loss, double tokens_per_s, double m
 }  // namespace
 
 int cmd_train(const std::string &artifact, const TrainOptions &o) {
+    const bool tty = isatty(fileno(stdout)) != 0;
+    const int log_every = std::max(10, o.iters / 40);
     LoadedModel m(artifact, o.threads);
     if (m.status != GPT_OK) return report(m.status);
     gpt_model_info info;
@@ -86,27 +86,42 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
     if (gpt_status s = gpt_trainer_create(m.model, &tp, &trainer); s != GPT_OK) return report(s);
     std::unique_ptr<gpt_trainer, void (*)(gpt_trainer *)> owner(trainer, gpt_trainer_free);
 
+    int first_iter = 0;
+    if (o.resume && !o.ckpt.empty() && access(o.ckpt.c_str(), F_OK) == 0) {
+        if (gpt_status s = gpt_trainer_load(trainer, o.ckpt.c_str()); s != GPT_OK) return report(s);
+        gpt_trainer_state state;
+        gpt_trainer_get_state(trainer, &state);
+        first_iter = static_cast<int>(state.iteration);
+        std::printf("resumed from %s at iteration %d\n", o.ckpt.c_str(), first_iter);
+    }
+    auto save = [&](int it) {
+        if (o.ckpt.empty()) return GPT_OK;
+        const gpt_status s = gpt_trainer_save(trainer, o.ckpt.c_str());
+        if (s == GPT_OK) std::printf("%scheckpoint %s (iteration %d)\n", tty ? "\n" : "", o.ckpt.c_str(), it);
+        return s;
+    };
     std::printf("training %s (%d layers, %d embd) on %s: %zu train / %zu val tokens, batch %d x %d, accum %d\n",
                 info.name, info.n_layer, info.n_embd, o.data_dir.c_str(), train->size(), val->size(), o.batch, seq,
                 o.accum);
-    std::mt19937_64 rng(o.seed), eval_rng(o.seed + 1);
-    const bool tty = isatty(fileno(stdout)) != 0;
+    std::mt19937_64 rng(o.seed + static_cast<uint64_t>(first_iter)), eval_rng(o.seed + 1);
     const double tokens_per_iter = static_cast<double>(o.batch) * seq * o.accum;
     float first_val = 0.0f, last_train = 0.0f, last_val = 0.0f, loss = 0.0f;
     std::vector<gpt_token> x, y;
     const auto start = Clock::now();
     double train_seconds = 0.0;
 
-    for (int it = 0; it <= o.iters; ++it) {
+    for (int it = first_iter; it <= o.iters; ++it) {
         if (it % o.eval_every == 0 || it == o.iters) {
             gpt_status s = estimate_loss(trainer, *train, eval_rng, o, seq, &last_train);
             if (s == GPT_OK) s = estimate_loss(trainer, *val, eval_rng, o, seq, &last_val);
             if (s != GPT_OK) return report(s);
-            if (it == 0) first_val = last_val;
+            if (it == first_iter) first_val = last_val;
             std::printf("%seval iter %d: train loss %.4f, val loss %.4f\n", tty && it > 0 ? "\n" : "", it, last_train,
                         last_val);
         }
         if (it == o.iters) break;
+        if (o.ckpt_every > 0 && it > first_iter && it % o.ckpt_every == 0)
+            if (gpt_status s = save(it); s != GPT_OK) return report(s);
         x.clear();
         y.clear();
         train->sample(rng, o.batch * o.accum, seq, &x, &y);
@@ -114,14 +129,16 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
         if (gpt_status s = gpt_trainer_step(trainer, x.data(), y.data(), o.batch, seq, o.accum, &loss); s != GPT_OK)
             return report(s);
         train_seconds += seconds_since(step_start);
-        const int done = it + 1;
-        if (tty || done % 10 == 0 || done == o.iters)
-            print_progress(done, o.iters, loss, tokens_per_iter * done / train_seconds, 1000.0 * train_seconds / done,
+        const int done = it + 1, steps = done - first_iter;
+        if (tty || done % log_every == 0 || done == o.iters)
+            print_progress(done, o.iters, loss, tokens_per_iter * steps / train_seconds, 1000.0 * train_seconds / steps,
                            tty);
     }
-    std::printf("done: %d iterations in %s (%.1f ms/iter, %.0f tok/s); val loss %.4f -> %.4f, train loss %.4f\n",
-                o.iters, clock_time(seconds_since(start)).c_str(), 1000.0 * train_seconds / std::max(o.iters, 1),
-                tokens_per_iter * o.iters / std::max(train_seconds, 1e-9), first_val, last_val, last_train);
+    if (gpt_status s = save(o.iters); s != GPT_OK) return report(s);
+    const int steps = std::max(o.iters - first_iter, 1);
+    std::printf("done: %d iterations in %s (%.1f ms/iter, %.0f tok/s); val loss %.4f -> %.4f, train loss %.4f\n", steps,
+                clock_time(seconds_since(start)).c_str(), 1000.0 * train_seconds / steps,
+                tokens_per_iter * steps / std::max(train_seconds, 1e-9), first_val, last_val, last_train);
     if (o.sample.n > 0) {
         std::printf("sample:\n");
         if (gpt_status s = stream_sample(m.model, o.sample); s != GPT_OK) return report(s);

@@ -22,6 +22,9 @@ struct TrainOptions {
     int eval_iters = 10;
     uint64_t seed = 1337;
     int threads = 0;
+    std::string ckpt;      // checkpoint file; "" = none
+    int ckpt_every = 0;    // steps between checkpoints (0 = only at the end)
+    bool resume = false;   // continue from `ckpt` if it exists
     SampleOptions sample;  // printed after training when sample.n > 0
 };
 

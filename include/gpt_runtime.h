@@ -222,6 +222,14 @@ struct gpt_trainer_state {
 };
 GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state);
 
+/* Writes weights, AdamW state, iteration and the CPU RNG state to `path` (one
+ * safetensors file). The file is replaced atomically (temporary file, fsync,
+ * rename, fsync of the directory): `path` always holds a complete checkpoint,
+ * the previous one if the write fails or the process dies. */
+GPT_API gpt_status gpt_trainer_save(const struct gpt_trainer *trainer, const char *path);
+/* Restores a checkpoint of a model of the same shape; nothing changes on failure. */
+GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -312,4 +312,18 @@ gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_t
     });
 }
 
+gpt_status gpt_trainer_save(const struct gpt_trainer *trainer, const char *path) {
+    return guarded(__func__, [&] {
+        require(trainer != nullptr && path != nullptr, "trainer and path must not be NULL");
+        trainer->impl.save(path);
+    });
+}
+
+gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path) {
+    return guarded(__func__, [&] {
+        require(trainer != nullptr && path != nullptr, "trainer and path must not be NULL");
+        trainer->impl.load(path);
+    });
+}
+
 }  // extern "C"

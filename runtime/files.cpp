@@ -39,6 +39,52 @@ Bytes read_file(const std::string &path) {
     return bytes;
 }
 
+namespace {
+
+void write_all(int fd, const Bytes &bytes, const std::string &what) {
+    size_t done = 0;
+    while (done < bytes.size()) {
+        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) fail(GPT_ERR_INTERNAL, "cannot write '" + what + "': " + std::strerror(n < 0 ? errno : ENOSPC));
+        done += static_cast<size_t>(n);
+    }
+}
+
+std::string parent_dir(const std::string &path) {
+    const size_t slash = path.find_last_of('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string &path, const Bytes &bytes) {
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) fail(GPT_ERR_INTERNAL, "cannot create a temporary file beside '" + path + "': " + std::strerror(errno));
+    try {
+        write_all(fd, bytes, tmp);
+        if (::fsync(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot flush '" + tmp + "': " + std::strerror(errno));
+        if (::close(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot close '" + tmp + "': " + std::strerror(errno));
+    } catch (...) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw;
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail(GPT_ERR_INTERNAL, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
+    }
+    // The rename is durable only once the directory entry is on disk.
+    const int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        ::fsync(dir);
+        ::close(dir);
+    }
+}
+
 PrivateTempDir::PrivateTempDir() {
     const char *base = std::getenv("TMPDIR");
     std::string templ = std::string(base && *base ? base : "/tmp") + "/gpt_runtime.XXXXXX";
@@ -57,16 +103,11 @@ std::string PrivateTempDir::write(const std::string &name, const Bytes &bytes) {
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) fail(GPT_ERR_INTERNAL, "cannot create '" + file + "': " + std::strerror(errno));
     files_.push_back(file);
-    size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = errno;
-            ::close(fd);
-            fail(GPT_ERR_INTERNAL, "cannot write '" + file + "': " + std::strerror(err));
-        }
-        done += static_cast<size_t>(n);
+    try {
+        write_all(fd, bytes, file);
+    } catch (...) {
+        ::close(fd);
+        throw;
     }
     if (::close(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot write '" + file + "': " + std::strerror(errno));
     return file;

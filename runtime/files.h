@@ -18,6 +18,11 @@ std::optional<uint64_t> regular_file_size(const std::string &path);
 // Whole file; throws GPT_ERR_ARTIFACT_INVALID naming the path if it cannot be read.
 Bytes read_file(const std::string &path);
 
+// Replaces `path` with `bytes` so that `path` is always either the old or the new
+// content: write a temporary file beside it, fsync, rename, fsync the directory.
+// On failure the temporary file is removed and `path` is untouched (GPT_ERR_INTERNAL).
+void write_file_atomically(const std::string &path, const Bytes &bytes);
+
 // A directory only this process can write (mode 0700), removed with its files at scope exit.
 class PrivateTempDir {
 public:

@@ -54,7 +54,8 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t *out) {
 
 }  // namespace
 
-std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what) {
+std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what,
+                                                    std::map<std::string, std::string> *metadata) {
     if (size < 8) invalid_file(what, "shorter than its 8-byte header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | data[i];  // little-endian
@@ -69,7 +70,14 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
     const unsigned char *region = data + 8 + header_len;
     std::vector<Entry> entries;
     for (const auto &[name, spec] : header.items()) {
-        if (name == "__metadata__") continue;
+        if (name == "__metadata__") {
+            if (!spec.is_object()) invalid_file(what, "__metadata__ is not an object");
+            for (const auto &[key, value] : spec.items()) {
+                if (!value.is_string()) invalid_file(what, "__metadata__ values must be strings");
+                if (metadata != nullptr) (*metadata)[key] = value.get<std::string>();
+            }
+            continue;
+        }
         if (!spec.is_object() || !spec.contains("dtype") || !spec.contains("shape") || !spec.contains("data_offsets"))
             invalid_file(what, "entry '" + name + "' lacks dtype, shape or data_offsets");
         const auto &dtype_name = spec["dtype"];
@@ -115,6 +123,36 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
         tensors.emplace(e.name, std::move(t));
     }
     return tensors;
+}
+
+std::vector<unsigned char> serialize_safetensors(const std::map<std::string, at::Tensor> &tensors,
+                                                 const std::map<std::string, std::string> &metadata) {
+    nlohmann::json header = nlohmann::json::object();
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    std::vector<at::Tensor> contiguous;
+    uint64_t offset = 0;
+    for (const auto &[name, tensor] : tensors) {
+        const DtypeInfo *dtype = nullptr;
+        for (const auto &d : kDtypes)
+            if (d.type == tensor.scalar_type()) dtype = &d;
+        if (dtype == nullptr) fail(GPT_ERR_INTERNAL, "no safetensors dtype for tensor '" + name + "'");
+        contiguous.push_back(tensor.to(at::kCPU).contiguous());
+        const uint64_t bytes = contiguous.back().nbytes();
+        header[name] = {
+            {"dtype", dtype->name}, {"shape", tensor.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+        offset += bytes;
+    }
+    std::string text = header.dump();
+    text.resize((text.size() + 7) / 8 * 8, ' ');  // keep the data 8-byte aligned, as the reference writer
+    std::vector<unsigned char> out;
+    out.reserve(8 + text.size() + offset);
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>((uint64_t{text.size()} >> (8 * i)) & 0xff));
+    out.insert(out.end(), text.begin(), text.end());
+    for (const at::Tensor &t : contiguous) {
+        const auto *p = static_cast<const unsigned char *>(t.data_ptr());
+        out.insert(out.end(), p, p + t.nbytes());
+    }
+    return out;
 }
 
 }  // namespace gpt

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace gpt {
 
@@ -13,6 +14,12 @@ namespace gpt {
 // Rejects oversized headers, unknown dtypes, shapes that disagree with byte
 // lengths, offsets outside the data, overlaps and gaps, with GPT_ERR_ARTIFACT_INVALID
 // naming `what` (the file).
-std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what);
+// `metadata`, when given, receives the header's __metadata__ string map.
+std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what,
+                                                    std::map<std::string, std::string> *metadata = nullptr);
+
+// The file bytes for `tensors` (moved to CPU, laid out contiguously in name order).
+std::vector<unsigned char> serialize_safetensors(const std::map<std::string, at::Tensor> &tensors,
+                                                 const std::map<std::string, std::string> &metadata);
 
 }  // namespace gpt

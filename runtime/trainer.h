@@ -4,6 +4,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "gpt_runtime.h"
@@ -22,6 +23,11 @@ public:
     float step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum);
     float eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq);
     gpt_trainer_state state() const;
+
+    // Checkpoints (trainer_checkpoint.cpp): weights, AdamW moments, iteration and
+    // the CPU RNG in one safetensors file, replaced atomically.
+    void save(const std::string &path) const;
+    void load(const std::string &path);
 
 private:
     // (batch, seq) int64 tensors on the device, after range checks.
