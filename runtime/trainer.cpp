@@ -59,8 +59,8 @@ float Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32
     const int64_t micro = static_cast<int64_t>(batch) * seq;
     double loss_sum = 0.0;
     for (int32_t k = 0; k < accum; ++k) {
-        auto [xb, yb] = batch_tensors(x + k * micro, y + k * micro, batch, seq);
-        const std::vector<at::Tensor> out = model_.train_step(xb, yb);  // {loss, grads...}
+        const auto xy = batch_tensors(x + k * micro, y + k * micro, batch, seq);
+        const std::vector<at::Tensor> out = model_.train_step(xy.first, xy.second);  // {loss, grads...}
         const double loss = out.at(0).item<double>();
         if (!std::isfinite(loss))
             fail(GPT_ERR_NON_FINITE, "loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration_) +
@@ -93,8 +93,8 @@ float Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32
 }
 
 float Trainer::eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq) {
-    auto [xb, yb] = batch_tensors(x, y, batch, seq);
-    return model_.eval_loss(xb, yb).item<float>();
+    const auto xy = batch_tensors(x, y, batch, seq);
+    return model_.eval_loss(xy.first, xy.second).item<float>();
 }
 
 gpt_trainer_state Trainer::state() const {

@@ -6,7 +6,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import data
+from . import checkpoint, data
 from .compile import compile_artifact
 from .config import resolve_config
 from .graphs import MAX_BATCH
@@ -72,6 +72,16 @@ def main(argv=None) -> int:
     p.add_argument("--grad-clip", type=float, default=defaults.grad_clip, help="0 disables clipping")
     p.add_argument("-o", "--output", required=True, help="model directory, e.g. model_artifacts/char-small")
 
+    p = sub.add_parser("import-ckpt", help="nanoGPT ckpt.pt (weights + AdamW state) -> runtime checkpoint")
+    p.add_argument("ckpt")
+    p.add_argument("--artifact", required=True, help="artifact directory compiled with --train")
+    p.add_argument("-o", "--output", required=True)
+
+    p = sub.add_parser("export-weights", help="runtime checkpoint -> nanoGPT-layout safetensors")
+    p.add_argument("checkpoint")
+    p.add_argument("--vocab-size", type=int, help="drop the padding rows beyond this vocabulary")
+    p.add_argument("-o", "--output", required=True)
+
     p = sub.add_parser("inspect", help="print an artifact's manifest")
     p.add_argument("artifact")
 
@@ -83,6 +93,13 @@ def main(argv=None) -> int:
             return 0
         if args.command == "compile":
             return _compile(args)
+        if args.command == "import-ckpt":
+            it = checkpoint.import_nanogpt(Path(args.ckpt), Path(args.artifact), Path(args.output))
+            print(f"runtime checkpoint {args.output} (iteration {it})")
+            return 0
+        if args.command == "export-weights":
+            checkpoint.export_weights(Path(args.checkpoint), Path(args.output), args.vocab_size)
+            return 0
         print(json.dumps(read_manifest(Path(args.artifact)), indent=2))
         return 0
     except (ValueError, FileNotFoundError, RuntimeError) as e:

@@ -120,3 +120,41 @@ def test_cpu_flash_backward_is_rejected_when_it_disagrees(tmp_path, fixtures):
     assert manifest["attention"]["backend"] == "flash"  # inference keeps its pick
     assert t["verified"] and t["max_grad_error"] < 1e-4
     assert t["attention"] == "math" and "flash" in t["rejected"]
+
+
+def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures):
+    """Masks come from the default generator, which the runtime seeds."""
+    from dataclasses import replace
+
+    from gpt_aot.compile import compile_package
+    from gpt_aot.model import GPT
+    from gpt_aot.target import resolve
+
+    model = GPT(replace(fixtures.CONFIG, dropout=0.2), "math").init_weights(3)
+    compile_package(training.export_train_step(model, 4), tmp_path / "t.pt2", resolve("cpu", "auto", "fp32"), "math")
+    package = load(tmp_path, "t", model)
+    x = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 16))
+    torch.manual_seed(0)
+    first = package.loader.run([x, x])[0]
+    second = package.loader.run([x, x])[0]
+    torch.manual_seed(0)
+    again = package.loader.run([x, x])[0]
+    assert not torch.equal(first, second)
+    assert torch.equal(first, again)
+
+
+def test_runtime_checkpoint_exports_to_nanogpt_layout(artifacts, tmp_path, fixtures):
+    from safetensors.torch import load_file
+
+    from gpt_aot.checkpoint import export_weights
+    from gpt_aot.weights import load_model
+
+    out = tmp_path / "model.safetensors"
+    export_weights(artifacts / "imported_ckpt.safetensors", out, fixtures.CONFIG.vocab_size)
+    weights = load_file(str(out))
+    assert weights["transformer.wte.weight"].shape[0] == fixtures.CONFIG.vocab_size
+    model = load_model(out, {"n_head": fixtures.CONFIG.n_head}, seed=0, attention="math")
+    imported = load_file(str(artifacts / "imported_ckpt.safetensors"))
+    torch.testing.assert_close(
+        model.transformer.h[0].attn.c_attn.weight, imported["param.transformer.h.0.attn.c_attn.weight"]
+    )

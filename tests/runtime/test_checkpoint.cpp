@@ -159,3 +159,32 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
     }
     CHECK(last_iteration > 1);  // the writer really was saving when killed
 }
+
+TEST_CASE("a nanoGPT ckpt.pt with AdamW state resumes in the runtime as it would in nanoGPT", "[checkpoint]") {
+    const auto root = test::artifact("train").parent_path().parent_path();
+    const auto ref = test::read_safetensors(root / "reference_train.safetensors");
+    test::Model model(test::artifact("train"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_trainer_params p = gpt_trainer_default_params();  // TRAIN in build_artifacts.py
+    p.learning_rate = 1e-2f;
+    p.min_lr = 1e-3f;
+    p.warmup_iters = 2;
+    p.lr_decay_iters = 10;
+    gpt_trainer *trainer = nullptr;
+    REQUIRE(gpt_trainer_create(model.handle, &p, &trainer) == GPT_OK);
+    // imported_ckpt.safetensors = `python -m gpt_aot import-ckpt nanogpt_ckpt.pt` (saved after 2 steps)
+    REQUIRE(gpt_trainer_load(trainer, (root / "imported_ckpt.safetensors").c_str()) == GPT_OK);
+    const at::Tensor x = ref.at("x"), y = ref.at("y");
+    for (int64_t it = 2; it < x.size(0); ++it) {
+        const at::Tensor xi = x[it].contiguous(), yi = y[it].contiguous();
+        float loss = 0.0f;
+        REQUIRE(gpt_trainer_step(trainer, xi.data_ptr<int32_t>(), yi.data_ptr<int32_t>(),
+                                 static_cast<int32_t>(x.size(2)), static_cast<int32_t>(x.size(3)),
+                                 static_cast<int32_t>(x.size(1)), &loss) == GPT_OK);
+        CHECK(loss == Approx(ref.at("losses")[it].item<double>()).epsilon(1e-5));
+    }
+    for (const auto &[key, expected] : ref)
+        if (key.rfind("final.", 0) == 0)
+            CHECK((model.handle->impl->weight(key.substr(6)) - expected).abs().max().item<double>() < 2e-5);
+    gpt_trainer_free(trainer);
+}

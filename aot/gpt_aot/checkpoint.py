@@ -1,0 +1,89 @@
+"""Runtime checkpoints from and to nanoGPT's formats.
+
+A runtime checkpoint (runtime/trainer_checkpoint.cpp) is one safetensors file:
+param.<name>, exp_avg.<name>, exp_avg_sq.<name> for each name in the artifact's
+training.param_names, rng.cpu, and string metadata (format, iteration, model shape).
+"""
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .manifest import read_manifest
+from .weights import load_checkpoint
+
+FORMAT = "gpt-aot-checkpoint"
+FORMAT_VERSION = "1"
+TIED = {"transformer.wte.weight": "lm_head.weight"}  # nanoGPT's name -> the graphs' name
+
+
+def _padded(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    if tensor.dim() == 2 and tensor.shape[0] < rows:
+        out = torch.zeros(rows, tensor.shape[1], dtype=tensor.dtype)
+        out[: tensor.shape[0]] = tensor
+        return out
+    return tensor
+
+
+def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
+    """nanoGPT ckpt.pt (weights, and AdamW state where present) -> runtime checkpoint.
+    Returns the iteration it resumes at."""
+    manifest = read_manifest(artifact_dir)
+    training = manifest.get("training")
+    if training is None:
+        raise ValueError(f"{artifact_dir} has no training graphs: compile it with --train")
+    m = manifest["model"]
+    dtype = getattr(torch, manifest["dtype"])
+    state, _ = load_checkpoint(ckpt_path)
+    raw = torch.load(ckpt_path, map_location="cpu", weights_only=True)
+    # nanoGPT's configure_optimizers: named_parameters() (tied tensor once, as wte),
+    # >= 2-D tensors in the decay group first; optimizer state is indexed in that order.
+    names = [n for n in state if n != "lm_head.weight" and not n.endswith((".attn.bias", ".attn.masked_bias"))]
+    order = [n for n in names if state[n].dim() >= 2] + [n for n in names if state[n].dim() < 2]
+    opt_state = raw.get("optimizer", {}).get("state", {})
+
+    tensors = {}
+    for index, name in enumerate(order):
+        ours = TIED.get(name, name)
+        if ours not in training["param_names"]:
+            raise ValueError(f"{ckpt_path}: parameter {name} is not in the artifact")
+        moments = opt_state.get(index, {})
+        for prefix, value in (
+            ("param", state[name]),
+            ("exp_avg", moments.get("exp_avg", torch.zeros_like(state[name]))),
+            ("exp_avg_sq", moments.get("exp_avg_sq", torch.zeros_like(state[name]))),
+        ):
+            tensors[f"{prefix}.{ours}"] = _padded(value, m["padded_vocab_size"]).to(dtype).contiguous()
+    missing = set(training["param_names"]) - {k.split(".", 1)[1] for k in tensors if k.startswith("param.")}
+    if missing:
+        raise ValueError(f"{ckpt_path} lacks {sorted(missing)}")
+    tensors["rng.cpu"] = torch.get_rng_state()
+    iteration = int(raw.get("iter_num", 0))
+    metadata = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "iteration": str(iteration),
+        "model.name": manifest["name"],
+        "model.dtype": manifest["dtype"],
+        **{f"model.{k}": str(m[k]) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")},
+    }
+    tmp = out.with_name(out.name + ".tmp")
+    save_file(tensors, str(tmp), metadata=metadata)
+    tmp.replace(out)
+    return iteration
+
+
+def export_weights(checkpoint: Path, out: Path, vocab_size: int | None = None) -> None:
+    """Runtime checkpoint -> safetensors in nanoGPT's state-dict layout (wte and lm_head both present)."""
+    tensors = load_file(str(checkpoint))
+    weights = {}
+    for key, value in tensors.items():
+        if not key.startswith("param."):
+            continue
+        name = key.removeprefix("param.")
+        if vocab_size and name == "lm_head.weight":
+            value = value[:vocab_size]
+        weights[name] = value.contiguous()
+    weights["transformer.wte.weight"] = weights["lm_head.weight"].clone()
+    save_file(weights, str(out))
