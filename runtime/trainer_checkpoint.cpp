@@ -1,7 +1,7 @@
 // trainer_checkpoint.cpp — the checkpoint format: one safetensors file holding
 //   param.<name>, exp_avg.<name>, exp_avg_sq.<name>  (names from manifest training.param_names)
 //   rng.cpu                                           (the default CPU generator's state)
-// and string metadata: format, format_version, iteration, the model's shape.
+// and string metadata: format, format_version, iteration, the model's shape, the schedule.
 // Loading checks everything before it changes anything.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -50,6 +50,10 @@ void Trainer::save(const std::string &path) const {
     metadata["format"] = kCheckpointFormat;
     metadata["format_version"] = kCheckpointVersion;
     metadata["iteration"] = std::to_string(iteration_);
+    metadata["trainer.learning_rate"] = std::to_string(params_.learning_rate);
+    metadata["trainer.min_lr"] = std::to_string(params_.min_lr);
+    metadata["trainer.warmup_iters"] = std::to_string(params_.warmup_iters);
+    metadata["trainer.lr_decay_iters"] = std::to_string(params_.lr_decay_iters);
     write_file_atomically(path, serialize_safetensors(tensors, metadata));
 }
 

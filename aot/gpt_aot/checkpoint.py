@@ -19,7 +19,8 @@ TIED = {"transformer.wte.weight": "lm_head.weight"}  # nanoGPT's name -> the gra
 
 
 def _padded(tensor: torch.Tensor, rows: int) -> torch.Tensor:
-    if tensor.dim() == 2 and tensor.shape[0] < rows:
+    """The embedding with zero rows up to the padded vocabulary (nanoGPT char models are unpadded)."""
+    if tensor.shape[0] < rows:
         out = torch.zeros(rows, tensor.shape[1], dtype=tensor.dtype)
         out[: tensor.shape[0]] = tensor
         return out
@@ -54,7 +55,9 @@ def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
             ("exp_avg", moments.get("exp_avg", torch.zeros_like(state[name]))),
             ("exp_avg_sq", moments.get("exp_avg_sq", torch.zeros_like(state[name]))),
         ):
-            tensors[f"{prefix}.{ours}"] = _padded(value, m["padded_vocab_size"]).to(dtype).contiguous()
+            if name in TIED:
+                value = _padded(value, m["padded_vocab_size"])
+            tensors[f"{prefix}.{ours}"] = value.to(dtype).contiguous()
     missing = set(training["param_names"]) - {k.split(".", 1)[1] for k in tensors if k.startswith("param.")}
     if missing:
         raise ValueError(f"{ckpt_path} lacks {sorted(missing)}")
