@@ -14,7 +14,9 @@ from .model import GPT
 MAX_BATCH = 64
 
 
-class _Entry(nn.Module):
+class EntryModule(nn.Module):
+    """Base of every exported graph: the GPT's parameters under nanoGPT's names, each tensor once."""
+
     def __init__(self, gpt: GPT):
         super().__init__()
         # Without wte: it is lm_head.weight (tied), and one tensor must be one graph input.
@@ -23,12 +25,12 @@ class _Entry(nn.Module):
         self._gpt = (gpt,)  # a tuple keeps the GPT itself unregistered
 
 
-class PrefillGraph(_Entry):
+class PrefillGraph(EntryModule):
     def forward(self, idx, kv):
         return self._gpt[0].prefill(idx, kv)
 
 
-class DecodeGraph(_Entry):
+class DecodeGraph(EntryModule):
     def forward(self, idx, pos, kv):
         return self._gpt[0].decode(idx, pos, kv)
 

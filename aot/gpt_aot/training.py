@@ -19,7 +19,7 @@ import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 from torch.export.experimental import _export_forward_backward
 
-from .graphs import _Entry
+from .graphs import EntryModule
 from .model import GPT
 
 
@@ -39,16 +39,16 @@ class OptimizerConfig:
 
 def param_names(gpt: GPT) -> list[str]:
     """Trainable tensors in graph order: each tied tensor once, under its lm_head name."""
-    return [n for n, _ in _Entry(gpt).named_parameters()]
+    return [n for n, _ in EntryModule(gpt).named_parameters()]
 
 
-class TrainStepGraph(_Entry):
+class TrainStepGraph(EntryModule):
     def forward(self, x, y):
         _, loss = self._gpt[0](x, y)
         return (loss,)
 
 
-class EvalLossGraph(_Entry):
+class EvalLossGraph(EntryModule):
     def forward(self, x, y):
         _, loss = self._gpt[0](x, y)
         return loss
@@ -108,7 +108,7 @@ def export_eval_loss(gpt: GPT, max_batch: int) -> ExportedProgram:
 
 def train_step_error(package_graph, gpt: GPT, x, y) -> float:
     """Largest |gradient or loss difference| between a compiled train_step and eager autograd."""
-    params = dict(_Entry(gpt).named_parameters())
+    params = dict(EntryModule(gpt).named_parameters())
     names = param_names(gpt)
     package_graph.load_constants(
         {n: params[n].detach() for n in package_graph.get_constant_fqns()}, check_full_update=True, user_managed=True
@@ -124,7 +124,7 @@ def train_step_error(package_graph, gpt: GPT, x, y) -> float:
 
 
 def export_adamw(gpt: GPT, cfg: OptimizerConfig) -> ExportedProgram:
-    params = [p.detach().clone() for p in _Entry(gpt).parameters()]
+    params = [p.detach().clone() for p in EntryModule(gpt).parameters()]
     decay = [p.dim() >= 2 for p in params]
     zeros = [torch.zeros_like(p) for p in params]
     scalar = torch.tensor(1.0, dtype=torch.float32, device=params[0].device)
@@ -135,7 +135,7 @@ def export_adamw(gpt: GPT, cfg: OptimizerConfig) -> ExportedProgram:
 
 def train_specs(gpt: GPT, cfg: OptimizerConfig) -> dict:
     names = param_names(gpt)
-    params = dict(_Entry(gpt).named_parameters())
+    params = dict(EntryModule(gpt).named_parameters())
     dt = str(gpt.lm_head.weight.dtype).removeprefix("torch.")
     return {
         "param_names": names,

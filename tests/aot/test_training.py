@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gpt_aot import training
-from gpt_aot.graphs import _Entry
+from gpt_aot.graphs import EntryModule
 
 TOL = 1e-5
 
@@ -23,7 +23,7 @@ def manifest(train_dir):
 
 def load(train_dir, graph, model):
     package = torch._inductor.aoti_load_package(str(train_dir / f"{graph}.pt2"))
-    params = dict(_Entry(model).named_parameters())
+    params = dict(EntryModule(model).named_parameters())
     package.load_constants(
         {n: params[n].detach() for n in package.get_constant_fqns()}, check_full_update=True, user_managed=True
     )
@@ -35,7 +35,7 @@ def test_manifest_describes_the_training_graphs(manifest, fixtures):
     model = fixtures.tiny_model("math")
     assert t["param_names"] == training.param_names(model)
     assert "lm_head.weight" in t["param_names"] and "transformer.wte.weight" not in t["param_names"]
-    assert t["weight_decay_params"] == [n for n, p in _Entry(model).named_parameters() if p.dim() >= 2]
+    assert t["weight_decay_params"] == [n for n, p in EntryModule(model).named_parameters() if p.dim() >= 2]
     assert t["optimizer"] == {"kind": "adamw", **fixtures.OPTIMIZER.to_dict()}
     assert t["verified"] is True and t["max_grad_error"] < 1e-4
     for graph in ("train_step", "eval_loss", "adamw"):
@@ -53,7 +53,7 @@ def test_compiled_train_step_gives_eager_loss_and_every_gradient(train_dir, fixt
     out = package.loader.run([x, y])
     _, loss = model(x, y)
     loss.backward()
-    params = dict(_Entry(model).named_parameters())
+    params = dict(EntryModule(model).named_parameters())
     torch.testing.assert_close(out[0], loss.detach(), atol=TOL, rtol=TOL)
     assert len(out) == 1 + len(params)
     for name, grad in zip(training.param_names(model), out[1:], strict=True):
@@ -73,7 +73,7 @@ def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(train_dir, fixtur
     cfg = fixtures.OPTIMIZER
     package = torch._inductor.aoti_load_package(str(train_dir / "adamw.pt2"))
     names = training.param_names(model)
-    ref = {n: p.detach().clone().requires_grad_(True) for n, p in _Entry(model).named_parameters()}
+    ref = {n: p.detach().clone().requires_grad_(True) for n, p in EntryModule(model).named_parameters()}
     groups = [
         {"params": [ref[n] for n in names if ref[n].dim() >= 2], "weight_decay": cfg.weight_decay},
         {"params": [ref[n] for n in names if ref[n].dim() < 2], "weight_decay": 0.0},
