@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the build into a scratch prefix, checks what the library exports,
+# then configures, builds and runs tests/install/consumer against the install
+# with both find_package and pkg-config. Usage: check_install.sh BUILD_DIR ARTIFACT
+set -euo pipefail
+build=$1 artifact=$2
+src=$(cd "$(dirname "$0")" && pwd)
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+lib=$(ls "$prefix"/lib*/libgpt_runtime.so.1)
+leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || true)
+[ -z "$leaked" ] || { echo "exported beyond the C API: $leaked"; exit 1; }
+readelf -d "$lib" | grep -q 'SONAME.*libgpt_runtime.so.1' || { echo "SONAME is not libgpt_runtime.so.1"; exit 1; }
+
+cmake -S "$src/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/consumer" >/dev/null
+"$prefix/consumer/consumer" "$artifact"
+
+export PKG_CONFIG_PATH="$(dirname "$lib")/pkgconfig"
+cc "$src/consumer/main.c" $(pkg-config --cflags --libs gpt_runtime) -Wl,-rpath,"$(dirname "$lib")" -o "$prefix/pc_consumer"
+"$prefix/pc_consumer" "$artifact"
+echo "install OK: $(pkg-config --modversion gpt_runtime), exports only gpt_* ($(nm -D --defined-only "$lib" | grep -c ' gpt_') symbols)"
