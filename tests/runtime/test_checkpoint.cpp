@@ -165,11 +165,7 @@ TEST_CASE("a nanoGPT ckpt.pt with AdamW state resumes in the runtime as it would
     const auto ref = test::read_safetensors(root / "reference_train.safetensors");
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
-    gpt_trainer_params p = gpt_trainer_default_params();  // TRAIN in build_artifacts.py
-    p.learning_rate = 1e-2f;
-    p.min_lr = 1e-3f;
-    p.warmup_iters = 2;
-    p.lr_decay_iters = 10;
+    const gpt_trainer_params p = test::reference_trainer_params();
     gpt_trainer *trainer = nullptr;
     REQUIRE(gpt_trainer_create(model.handle, &p, &trainer) == GPT_OK);
     // imported_ckpt.safetensors = `python -m gpt_aot import-ckpt nanogpt_ckpt.pt` (saved after 2 steps)

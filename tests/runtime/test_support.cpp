@@ -88,6 +88,15 @@ void ScratchArtifact::rehash(const std::string &name) const {
     write_manifest(m);
 }
 
+gpt_trainer_params reference_trainer_params() {
+    gpt_trainer_params p = gpt_trainer_default_params();
+    p.learning_rate = 1e-2f;
+    p.min_lr = 1e-3f;
+    p.warmup_iters = 2;
+    p.lr_decay_iters = 10;
+    return p;
+}
+
 Model::Model(const std::filesystem::path &dir, int num_runners) {
     gpt_model_params params = gpt_model_default_params();
     params.num_runners = num_runners;

@@ -38,6 +38,9 @@ private:
     std::filesystem::path dir_;
 };
 
+// The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).
+gpt_trainer_params reference_trainer_params();
+
 struct Model {
     gpt_model *handle = nullptr;
     gpt_status status = GPT_OK;

@@ -13,16 +13,6 @@
 
 namespace {
 
-// Must match TRAIN in build_artifacts.py.
-gpt_trainer_params reference_params() {
-    gpt_trainer_params p = gpt_trainer_default_params();
-    p.learning_rate = 1e-2f;
-    p.min_lr = 1e-3f;
-    p.warmup_iters = 2;
-    p.lr_decay_iters = 10;
-    return p;
-}
-
 struct Trainer {
     gpt_trainer *handle = nullptr;
     Trainer(gpt_model *model, const gpt_trainer_params &p) {
@@ -45,7 +35,7 @@ TEST_CASE("compiled training steps reproduce nanoGPT's eager loop", "[trainer]")
         test::read_safetensors(test::artifact("train").parent_path().parent_path() / "reference_train.safetensors");
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
-    Trainer trainer(model.handle, reference_params());
+    Trainer trainer(model.handle, test::reference_trainer_params());
 
     const at::Tensor x = ref.at("x"), y = ref.at("y");  // (steps, accum, batch, seq)
     const auto steps = x.size(0), accum = x.size(1), batch = x.size(2), seq = x.size(3);
@@ -93,7 +83,7 @@ TEST_CASE("k accumulated micro-batches equal one batch k times as large", "[trai
         x[i] = static_cast<gpt_token>((i * 7 + 3) % 90);
         y[i] = static_cast<gpt_token>((i * 13 + 5) % 90);
     }
-    gpt_trainer_params p = reference_params();
+    gpt_trainer_params p = test::reference_trainer_params();
     test::Model accumulated(test::artifact("train")), whole(test::artifact("train"));
     REQUIRE(accumulated.status == GPT_OK);
     REQUIRE(whole.status == GPT_OK);
@@ -113,7 +103,7 @@ TEST_CASE("k accumulated micro-batches equal one batch k times as large", "[trai
 TEST_CASE("a non-finite loss stops the step with GPT_ERR_NON_FINITE and changes nothing", "[trainer]") {
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
-    Trainer trainer(model.handle, reference_params());
+    Trainer trainer(model.handle, test::reference_trainer_params());
     const int32_t batch = 2, seq = 8;
     std::vector<gpt_token> x(batch * seq, 5), y(batch * seq, -1);  // every target ignored: 0/0 loss
     const at::Tensor before = weight(model, "transformer.h.0.attn.c_attn.weight").clone();
@@ -143,7 +133,7 @@ TEST_CASE("trainer arguments are checked", "[trainer]") {
 
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
-    Trainer trainer(model.handle, reference_params());
+    Trainer trainer(model.handle, test::reference_trainer_params());
     CHECK(gpt_model_free(model.handle) == GPT_ERR_BUSY);
     std::vector<gpt_token> x(64, 1), y(64, 2);
     float loss = 0.0f;
