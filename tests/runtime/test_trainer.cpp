@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "dataset.h"
 #include "model.h"
 #include "test_support.h"
 
@@ -147,35 +148,14 @@ TEST_CASE("trainer arguments are checked", "[trainer]") {
 
 namespace {
 
-// Random windows of `seq` tokens from a uint16 token file, as nanoGPT's get_batch.
-struct Corpus {
-    std::vector<uint16_t> tokens;
-    explicit Corpus(const std::filesystem::path &path) {
-        std::ifstream in(path, std::ios::binary | std::ios::ate);
-        REQUIRE(in);
-        tokens.resize(static_cast<size_t>(in.tellg()) / 2);
-        in.seekg(0);
-        in.read(reinterpret_cast<char *>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 2));
-    }
-    void batch(std::mt19937_64 &rng, int rows, int seq, std::vector<gpt_token> *x, std::vector<gpt_token> *y) const {
-        x->clear();
-        y->clear();
-        for (int r = 0; r < rows; ++r) {
-            const size_t start = rng() % (tokens.size() - static_cast<size_t>(seq) - 1);
-            for (int t = 0; t < seq; ++t) {
-                x->push_back(tokens[start + static_cast<size_t>(t)]);
-                y->push_back(tokens[start + static_cast<size_t>(t) + 1]);
-            }
-        }
-    }
-};
-
-float mean_eval_loss(gpt_trainer *trainer, const Corpus &corpus, int batch, int seq) {
+float mean_eval_loss(gpt_trainer *trainer, const cli::TokenFile &corpus, int batch, int seq) {
     std::mt19937_64 rng(99);  // the same batches before and after training
     std::vector<gpt_token> x, y;
     double sum = 0.0;
     for (int i = 0; i < 20; ++i) {
-        corpus.batch(rng, batch, seq, &x, &y);
+        x.clear();
+        y.clear();
+        corpus.sample(rng, batch, seq, &x, &y);
         float loss = 0.0f;
         REQUIRE(gpt_trainer_eval(trainer, x.data(), y.data(), batch, seq, &loss) == GPT_OK);
         sum += loss;
@@ -187,21 +167,25 @@ float mean_eval_loss(gpt_trainer *trainer, const Corpus &corpus, int batch, int 
 
 TEST_CASE("training on the real corpus lowers validation loss by more than 1.5 nats", "[trainer]") {
     const auto corpus_dir = test::artifact("train").parent_path().parent_path() / "corpus";
-    const Corpus train(corpus_dir / "train.bin"), val(corpus_dir / "val.bin");
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
+    const int batch = 8, seq = model.info.block_size;
+    // The gpt CLI's loader (nanoGPT's get_batch), so the test trains on what `gpt train` feeds.
+    const cli::TokenFile train((corpus_dir / "train.bin").string(), seq_len),
+        val((corpus_dir / "val.bin").string(), seq_len);
     gpt_trainer_params p = gpt_trainer_default_params();
     p.learning_rate = 1e-2f;
     p.min_lr = 1e-3f;
     p.warmup_iters = 10;
     p.lr_decay_iters = 150;
     Trainer trainer(model.handle, p);
-    const int batch = 8, seq = model.info.block_size;
     const float before = mean_eval_loss(trainer.handle, val, batch, seq);
     std::mt19937_64 rng(1);
     std::vector<gpt_token> x, y;
     for (int it = 0; it < 150; ++it) {
-        train.batch(rng, batch, seq, &x, &y);
+        x.clear();
+        y.clear();
+        train.sample(rng, batch, seq, &x, &y);
         float loss = 0.0f;
         REQUIRE(gpt_trainer_step(trainer.handle, x.data(), y.data(), batch, seq, 1, &loss) == GPT_OK);
     }
