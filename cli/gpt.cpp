@@ -1,11 +1,14 @@
 // gpt — command-line front end to libgpt_runtime, using only the public C API.
 //   gpt info ART | gpt verify ART | gpt generate ART --prompt TEXT -n N --seed S
 //   gpt train ART --data DIR --iters N ...
+//   gpt artifacts list|inspect|select MODEL_DIR
+// ART is an artifact directory or a model directory (one artifact per target).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <string>
 
+#include "artifacts.h"
 #include "common.h"
 #include "train.h"
 
@@ -96,7 +99,22 @@ int run(int argc, char **argv) {
     train->add_option("--sample-prompt", tr.sample.prompt, "prompt for the sample printed after training");
     train->add_option("--sample-tokens", tr.sample.n, "tokens to sample after training (0 = none)");
 
+    cli::ArtifactsOptions art;
+    auto *artifacts = app.add_subcommand("artifacts", "ops view of a model directory's per-target artifacts");
+    artifacts->require_subcommand(1);
+    auto *list = artifacts->add_subcommand("list", "targets, versions, sizes and whether each loads here");
+    auto *inspect = artifacts->add_subcommand("inspect", "full JSON report, every file's sha256 checked");
+    auto *select = artifacts->add_subcommand("select", "print the artifact directory this machine would load");
+    for (CLI::App *cmd : {list, inspect, select}) {
+        cmd->add_option("path", art.path, "model directory (model_artifacts/<name>) or one artifact")->required();
+        cmd->add_flag("--allow-cpu-fallback", art.allow_cpu_fallback, "take the CPU artifact when none fits the GPU");
+    }
+    list->add_flag("--check-hashes", art.check_hashes, "read every file and check its sha256");
+
     CLI11_PARSE(app, argc, argv);
+    if (*list) return cli::cmd_artifacts_list(art);
+    if (*inspect) return cli::cmd_artifacts_inspect(art);
+    if (*select) return cli::cmd_artifacts_select(art);
     if (*info) return cmd_info(artifact);
     if (*verify) return cmd_verify(artifact);
     if (*train) return cli::cmd_train(artifact, tr);

@@ -46,7 +46,7 @@
 extern "C" {
 #endif
 
-#define GPT_RUNTIME_ABI_VERSION 1
+#define GPT_RUNTIME_ABI_VERSION 2 /* 2: gpt_artifact_select, gpt_artifact_describe */
 
 typedef int32_t gpt_token;
 
@@ -109,7 +109,9 @@ struct gpt_model_params {
 };
 GPT_API struct gpt_model_params gpt_model_default_params(void);
 
-/* Load the artifact in `artifact_dir` (a directory holding manifest.json).
+/* Load the artifact in `artifact_dir`: a directory holding manifest.json, or a
+ * model directory (model_artifacts/<name>/) holding one artifact per target, of
+ * which gpt_artifact_select's choice without CPU fallback is loaded (and logged).
  * The manifest, the target and the sha256 of every file are checked before any
  * compiled code is loaded. */
 GPT_API gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
@@ -136,6 +138,34 @@ GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_
  * logits with those recorded at compile time. GPT_ERR_VERIFY_FAILED on mismatch;
  * the largest absolute difference is reported either way when out_max_abs_err != NULL. */
 GPT_API gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_err);
+
+/* ---- artifacts ---------------------------------------------------------------- */
+
+enum gpt_artifact_flags {
+    GPT_ARTIFACT_ALLOW_CPU_FALLBACK = 1u << 0, /* a GPU is present but no artifact has its arch: take the CPU one */
+    GPT_ARTIFACT_CHECK_HASHES = 1u << 1        /* also read every file and check its sha256 (describe only) */
+};
+
+/* Which artifact of the model directory `model_dir` (one sub-directory per
+ * target: cpu, sm_80, sm_90, ...) fits this machine: the GPU's exact arch first;
+ * without a GPU the CPU artifact; with a GPU but no artifact for its arch the CPU
+ * artifact only with GPT_ARTIFACT_ALLOW_CPU_FALLBACK. A path that is itself an
+ * artifact selects itself if it fits. The chosen directory is written
+ * NUL-terminated to `out_dir` (`*out_size` = bytes needed incl. the NUL;
+ * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less). When nothing fits, the
+ * status (GPT_ERR_DEVICE_MISMATCH, _DEVICE_UNAVAILABLE, _TORCH_VERSION, ...) and
+ * gpt_last_error() name every target found, why it does not fit, and what to do. */
+GPT_API gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, char *out_dir, size_t capacity,
+                                       size_t *out_size);
+
+/* A JSON report of an artifact or model directory for ops tools, written like
+ * gpt_artifact_select's out_dir: "host" (CPU arch, GPU arch and name, torch),
+ * "targets" (per artifact: name, versions, device/arch/isa, dtype, attention,
+ * model shape, files with sha256 and size, total bytes, "loads_here" with the
+ * failing status and message) and "selected" {dir, reason} or null with
+ * "selection_error". Loads no compiled code. */
+GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity,
+                                         size_t *out_size);
 
 /* ---- tokenizer -------------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
 #include <new>
 #include <vector>
 
+#include "artifact_select.h"
 #include "device.h"
 #include "error.h"
 #include "gpt_runtime.h"
@@ -56,6 +57,15 @@ gpt_status guarded(const char *function, Body &&body) noexcept {
 
 void require(bool condition, const char *what) {
     if (!condition) gpt::fail(GPT_ERR_INVALID_ARGUMENT, what);
+}
+
+// The buffer convention of the string outputs: `*out_size` = bytes needed incl. the NUL.
+void copy_out(const std::string &s, char *out, size_t capacity, size_t *out_size) {
+    *out_size = s.size() + 1;
+    if (out == nullptr || s.size() + 1 > capacity)
+        gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
+                  "output needs " + std::to_string(s.size() + 1) + " bytes, capacity is " + std::to_string(capacity));
+    std::memcpy(out, s.c_str(), s.size() + 1);
 }
 
 }  // namespace
@@ -117,7 +127,8 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         require(artifact_dir != nullptr && out_model != nullptr, "artifact_dir and out_model must not be NULL");
         const gpt_model_params p = params ? *params : gpt_model_default_params();
         require(p.num_threads >= 0 && p.num_runners >= 0, "num_threads and num_runners must be >= 0");
-        auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(artifact_dir, p));
+        const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false);
+        auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(dir, p));
         const gpt::Manifest &m = model->impl->manifest();
         gpt_model_info &info = model->info;
         info.name = m.name.c_str();
@@ -165,6 +176,24 @@ gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_e
     });
 }
 
+gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, char *out_dir, size_t capacity,
+                               size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(model_dir != nullptr && out_size != nullptr, "model_dir and out_size must not be NULL");
+        copy_out(gpt::select_artifact(model_dir, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK).dir, out_dir, capacity,
+                 out_size);
+    });
+}
+
+gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity, size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(path != nullptr && out_size != nullptr, "path and out_size must not be NULL");
+        copy_out(
+            gpt::describe_targets(path, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, flags & GPT_ARTIFACT_CHECK_HASHES),
+            json, capacity, out_size);
+    });
+}
+
 gpt_status gpt_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
                         int32_t *out_count) {
     return guarded(__func__, [&] {
@@ -186,12 +215,7 @@ gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens
         require(model != nullptr && out_size != nullptr, "model and out_size must not be NULL");
         require(n_tokens >= 0 && (tokens != nullptr || n_tokens == 0), "tokens must hold n_tokens entries");
         require(text != nullptr || capacity == 0, "text must hold capacity bytes");
-        const std::string s = model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens));
-        *out_size = s.size() + 1;
-        if (text == nullptr || s.size() + 1 > capacity)
-            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
-                      "text needs " + std::to_string(s.size() + 1) + " bytes, capacity is " + std::to_string(capacity));
-        std::memcpy(text, s.c_str(), s.size() + 1);
+        copy_out(model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens)), text, capacity, out_size);
     });
 }
 

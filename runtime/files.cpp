@@ -1,13 +1,16 @@
 // files.cpp — POSIX implementations for files.h.
 #include "files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "error.h"
 
@@ -17,6 +20,20 @@ std::optional<uint64_t> regular_file_size(const std::string &path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     return static_cast<uint64_t>(st.st_size);
+}
+
+std::vector<std::string> list_subdirectories(const std::string &path) {
+    std::vector<std::string> names;
+    const std::unique_ptr<DIR, int (*)(DIR *)> dir(::opendir(path.c_str()), ::closedir);
+    if (!dir) return names;
+    while (const dirent *entry = ::readdir(dir.get())) {
+        const std::string name = entry->d_name;
+        if (name == "." || name == "..") continue;
+        struct stat st {};
+        if (::stat((path + "/" + name).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    return names;
 }
 
 Bytes read_file(const std::string &path) {

@@ -15,6 +15,9 @@ using Bytes = std::vector<unsigned char>;
 // Size of a regular file, or nullopt if `path` is not one.
 std::optional<uint64_t> regular_file_size(const std::string &path);
 
+// Names of the sub-directories of `path`, sorted; empty if `path` is no directory.
+std::vector<std::string> list_subdirectories(const std::string &path);
+
 // Whole file; throws GPT_ERR_ARTIFACT_INVALID naming the path if it cannot be read.
 Bytes read_file(const std::string &path);
 

@@ -71,6 +71,15 @@ ScratchArtifact::~ScratchArtifact() {
     std::filesystem::remove_all(dir_.parent_path(), ec);
 }
 
+std::filesystem::path ScratchArtifact::add_target(const std::string &name, const nlohmann::json &target) const {
+    const std::filesystem::path other = model_dir() / name;
+    std::filesystem::copy(dir_, other, std::filesystem::copy_options::recursive);
+    nlohmann::json m = manifest();
+    m["target"] = target;
+    std::ofstream(other / "manifest.json") << m.dump(2);
+    return other;
+}
+
 nlohmann::json ScratchArtifact::manifest() const {
     std::ifstream in(file("manifest.json"));
     return nlohmann::json::parse(in);

@@ -22,12 +22,16 @@ std::map<std::string, at::Tensor> reference();
 std::map<std::string, at::Tensor> read_safetensors(const std::filesystem::path &path);
 void write_safetensors(const std::filesystem::path &path, const std::map<std::string, at::Tensor> &tensors);
 
-// A private copy of an artifact directory, removed at scope exit.
+// A private copy of an artifact directory, removed at scope exit. It sits in a
+// model directory as its `cpu` target: <tmp>/cpu.
 class ScratchArtifact {
 public:
     explicit ScratchArtifact(const std::filesystem::path &source);
     ~ScratchArtifact();
     const std::filesystem::path &dir() const { return dir_; }
+    std::filesystem::path model_dir() const { return dir_.parent_path(); }
+    // Another copy beside it, <tmp>/<name>, whose manifest names `target` (e.g. a GPU arch).
+    std::filesystem::path add_target(const std::string &name, const nlohmann::json &target) const;
     std::filesystem::path file(const std::string &name) const { return dir_ / name; }
     nlohmann::json manifest() const;
     void write_manifest(const nlohmann::json &manifest) const;

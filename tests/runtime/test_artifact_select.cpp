@@ -1,0 +1,143 @@
+// Artifact selection per device: a model directory holds one artifact per target
+// and the runtime takes the one that fits, says why, or says why none does.
+// GPU hosts are simulated (gpt::Host), so every rule is checked without a GPU.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "artifact_select.h"
+#include "error.h"
+#include "test_support.h"
+
+namespace {
+
+using nlohmann::json;
+
+const json kSm90 = {{"device", "cuda"}, {"arch", "sm_90"}, {"compute_capability", "9.0"}};
+
+gpt::Host cpu_host() { return gpt::detect_host(); }
+
+gpt::Host gpu_host(const std::string &arch, const std::string &name) {
+    gpt::Host host = gpt::detect_host();
+    host.cuda_devices = 1;
+    host.gpu_arch = arch;
+    host.gpu_name = name;
+    return host;
+}
+
+// Runs select_target and returns the status it throws (GPT_OK if it selects).
+gpt_status select_status(const std::filesystem::path &dir, const gpt::Host &host, bool fallback, std::string *message) {
+    try {
+        *message = gpt::select_target(gpt::scan_targets(dir, host, false), host, fallback).dir;
+        return GPT_OK;
+    } catch (const gpt::Error &e) {
+        *message = e.what();
+        return e.status();
+    }
+}
+
+std::string describe(const std::filesystem::path &dir, uint32_t flags) {
+    size_t size = 0;
+    REQUIRE(gpt_artifact_describe(dir.c_str(), flags, nullptr, 0, &size) == GPT_ERR_BUFFER_TOO_SMALL);
+    std::string text(size, '\0');
+    REQUIRE(gpt_artifact_describe(dir.c_str(), flags, text.data(), size, &size) == GPT_OK);
+    text.resize(size - 1);
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("without a GPU the CPU artifact is selected") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    art.add_target("sm_90", kSm90);
+    const auto chosen = gpt::select_target(gpt::scan_targets(art.model_dir(), cpu_host(), false), cpu_host(), false);
+    CHECK(chosen.dir == art.dir().string());
+    CHECK(chosen.reason.find("no CUDA GPU") != std::string::npos);
+}
+
+TEST_CASE("a GPU takes the artifact of its exact arch") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    const auto sm90 = art.add_target("sm_90", kSm90);
+    art.add_target("sm_80", {{"device", "cuda"}, {"arch", "sm_80"}});
+    const gpt::Host h100 = gpu_host("sm_90", "NVIDIA H100");
+    const auto chosen = gpt::select_target(gpt::scan_targets(art.model_dir(), h100, false), h100, false);
+    CHECK(chosen.dir == sm90.string());
+    CHECK(chosen.reason.find("sm_90 (NVIDIA H100)") != std::string::npos);
+}
+
+TEST_CASE("a GPU without its arch's artifact falls back to the CPU one only when allowed") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    art.add_target("sm_90", kSm90);
+    const gpt::Host a100 = gpu_host("sm_80", "NVIDIA A100");
+    std::string message;
+    CHECK(select_status(art.model_dir(), a100, false, &message) == GPT_ERR_DEVICE_MISMATCH);
+    CHECK(message.find("sm_80 (NVIDIA A100)") != std::string::npos);
+    CHECK(message.find("artifact is sm_90, this GPU is sm_80") != std::string::npos);
+    CHECK(message.find("allow CPU fallback") != std::string::npos);
+    CHECK(select_status(art.model_dir(), a100, true, &message) == GPT_OK);
+    CHECK(message == art.dir().string());
+}
+
+TEST_CASE("GPU-only model directory on a machine without a GPU is DEVICE_UNAVAILABLE") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    art.add_target("sm_90", kSm90);
+    std::filesystem::remove_all(art.dir());
+    std::string message;
+    CHECK(select_status(art.model_dir(), cpu_host(), true, &message) == GPT_ERR_DEVICE_UNAVAILABLE);
+    CHECK(message.find("sm_90") != std::string::npos);
+}
+
+TEST_CASE("a target from another torch is skipped with its reason") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    json m = art.manifest();
+    m["torch_version"] = "2.3.0";
+    art.write_manifest(m);
+    std::string message;
+    CHECK(select_status(art.model_dir(), cpu_host(), false, &message) == GPT_ERR_TORCH_VERSION);
+    CHECK(message.find("cpu: artifact was compiled with torch 2.3.0") != std::string::npos);
+}
+
+TEST_CASE("a directory without artifacts is ARTIFACT_NOT_FOUND") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    std::string message;
+    CHECK(select_status(art.dir() / "..", cpu_host(), false, &message) == GPT_OK);
+    std::filesystem::remove(art.file("manifest.json"));
+    CHECK(select_status(art.model_dir(), cpu_host(), false, &message) == GPT_ERR_ARTIFACT_NOT_FOUND);
+}
+
+TEST_CASE("gpt_model_load on a model directory loads the selected target") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    art.add_target("sm_90", kSm90);
+    test::Model from_model_dir(art.model_dir());
+    REQUIRE(from_model_dir.status == GPT_OK);
+    CHECK(std::string(from_model_dir.info.device) == "cpu");
+
+    size_t size = 0;
+    CHECK(gpt_artifact_select(art.model_dir().c_str(), 0, nullptr, 0, &size) == GPT_ERR_BUFFER_TOO_SMALL);
+    std::string dir(size, '\0');
+    REQUIRE(gpt_artifact_select(art.model_dir().c_str(), 0, dir.data(), size, &size) == GPT_OK);
+    CHECK(dir.c_str() == art.dir().string());
+}
+
+TEST_CASE("describe reports every target, whether it loads here, and hash mismatches") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    const auto sm90 = art.add_target("sm_90", kSm90);
+    const json plain = json::parse(describe(art.model_dir(), 0));
+    REQUIRE(plain["targets"].size() == 2);
+    CHECK(plain["targets"][0]["target"] == "cpu");
+    CHECK(plain["targets"][0]["loads_here"] == true);
+    CHECK(plain["targets"][0]["hashes"] == "not checked");
+    CHECK(plain["targets"][0]["files"]["weights.safetensors"]["sha256"] ==
+          art.manifest()["files"]["weights.safetensors"]["sha256"]);
+    CHECK(plain["targets"][1]["loads_here"] == false);
+    CHECK(plain["targets"][1]["status"] == "GPT_ERR_DEVICE_UNAVAILABLE");
+    CHECK(plain["selected"]["dir"] == art.dir().string());
+
+    CHECK(json::parse(describe(art.model_dir(), GPT_ARTIFACT_CHECK_HASHES))["targets"][0]["hashes"] == "verified");
+    std::ofstream(art.file("tokenizer.json"), std::ios::app) << " ";
+    const json checked = json::parse(describe(art.model_dir(), GPT_ARTIFACT_CHECK_HASHES));
+    CHECK(checked["targets"][0]["loads_here"] == false);
+    CHECK(checked["targets"][0]["hashes"] == "mismatch");
+    CHECK(checked["selected"].is_null());
+    CHECK(checked["selection_error"]["message"].get<std::string>().find("tokenizer.json") != std::string::npos);
+}
