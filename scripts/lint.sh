@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check aot tests
 .venv/bin/ruff format --check aot tests
 git ls-files '*.c' '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
-git ls-files 'runtime/*.cpp' 'cli/*.cpp' | xargs -P "$(nproc)" -n 1 clang-tidy -p build --quiet 2>&1 |
+git ls-files 'runtime/*.cpp' 'cli/*.cpp' 'deploy/server/*.cpp' | xargs -P "$(nproc)" -n 1 clang-tidy -p build --quiet 2>&1 |
   { grep -v "warnings generated" || true; }

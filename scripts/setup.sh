@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # one torch minor version, so the compiler side is pinned to the same release.
 TORCH_VERSION="${GPT_TORCH_VERSION:-2.11.0}"
 APT_PACKAGES=(cmake ninja-build g++ pkg-config catch2 libspdlog-dev nlohmann-json3-dev libcli11-dev
-              libsodium-dev bible-kjv clang-format clang-tidy python3-venv)
+              libsodium-dev libcpp-httplib-dev bible-kjv clang-format clang-tidy python3-venv)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -29,7 +29,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 installed=$(.venv/bin/python -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
-if [ "$installed" != "$TORCH_VERSION" ] || ! .venv/bin/python -c "import gpt_aot, safetensors, pytest" 2>/dev/null; then
+if [ "$installed" != "$TORCH_VERSION" ] || ! .venv/bin/python -c "import gpt_aot, safetensors, pytest, prometheus_client" 2>/dev/null; then
   echo "setup: installing torch $TORCH_VERSION and Python dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" -r requirements.txt

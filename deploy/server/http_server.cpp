@@ -1,0 +1,255 @@
+// http_server.cpp — see http_server.h.
+#include "http_server.h"
+
+#include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+
+#include "generate.h"
+
+namespace server {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char *kJson = "application/json";
+
+void reply_error(httplib::Response &res, int code, const std::string &type, const std::string &message) {
+    res.status = code;
+    res.set_content(json{{"error", {{"type", type}, {"message", message}}}}.dump(), kJson);
+}
+
+bool is_loopback(const std::string &addr) {
+    return addr == "127.0.0.1" || addr == "::1" || addr == "::ffff:127.0.0.1" || addr.rfind("127.", 0) == 0;
+}
+
+json summary(const ServedModel &model, const std::string &id, const GenerateRequest &request, size_t prompt_tokens,
+             const GenerationResult &result) {
+    return {{"id", id},
+            {"model", model.info.name},
+            {"artifact", model.dir},
+            {"seed", request.seed},
+            {"prompt_tokens", prompt_tokens},
+            {"completion_tokens", result.tokens.size()},
+            {"finish_reason", result.finish_reason}};
+}
+
+std::string sse(const char *event, const json &data) {
+    return std::string("event: ") + event + "\ndata: " + data.dump() + "\n\n";
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+HttpServer::HttpServer(const Options &options, ModelSlot &slot, Admission &admission, Metrics &metrics)
+    : options_(options), slot_(slot), admission_(admission), metrics_(metrics) {
+    // Queued requests wait on a thread: room for every slot, the queue, and probes.
+    const size_t threads = static_cast<size_t>(options.max_active) + static_cast<size_t>(options.max_queue) + 4;
+    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http_.set_payload_max_length(options.max_body_bytes);
+    http_.set_read_timeout(30);
+    http_.set_write_timeout(30);
+
+    http_.Get("/healthz", [this](const httplib::Request &, httplib::Response &res) {
+        res.status = 200;
+        res.set_content("ok\n", "text/plain");
+        metrics_.count_request("/healthz", 200);
+    });
+    http_.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
+        const auto model = slot_.current();
+        const bool ready = model && !admission_.draining();
+        res.status = ready ? 200 : 503;
+        res.set_content(ready ? "ready: " + std::string(model->info.name) + "\n"
+                              : std::string(model ? "draining\n" : "no model loaded\n"),
+                        "text/plain");
+        metrics_.count_request("/readyz", res.status);
+    });
+    http_.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { serve_metrics(res); });
+    http_.Post("/v1/generate", [this](const httplib::Request &req, httplib::Response &res) { generate(req, res); });
+    if (options.admin)
+        http_.Post("/admin/reload",
+                   [this](const httplib::Request &req, httplib::Response &res) { admin_reload(req, res); });
+    // Errors httplib raises itself (413 body too large, 404, ...) get a JSON body too.
+    http_.set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
+        if (res.body.empty()) {  // raised by httplib, not by a handler (which counts its own)
+            const std::string message =
+                res.status == 413   ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
+                : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
+                                    : "HTTP error " + std::to_string(res.status);
+            reply_error(res, res.status, "http", message);
+            metrics_.count_request(req.path, res.status);
+        }
+    });
+}
+
+int HttpServer::bind() {
+    if (options_.port == 0) return http_.bind_to_any_port(options_.host);
+    return http_.bind_to_port(options_.host, options_.port) ? options_.port : -1;
+}
+
+void HttpServer::serve() { http_.listen_after_bind(); }
+
+void HttpServer::stop() { http_.stop(); }
+
+void HttpServer::stop_generations() { stop_generations_ = true; }
+
+void HttpServer::serve_metrics(httplib::Response &res) {
+    Gauges g;
+    g.active = admission_.active();
+    g.queued = admission_.queued();
+    if (const auto model = slot_.current()) {
+        g.model_name = model->info.name;
+        g.model_dir = model->dir;
+    }
+    res.status = 200;
+    res.set_content(metrics_.render(g), "text/plain; version=0.0.4");
+    metrics_.count_request("/metrics", 200);
+}
+
+LoadResult HttpServer::reload(const std::string &path) {
+    const std::string target = path.empty() ? options_.model : path;
+    spdlog::info("event=reload_start path={}", target);
+    LoadResult r = slot_.load(target);
+    metrics_.count_reload(r.status == GPT_OK);
+    if (r.status == GPT_OK) {
+        spdlog::info("event=reload_done path={} result=ok message=\"{}\"", target, r.message);
+    } else {
+        spdlog::error("event=reload_done path={} result=refused status={} message=\"{}\" (previous model kept)", target,
+                      gpt_status_string(r.status), r.message);
+    }
+    return r;
+}
+
+void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &res) {
+    auto count = [&] { metrics_.count_request("/admin/reload", res.status); };
+    if (!is_loopback(req.remote_addr)) {
+        reply_error(res, 403, "forbidden", "admin endpoints answer loopback clients only");
+        return count();
+    }
+    std::string path;
+    if (!req.body.empty()) {
+        const json body = json::parse(req.body, nullptr, false);
+        if (body.is_discarded() || !body.is_object() || (body.contains("path") && !body["path"].is_string())) {
+            reply_error(res, 400, "invalid_request", "body must be {} or {\"path\": \"<model or artifact dir>\"}");
+            return count();
+        }
+        path = body.value("path", "");
+    }
+    const LoadResult r = reload(path);
+    if (r.status == GPT_OK) {
+        const auto model = slot_.current();
+        res.status = 200;
+        res.set_content(
+            json{{"status", "ok"}, {"message", r.message}, {"model", model->info.name}, {"artifact", model->dir}}
+                .dump(),
+            kJson);
+    } else {
+        reply_error(res, r.status == GPT_ERR_BUSY ? 409 : 422, gpt_status_string(r.status),
+                    r.message + " (the previous model keeps serving)");
+    }
+    count();
+}
+
+void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
+    const Clock::time_point started = Clock::now();
+    const std::string id = "req-" + std::to_string(next_request_id_++);
+    res.set_header("X-Request-Id", id);
+    auto finish = [&](int code) {
+        metrics_.count_request("/v1/generate", code);
+        if (code != 200)
+            spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
+    };
+
+    GenerateRequest request;
+    try {
+        request = parse_generate_request(req.body, options_.max_tokens);
+    } catch (const BadRequest &e) {
+        reply_error(res, 400, "invalid_request", e.what());
+        return finish(400);
+    }
+    const Clock::time_point deadline = started + seconds(options_.request_timeout);
+    switch (admission_.enter(deadline)) {
+        case Admission::Verdict::admitted: break;
+        case Admission::Verdict::queue_full:
+            res.set_header("Retry-After", "1");
+            reply_error(res, 429, "overloaded", "all generation slots are busy and the queue is full; retry later");
+            return finish(429);
+        case Admission::Verdict::draining:
+            reply_error(res, 503, "shutting_down", "the server is shutting down");
+            return finish(503);
+        case Admission::Verdict::timed_out:
+            reply_error(res, 503, "timeout", "no generation slot freed up within the request timeout");
+            return finish(503);
+    }
+    auto ticket = std::make_shared<Ticket>(admission_);
+    const std::shared_ptr<const ServedModel> model = slot_.current();
+    if (!model) {
+        reply_error(res, 503, "not_ready", "no model is loaded");
+        return finish(503);
+    }
+    std::vector<gpt_token> prompt;
+    try {
+        prompt = tokenize_prompt(*model, request.prompt);
+    } catch (const BadRequest &e) {
+        reply_error(res, 400, "invalid_request", e.what());
+        return finish(400);
+    }
+
+    // Runs the generation, logs and counts it; `sink` streams tokens when set.
+    auto run = [this, id, started, deadline, model, request, prompt](const TokenSink &sink) {
+        GenerationControl control{started, deadline, &stop_generations_, sink,
+                                  [this](double gap) { metrics_.observe_token_latency(gap); }};
+        GenerationResult result = run_generation(*model, prompt, request, control);
+        metrics_.count_tokens(result.tokens.size());
+        if (!result.tokens.empty()) metrics_.observe_time_to_first_token(result.time_to_first_token);
+        metrics_.observe_request_duration(seconds_since(started));
+        spdlog::info(
+            "event=request id={} code=200 stream={} model={} prompt_tokens={} completion_tokens={} finish={} "
+            "ttft_ms={:.2f} duration_ms={:.1f}{}",
+            id, request.stream, model->info.name, prompt.size(), result.tokens.size(), result.finish_reason,
+            1e3 * result.time_to_first_token, 1e3 * seconds_since(started),
+            result.error.empty() ? "" : " error=\"" + result.error + "\"");
+        return result;
+    };
+
+    if (!request.stream) {
+        const GenerationResult result = run(nullptr);
+        if (!result.finish_reason.empty()) {
+            json body = summary(*model, id, request, prompt.size(), result);
+            body["text"] = result.text;
+            body["tokens"] = result.tokens;
+            res.status = 200;
+            res.set_content(body.dump(), kJson);
+            return finish(200);
+        }
+        reply_error(res, result.status == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, gpt_status_string(result.status),
+                    result.error);
+        return finish(res.status);
+    }
+
+    res.status = 200;
+    finish(200);  // the status line goes out before the first token
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, ticket, model, id, request, prompt, run](
+                                                              size_t, httplib::DataSink &sink) {
+        const TokenSink token_sink = [&sink](gpt_token token, const std::string &piece) {
+            const std::string event = sse("token", {{"token", token}, {"text", piece}});
+            return sink.write(event.data(), event.size());
+        };
+        const GenerationResult result = run(token_sink);
+        std::string last;
+        if (!result.finish_reason.empty()) {
+            last = sse("done", summary(*model, id, request, prompt.size(), result));
+        } else {
+            last = sse("error", {{"error", {{"type", gpt_status_string(result.status)}, {"message", result.error}}}});
+        }
+        if (result.finish_reason != "cancelled") sink.write(last.data(), last.size());
+        sink.done();
+        return true;
+    });
+}
+
+}  // namespace server

@@ -1,0 +1,47 @@
+// http_server.h — the HTTP surface: routes, status codes, SSE streaming,
+// admission and metrics around each generation, and hot reload.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <string>
+
+#include "admission.h"
+#include "metrics.h"
+#include "model_slot.h"
+#include "options.h"
+
+namespace server {
+
+class HttpServer {
+public:
+    HttpServer(const Options &options, ModelSlot &slot, Admission &admission, Metrics &metrics);
+
+    // Binds options.host:port (port 0 = any free one) and returns the port; -1 on failure.
+    int bind();
+    // Serves until stop(). Returns after in-flight connections are closed.
+    void serve();
+    void stop();
+    // Makes every running generation end at its next token (finish_reason "shutdown").
+    void stop_generations();
+
+    // Loads `path` (empty = the configured model) beside the current model and
+    // swaps it in; logged and counted. Used by POST /admin/reload and SIGHUP.
+    LoadResult reload(const std::string &path);
+
+private:
+    void generate(const httplib::Request &req, httplib::Response &res);
+    void admin_reload(const httplib::Request &req, httplib::Response &res);
+    void serve_metrics(httplib::Response &res);
+
+    const Options &options_;
+    ModelSlot &slot_;
+    Admission &admission_;
+    Metrics &metrics_;
+    httplib::Server http_;
+    std::atomic<bool> stop_generations_{false};
+    std::atomic<uint64_t> next_request_id_{1};
+};
+
+}  // namespace server

@@ -1,0 +1,96 @@
+// gpt-server — an example HTTP/JSON server over libgpt_runtime (see deploy/README.md).
+//   POST /v1/generate   {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"}
+//   GET  /healthz /readyz /metrics;  POST /admin/reload (--admin, loopback only)
+// Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the configured model.
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <thread>
+
+#include "admission.h"
+#include "clock.h"
+#include "http_server.h"
+#include "metrics.h"
+#include "model_slot.h"
+#include "options.h"
+
+namespace {
+
+using server::Clock;
+using server::seconds;
+
+// The runtime's own log lines, through the server's logger.
+void runtime_log(gpt_log_level level, const char *message, void *) {
+    static const spdlog::level::level_enum levels[] = {spdlog::level::trace, spdlog::level::debug, spdlog::level::info,
+                                                       spdlog::level::warn, spdlog::level::err};
+    spdlog::log(levels[level], "event=runtime message=\"{}\"", message);
+}
+
+// Stop taking work, give in-flight requests the grace period, then end what is left.
+void shut_down(server::HttpServer &http, server::Admission &admission, double grace) {
+    admission.drain();
+    const bool idle = admission.wait_idle(Clock::now() + seconds(grace));
+    if (!idle) {
+        spdlog::warn("event=shutdown_grace_over active={} (ending their generations)", admission.active());
+        http.stop_generations();
+        admission.wait_idle(Clock::now() + seconds(5));
+    }
+    http.stop();
+}
+
+int run(const server::Options &options) {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
+    spdlog::set_level(spdlog::level::from_str(options.log_level));
+    gpt_log_set_callback(runtime_log, nullptr);
+
+    // Signals are taken by sigwait in this thread only: block them before any thread starts.
+    sigset_t signals;
+    sigemptyset(&signals);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, s);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a write error, not a signal
+
+    server::ModelSlot slot({options.threads, options.runners, options.allow_cpu_fallback});
+    server::Admission admission(options.max_active, options.max_queue);
+    server::Metrics metrics;
+    server::HttpServer http(options, slot, admission, metrics);
+    if (const auto r = http.reload(options.model); r.status != GPT_OK) return 1;
+
+    const int port = http.bind();
+    if (port < 0) {
+        spdlog::critical("event=bind_failed host={} port={}", options.host, options.port);
+        return 1;
+    }
+    spdlog::info("event=listening host={} port={} admin={}", options.host, port, options.admin);
+    std::thread serving([&http] { http.serve(); });
+
+    while (true) {
+        int signal = 0;
+        sigwait(&signals, &signal);
+        if (signal == SIGHUP) {
+            http.reload("");
+            continue;
+        }
+        spdlog::info("event=shutdown signal={} active={} queued={} grace_s={}", signal, admission.active(),
+                     admission.queued(), options.shutdown_grace);
+        shut_down(http, admission, options.shutdown_grace);
+        break;
+    }
+    serving.join();
+    spdlog::info("event=stopped");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    server::Options options;
+    int exit_code = 0;
+    if (!server::parse_options(argc, argv, &options, &exit_code)) return exit_code;
+    try {
+        return run(options);
+    } catch (const std::exception &e) {
+        spdlog::critical("event=fatal error=\"{}\"", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,114 @@
+// metrics.cpp — see metrics.h.
+#include "metrics.h"
+
+#include <sstream>
+
+namespace server {
+
+namespace {
+
+std::string label_value(const std::string &s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
+
+void header(std::ostringstream &out, const char *name, const char *type, const char *help) {
+    out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+    size_t i = 0;
+    while (i < bounds_.size() && value > bounds_[i]) ++i;
+    ++counts_[i];
+    sum_ += value;
+    ++count_;
+}
+
+std::string Histogram::render(const std::string &name) const {
+    std::ostringstream out;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < bounds_.size(); ++i) {
+        cumulative += counts_[i];
+        out << name << "_bucket{le=\"" << bounds_[i] << "\"} " << cumulative << '\n';
+    }
+    out << name << "_bucket{le=\"+Inf\"} " << count_ << '\n';
+    out << name << "_sum " << sum_ << '\n' << name << "_count " << count_ << '\n';
+    return out.str();
+}
+
+Metrics::Metrics()
+    : time_to_first_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
+      token_latency_({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}),
+      request_duration_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}) {}
+
+void Metrics::count_request(const std::string &endpoint, int code) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++requests_[{endpoint, code}];
+}
+
+void Metrics::count_tokens(uint64_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tokens_ += n;
+}
+
+void Metrics::count_reload(bool ok) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++(ok ? reloads_ok_ : reloads_failed_);
+}
+
+void Metrics::observe_time_to_first_token(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    time_to_first_token_.observe(seconds);
+}
+
+void Metrics::observe_token_latency(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    token_latency_.observe(seconds);
+}
+
+void Metrics::observe_request_duration(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    request_duration_.observe(seconds);
+}
+
+std::string Metrics::render(const Gauges &gauges) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::ostringstream out;
+    header(out, "gpt_requests_total", "counter", "HTTP requests by endpoint and status code.");
+    for (const auto &[key, n] : requests_)
+        out << "gpt_requests_total{endpoint=\"" << label_value(key.first) << "\",code=\"" << key.second << "\"} " << n
+            << '\n';
+    header(out, "gpt_tokens_generated_total", "counter", "Tokens generated.");
+    out << "gpt_tokens_generated_total " << tokens_ << '\n';
+    header(out, "gpt_model_reloads_total", "counter", "Model reloads by result.");
+    out << "gpt_model_reloads_total{result=\"ok\"} " << reloads_ok_ << '\n';
+    out << "gpt_model_reloads_total{result=\"failed\"} " << reloads_failed_ << '\n';
+    header(out, "gpt_requests_active", "gauge", "Generations running now.");
+    out << "gpt_requests_active " << gauges.active << '\n';
+    header(out, "gpt_queue_depth", "gauge", "Generation requests waiting for a slot.");
+    out << "gpt_queue_depth " << gauges.queued << '\n';
+    header(out, "gpt_model_info", "gauge", "The model serving new requests.");
+    out << "gpt_model_info{name=\"" << label_value(gauges.model_name) << "\",artifact=\""
+        << label_value(gauges.model_dir) << "\"} 1\n";
+    header(out, "gpt_time_to_first_token_seconds", "histogram", "From admission to the first generated token.");
+    out << time_to_first_token_.render("gpt_time_to_first_token_seconds");
+    header(out, "gpt_token_latency_seconds", "histogram", "Time between consecutive generated tokens.");
+    out << token_latency_.render("gpt_token_latency_seconds");
+    header(out, "gpt_request_duration_seconds", "histogram", "Generation requests from arrival to the last byte.");
+    out << request_duration_.render("gpt_request_duration_seconds");
+    return out.str();
+}
+
+}  // namespace server

@@ -1,0 +1,56 @@
+// metrics.h — the server's counters and latency histograms, rendered in the
+// Prometheus text exposition format for GET /metrics.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace server {
+
+// Cumulative histogram with fixed upper bounds (seconds), as Prometheus expects.
+class Histogram {
+public:
+    explicit Histogram(std::vector<double> bounds);
+    void observe(double value);
+    // `name`_bucket{le=...}, `name`_sum and `name`_count lines.
+    std::string render(const std::string &name) const;
+
+private:
+    std::vector<double> bounds_;
+    std::vector<uint64_t> counts_;  // per bucket, not cumulative; the last is +Inf
+    double sum_ = 0.0;
+    uint64_t count_ = 0;
+};
+
+struct Gauges {
+    int active = 0;
+    int queued = 0;
+    std::string model_name;
+    std::string model_dir;
+};
+
+class Metrics {
+public:
+    Metrics();
+    void count_request(const std::string &endpoint, int code);
+    void count_tokens(uint64_t n);
+    void count_reload(bool ok);
+    void observe_time_to_first_token(double seconds);
+    void observe_token_latency(double seconds);
+    void observe_request_duration(double seconds);
+    std::string render(const Gauges &gauges) const;
+
+private:
+    mutable std::mutex mutex_;
+    std::map<std::pair<std::string, int>, uint64_t> requests_;
+    uint64_t tokens_ = 0;
+    uint64_t reloads_ok_ = 0;
+    uint64_t reloads_failed_ = 0;
+    Histogram time_to_first_token_;
+    Histogram token_latency_;
+    Histogram request_duration_;
+};
+
+}  // namespace server

@@ -1,0 +1,58 @@
+// model_slot.cpp — see model_slot.h.
+#include "model_slot.h"
+
+#include <cstdio>
+#include <utility>
+
+namespace server {
+
+namespace {
+
+LoadResult failed(gpt_status status, const std::string &what) {
+    return {status, what + ": " + gpt_status_string(status) + ": " + gpt_last_error()};
+}
+
+}  // namespace
+
+ServedModel::~ServedModel() { gpt_model_free(model); }
+
+LoadResult ModelSlot::load(const std::string &path) {
+    std::unique_lock<std::mutex> one_at_a_time(loading_, std::try_to_lock);
+    if (!one_at_a_time.owns_lock()) return {GPT_ERR_BUSY, "another reload is in progress"};
+
+    const uint32_t flags = options_.allow_cpu_fallback ? uint32_t{GPT_ARTIFACT_ALLOW_CPU_FALLBACK} : 0u;
+    size_t size = 0;
+    gpt_status s = gpt_artifact_select(path.c_str(), flags, nullptr, 0, &size);
+    if (s != GPT_ERR_BUFFER_TOO_SMALL) return failed(s, "no artifact of '" + path + "' fits");
+    std::string dir(size, '\0');
+    if ((s = gpt_artifact_select(path.c_str(), flags, dir.data(), size, &size)) != GPT_OK)
+        return failed(s, "no artifact of '" + path + "' fits");
+    dir.resize(size - 1);
+
+    auto next = std::make_shared<ServedModel>();
+    next->dir = dir;
+    gpt_model_params params = gpt_model_default_params();
+    params.num_threads = options_.num_threads;
+    params.num_runners = options_.num_runners;
+    if ((s = gpt_model_load(dir.c_str(), &params, &next->model)) != GPT_OK) return failed(s, "cannot load " + dir);
+    double max_err = 0.0;
+    if ((s = gpt_model_verify(next->model, &max_err)) != GPT_OK) return failed(s, dir + " fails its golden vector");
+    if ((s = gpt_model_get_info(next->model, &next->info)) != GPT_OK) return failed(s, "cannot describe " + dir);
+
+    char detail[64];
+    std::snprintf(detail, sizeof detail, "golden max abs error %.3g", max_err);
+    const std::string message = "serving " + std::string(next->info.name) + " from " + dir + " (" + detail + ")";
+    std::shared_ptr<const ServedModel> previous;  // freed here, outside the lock, unless requests still hold it
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        previous = std::exchange(current_, std::move(next));
+    }
+    return {GPT_OK, message};
+}
+
+std::shared_ptr<const ServedModel> ModelSlot::current() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return current_;
+}
+
+}  // namespace server

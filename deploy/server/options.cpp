@@ -1,0 +1,39 @@
+// options.cpp — see options.h.
+#include "options.h"
+
+#include <CLI/CLI.hpp>
+
+namespace server {
+
+bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
+    CLI::App app{"gpt-server: HTTP/JSON generation over libgpt_runtime"};
+    app.set_config("--config", "", "TOML file with the options below (flags override it)");
+    app.add_option("--model", o->model, "model directory (model_artifacts/<name>) or one artifact")->required();
+    app.add_option("--host", o->host, "address to listen on (default loopback)");
+    app.add_option("--port", o->port, "port, 0 = any free one")->check(CLI::Range(0, 65535));
+    app.add_flag("--allow-cpu-fallback", o->allow_cpu_fallback, "serve the CPU artifact when none fits the GPU");
+    app.add_option("--threads", o->threads, "intra-op CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
+    app.add_option("--runners", o->runners, "graph instances that may run at once")->check(CLI::PositiveNumber);
+    app.add_option("--max-active", o->max_active, "generations at once")->check(CLI::PositiveNumber);
+    app.add_option("--max-queue", o->max_queue, "generations waiting for a slot (then 429)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--request-timeout", o->request_timeout, "seconds per request, queueing included")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--max-tokens", o->max_tokens, "largest max_tokens a request may ask")->check(CLI::PositiveNumber);
+    app.add_option("--max-body-bytes", o->max_body_bytes, "largest request body (then 413)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--shutdown-grace", o->shutdown_grace, "seconds in-flight requests get after SIGTERM")
+        ->check(CLI::NonNegativeNumber);
+    app.add_flag("--admin", o->admin, "enable POST /admin/reload for loopback clients");
+    app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        *exit_code = app.exit(e);
+        return false;
+    }
+    return true;
+}
+
+}  // namespace server

@@ -1,0 +1,29 @@
+// options.h — the server's settings, from flags or a config file (--config).
+#pragma once
+
+#include <string>
+
+namespace server {
+
+struct Options {
+    std::string model;  // model directory (model_artifacts/<name>) or one artifact
+    std::string host = "127.0.0.1";
+    int port = 8080;  // 0 = any free port (logged)
+    bool allow_cpu_fallback = false;
+    int threads = 0;              // intra-op CPU threads for the model, 0 = default
+    int runners = 2;              // graph instances that may run at once
+    int max_active = 4;           // generations at once
+    int max_queue = 16;           // generations waiting for a slot; beyond: 429
+    double request_timeout = 60;  // seconds, queue wait included
+    int max_tokens = 1024;        // cap on a request's max_tokens
+    size_t max_body_bytes = 64 * 1024;
+    double shutdown_grace = 10;  // seconds for in-flight requests after SIGTERM
+    bool admin = false;          // POST /admin/reload (loopback clients only)
+    std::string log_level = "info";
+};
+
+// Parses argv (and the file named by --config). Returns false after printing
+// help or an error; `*exit_code` is then what main should return.
+bool parse_options(int argc, char **argv, Options *options, int *exit_code);
+
+}  // namespace server

@@ -1,0 +1,316 @@
+"""gpt-server over loopback with a real HTTP client: generation, SSE streaming,
+Prometheus metrics, request errors, admission, hot swap under load, SIGTERM.
+
+The server binary comes from GPT_SERVER (scripts/test.sh sets it) or build/.
+Every wait is bounded; every server is killed at the end of its test.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = Path(os.environ.get("GPT_SERVER", ROOT / "build" / "deploy" / "server" / "gpt-server"))
+CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
+
+pytestmark = pytest.mark.skipif(not SERVER.exists(), reason=f"gpt-server not built at {SERVER}")
+
+
+class Server:
+    """A gpt-server process on a free loopback port, with its log in a file."""
+
+    def __init__(self, tmp_path: Path, model: Path, *flags: str):
+        self.log_path = tmp_path / f"server-{time.monotonic_ns()}.log"
+        self.log = open(self.log_path, "w")
+        args = [str(SERVER), "--model", str(model), "--port", "0", "--log-level", "info", *flags]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.port = self._wait_for_port()
+
+    def _wait_for_port(self) -> int:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for line in self.log_path.read_text().splitlines():
+                if "event=listening" in line:
+                    return int(line.split("port=")[1].split()[0])
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log_path.read_text()}")
+            time.sleep(0.05)
+        raise AssertionError("server did not start listening within 60 s")
+
+    def request(self, method: str, path: str, body=None, timeout: float = 30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        payload = resp.read().decode()
+        conn.close()
+        return resp.status, payload
+
+    def generate(self, **body):
+        status, payload = self.request("POST", "/v1/generate", body)
+        return status, json.loads(payload)
+
+    def stream(self, timeout: float = 30, **body):
+        """Opens a streaming generation; yields (event, data) as they arrive."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn.request("POST", "/v1/generate", body=json.dumps({**body, "stream": True}))
+        resp = conn.getresponse()
+        assert resp.status == 200, resp.read()
+        assert resp.getheader("Content-Type").startswith("text/event-stream")
+        return conn, resp, read_events(resp)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def read_events(resp):
+    event = None
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.decode().rstrip("\n")
+        if line.startswith("event: "):
+            event = line[len("event: ") :]
+        elif line.startswith("data: "):
+            yield event, json.loads(line[len("data: ") :])
+
+
+@pytest.fixture
+def serve(tmp_path):
+    servers = []
+
+    def start(model: Path, *flags: str) -> Server:
+        server = Server(tmp_path, model, *flags)
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def model_dirs(artifacts):
+    return {name: artifacts / f"tiny-{name}" for name in ("flash", "other")}
+
+
+@pytest.fixture(scope="module")
+def shared_server(model_dirs, tmp_path_factory):
+    """One default server for the tests that only send requests."""
+    server = Server(tmp_path_factory.mktemp("server"), model_dirs["flash"])
+    yield server
+    server.stop()
+
+
+def test_generate_matches_the_cli_and_is_seeded(serve, model_dirs, fixtures):
+    server = serve(model_dirs["flash"])
+    params = dict(prompt="Hello", max_tokens=24, temperature=0.8, top_k=20, seed=5)
+    status, body = server.generate(**params)
+    assert status == 200, body
+    assert body["model"] == "tiny-flash" and body["completion_tokens"] == 24 and body["finish_reason"] == "length"
+    assert body["artifact"].endswith("tiny-flash/cpu")  # the model directory's cpu target was selected
+    assert body["text"] == "".join(fixtures.VOCAB[t] for t in body["tokens"])
+    # The same request through the gpt CLI (same runtime, same sampler) prints the same text.
+    args = "-p Hello -n 24 --temperature 0.8 --top-k 20 --seed 5".split()
+    cli = subprocess.run(
+        [str(CLI), "generate", str(model_dirs["flash"]), *args], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert cli.stdout == "Hello" + body["text"] + "\n"
+    assert server.generate(**params)[1]["tokens"] == body["tokens"]
+    assert server.generate(**{**params, "seed": 6})[1]["tokens"] != body["tokens"]
+
+
+def test_stream_sends_each_token_then_done(serve, model_dirs):
+    server = serve(model_dirs["flash"])
+    _, whole = server.generate(prompt="Hi", max_tokens=16, seed=3)
+    conn, _, events = server.stream(prompt="Hi", max_tokens=16, seed=3)
+    events = list(events)
+    conn.close()
+    tokens = [data for kind, data in events if kind == "token"]
+    assert [t["token"] for t in tokens] == whole["tokens"]
+    assert "".join(t["text"] for t in tokens) == whole["text"]
+    kind, done = events[-1]
+    assert kind == "done" and done["completion_tokens"] == 16 and done["finish_reason"] == "length"
+
+
+def test_metrics_parse_as_prometheus_text(serve, model_dirs):
+    server = serve(model_dirs["flash"])  # its own server: the counts below are exact
+    for _ in range(3):
+        assert server.generate(prompt="a", max_tokens=5)[0] == 200
+    assert server.generate(prompt="a", max_tokens=0)[0] == 400
+    status, text = server.request("GET", "/metrics")
+    assert status == 200
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
+    assert samples[("gpt_requests_total", (("code", "200"), ("endpoint", "/v1/generate")))] == 3
+    assert samples[("gpt_requests_total", (("code", "400"), ("endpoint", "/v1/generate")))] == 1
+    assert samples[("gpt_tokens_generated_total", ())] == 15
+    assert families["gpt_time_to_first_token_seconds"].type == "histogram"
+    assert samples[("gpt_time_to_first_token_seconds_count", ())] == 3
+    assert samples[("gpt_token_latency_seconds_count", ())] == 3 * 4  # gaps between 5 tokens
+    assert samples[("gpt_queue_depth", ())] == 0
+    assert samples[("gpt_model_info", (("artifact", str(model_dirs["flash"] / "cpu")), ("name", "tiny-flash")))] == 1
+
+
+@pytest.mark.parametrize(
+    "body, code, needle",
+    [
+        ("{not json", 400, "not valid JSON"),
+        ("[1, 2]", 400, "JSON object"),
+        ({"max_tokens": 5}, 400, "missing field 'prompt'"),
+        ({"prompt": ""}, 400, "non-empty string"),
+        ({"prompt": "a", "max_tokens": 0}, 400, "'max_tokens' must be in [1, 1024]"),
+        ({"prompt": "a", "max_tokens": 100000}, 400, "'max_tokens' must be in [1, 1024]"),
+        ({"prompt": "a", "temperature": -1}, 400, "'temperature'"),
+        ({"prompt": "a", "top_p": 0}, 400, "'top_p' must be in (0, 1]"),
+        ({"prompt": "a", "top_k": 1.5}, 400, "'top_k' must be an integer"),
+        ({"prompt": "a", "seed": -2}, 400, "'seed'"),
+        ({"prompt": "a", "stream": "yes"}, 400, "'stream'"),
+        ({"prompt": "a", "temprature": 1}, 400, "unknown field 'temprature'"),
+        ({"prompt": "caf\u00e9"}, 400, "prompt"),
+        ({"prompt": "x" * 33}, 400, "context is 32"),
+        ({"prompt": "x" * 70000}, 413, "exceeds 65536 bytes"),
+    ],
+)
+def test_bad_requests_get_4xx_with_a_message(shared_server, body, code, needle):
+    server = shared_server
+    status, payload = server.request("POST", "/v1/generate", body)
+    assert status == code, payload
+    error = json.loads(payload)["error"]
+    assert needle in error["message"]
+    assert server.generate(prompt="a", max_tokens=2)[0] == 200  # the server is unharmed
+
+
+def test_unknown_paths_and_disabled_admin_are_404(shared_server):
+    for method, path in [("GET", "/nope"), ("POST", "/admin/reload")]:  # admin endpoints are off by default
+        status, payload = shared_server.request(method, path, {})
+        assert status == 404 and "no such endpoint" in json.loads(payload)["error"]["message"]
+
+
+def test_full_queue_is_429_and_slot_frees_after(serve, model_dirs):
+    server = serve(model_dirs["flash"], "--max-active", "1", "--max-queue", "0", "--max-tokens", "4000")
+    conn, _, events = server.stream(prompt="a", max_tokens=4000)
+    next(events)  # the slot is taken
+    status, payload = server.request("POST", "/v1/generate", {"prompt": "a", "max_tokens": 2})
+    assert status == 429 and "queue is full" in json.loads(payload)["error"]["message"]
+    conn.close()  # the client hangs up: its generation is cancelled and the slot frees
+    deadline = time.monotonic() + 20
+    while server.generate(prompt="a", max_tokens=2)[0] != 200:
+        assert time.monotonic() < deadline, "slot never freed after the client disconnected"
+        time.sleep(0.05)
+    assert "finish=cancelled" in server.log_text()
+
+
+def corrupt_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    weights = dst / "cpu" / "weights.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-5] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    return dst
+
+
+def test_hot_swap_under_load_loses_no_request(serve, model_dirs, tmp_path):
+    server = serve(model_dirs["flash"], "--admin", "--max-active", "4", "--max-queue", "32")
+    req = dict(prompt="Hello", max_tokens=12, temperature=0)
+    before = server.generate(**req)[1]
+    results, stop = [], threading.Event()
+
+    def client():
+        while not stop.is_set():
+            started = time.monotonic()
+            status, body = server.generate(**req)
+            results.append((started, status, body))
+
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(8):
+            pool.submit(client)
+        time.sleep(0.5)
+        status, payload = server.request("POST", "/admin/reload", {"path": str(model_dirs["other"])})
+        swapped_at = time.monotonic()
+        assert status == 200 and json.loads(payload)["model"] == "tiny-other", payload
+        time.sleep(0.5)
+        bad = corrupt_copy(model_dirs["other"], tmp_path / "corrupt")
+        status, payload = server.request("POST", "/admin/reload", {"path": str(bad)})
+        assert status == 422, payload
+        assert "GPT_ERR_ARTIFACT_HASH" in payload and "previous model keeps serving" in payload
+        time.sleep(0.5)
+        stop.set()
+
+    after = server.generate(**req)[1]
+    assert after["model"] == "tiny-other" and after["tokens"] != before["tokens"]
+    assert len(results) > 20
+    assert [r for r in results if r[1] != 200] == []  # zero failed requests
+    outputs = {"tiny-flash": before["tokens"], "tiny-other": after["tokens"]}
+    for started, _, body in results:
+        assert body["tokens"] == outputs[body["model"]]  # each request ran wholly on one model
+        if started > swapped_at:  # and every request that started after the swap on the new one
+            assert body["model"] == "tiny-other"
+    _, text = server.request("GET", "/metrics")
+    assert 'gpt_model_reloads_total{result="ok"} 2' in text  # start-up + the swap
+    assert 'gpt_model_reloads_total{result="failed"} 1' in text
+
+
+def test_sighup_reloads_the_configured_model(serve, model_dirs, tmp_path):
+    link = tmp_path / "current"
+    link.symlink_to(model_dirs["flash"])
+    server = serve(link)
+    assert server.generate(prompt="a", max_tokens=2)[1]["model"] == "tiny-flash"
+    link.unlink()
+    link.symlink_to(model_dirs["other"])
+    server.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while server.generate(prompt="a", max_tokens=2)[1]["model"] != "tiny-other":
+        assert time.monotonic() < deadline, "SIGHUP did not reload"
+        time.sleep(0.05)
+
+
+def test_sigterm_during_a_stream_ends_it_cleanly_and_exits_0(serve, model_dirs):
+    grace = 1.0
+    server = serve(model_dirs["flash"], "--shutdown-grace", str(grace), "--max-tokens", "100000")
+    conn, _, events = server.stream(prompt="a", max_tokens=100000, timeout=60)
+    for _ in range(3):
+        next(events)
+    signalled = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    rest = list(events)  # the stream goes on through the grace period, then ends with `done`
+    conn.close()
+    kind, done = rest[-1]
+    assert kind == "done" and done["finish_reason"] == "shutdown"
+    assert all(k == "token" for k, _ in rest[:-1])
+    assert server.proc.wait(timeout=grace + 10) == 0
+    assert time.monotonic() - signalled < grace + 10
+    log = server.log_text()
+    assert "event=shutdown" in log and "event=stopped" in log
+    with pytest.raises(OSError):  # nothing listens any more
+        socket.create_connection(("127.0.0.1", server.port), timeout=2)
+
+
+def test_sigterm_lets_a_short_stream_finish(serve, model_dirs):
+    server = serve(model_dirs["flash"], "--shutdown-grace", "20")
+    conn, _, events = server.stream(prompt="a", max_tokens=300)
+    next(events)
+    server.proc.send_signal(signal.SIGTERM)
+    rest = list(events)
+    conn.close()
+    assert rest[-1][0] == "done" and rest[-1][1]["finish_reason"] == "length"
+    assert rest[-1][1]["completion_tokens"] == 300
+    assert server.proc.wait(timeout=20) == 0
