@@ -14,6 +14,6 @@ echo "== compile test artifacts"
 rm -rf build/test_artifacts
 .venv/bin/python tests/fixtures/build_artifacts.py build/test_artifacts
 echo "== pytest"
-GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/aot
+GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/aot tests/deploy
 echo "== ctest (Catch2, C ABI)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -199,6 +199,14 @@ def test_bad_requests_get_4xx_with_a_message(shared_server, body, code, needle):
     assert server.generate(prompt="a", max_tokens=2)[0] == 200  # the server is unharmed
 
 
+def test_example_config_file_is_accepted(serve, model_dirs):
+    config = ROOT / "deploy" / "server" / "gpt-server.toml"
+    server = serve(model_dirs["flash"], "--config", str(config))  # flags win over the file's model and port
+    status, body = server.generate(prompt="a", max_tokens=1025)
+    assert status == 400 and "[1, 1024]" in body["error"]["message"]  # max-tokens from the file
+    assert server.request("POST", "/admin/reload", {})[0] == 404  # admin = false in the file
+
+
 def test_unknown_paths_and_disabled_admin_are_404(shared_server):
     for method, path in [("GET", "/nope"), ("POST", "/admin/reload")]:  # admin endpoints are off by default
         status, payload = shared_server.request(method, path, {})

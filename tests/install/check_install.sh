@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build into a scratch prefix, checks what the library exports,
 # then configures, builds and runs tests/install/consumer against the install
-# with both find_package and pkg-config. Usage: check_install.sh BUILD_DIR ARTIFACT
+# with both find_package and pkg-config, and builds deploy/server against it.
+# Usage: check_install.sh BUILD_DIR ARTIFACT
 set -euo pipefail
 build=$1 artifact=$2
 src=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +18,12 @@ readelf -d "$lib" | grep -q 'SONAME.*libgpt_runtime.so.1' || { echo "SONAME is n
 cmake -S "$src/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/consumer" >/dev/null
 "$prefix/consumer/consumer" "$artifact"
+
+# The example server is an outside consumer too: it builds against the install alone.
+cmake -S "$src/../../deploy/server" -B "$prefix/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$prefix/server" >/dev/null
+"$prefix/server/gpt-server" --help | grep -q -- "--model" || { echo "installed-library gpt-server does not run"; exit 1; }
+ldd "$prefix/server/gpt-server" | grep -q "$prefix/lib.*libgpt_runtime.so.1" || { echo "gpt-server did not link the install"; exit 1; }
 
 export PKG_CONFIG_PATH="$(dirname "$lib")/pkgconfig"
 cc "$src/consumer/main.c" $(pkg-config --cflags --libs gpt_runtime) -Wl,-rpath,"$(dirname "$lib")" -o "$prefix/pc_consumer"
