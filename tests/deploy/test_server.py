@@ -227,6 +227,16 @@ def test_full_queue_is_429_and_slot_frees_after(serve, model_dirs):
     assert "finish=cancelled" in server.log_text()
 
 
+def test_request_timeout_ends_a_generation(serve, model_dirs):
+    server = serve(model_dirs["flash"], "--request-timeout", "0.5", "--max-tokens", "100000")
+    started = time.monotonic()
+    status, body = server.generate(prompt="a", max_tokens=100000)
+    elapsed = time.monotonic() - started
+    assert status == 200 and body["finish_reason"] == "timeout"
+    assert 0 < body["completion_tokens"] < 100000 and len(body["text"]) == body["completion_tokens"]
+    assert 0.5 <= elapsed < 5
+
+
 def corrupt_copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     weights = dst / "cpu" / "weights.safetensors"
@@ -299,6 +309,11 @@ def test_sigterm_during_a_stream_ends_it_cleanly_and_exits_0(serve, model_dirs):
         next(events)
     signalled = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace / 2
+    while server.request("GET", "/readyz")[0] != 503:  # draining: off the load balancer at once
+        assert time.monotonic() < deadline
+    status, body = server.generate(prompt="a", max_tokens=2)
+    assert status == 503 and "shutting down" in body["error"]["message"]
     rest = list(events)  # the stream goes on through the grace period, then ends with `done`
     conn.close()
     kind, done = rest[-1]
