@@ -1,0 +1,117 @@
+"""results.json → results.md (tables in the seed's columns, ratios to our runtime) and PNG charts."""
+
+import json
+import sys
+from pathlib import Path
+
+RUNTIME = "gpt-aot runtime"
+
+
+def _fmt(v, spec: str = ".1f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def _ratio(ours: float | None, theirs: float | None) -> str:
+    """How many times faster our runtime is than a peer (time_peer / time_ours)."""
+    return "—" if not ours or not theirs else f"{theirs / ours:.2f}×"
+
+
+def training_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "| attention | implementation | compile s | 1st iter ms | avg ms/iter | median excl. 1st [min–max] | tokens/s "
+        "| MFU | peak RSS MiB | peak GPU MiB | final loss | runtime speed-up |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    ours = {r["attention"]: r.get("median_ms") for r in rows if r["impl"] == RUNTIME}
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['attention']} | {r['impl']} | failed: {r['error'][:80]} |" + " |" * 9)
+            continue
+        compile_s = r["compile_s"] if r["impl"] == RUNTIME else (r["first_ms"] - r["median_ms"]) / 1e3
+        gpu = r.get("peak_device_bytes")
+        lines.append(
+            f"| {r['attention']} | {r['impl']} | {_fmt(compile_s)} | {_fmt(r['first_ms'])} | {_fmt(r['avg_ms'])} "
+            f"| {_fmt(r['median_ms'])} [{_fmt(r['min_ms'])}–{_fmt(r['max_ms'])}] | {_fmt(r['tokens_per_s'], '.0f')} "
+            f"| {_fmt(100 * r['mfu'])}% | {_fmt(r['peak_rss_mib'], '.0f')} | {_fmt(gpu and gpu / 2**20, '.0f')} "
+            f"| {r['loss'][-1]:.3f} | {_ratio(ours.get(r['attention']), r['median_ms'])} |"
+        )
+    return lines
+
+
+def inference_table(rows: list[dict]) -> list[str]:
+    lines = [
+        "| model | context | implementation | prefill tokens/s | decode ms/token [min–max] | runtime speed-up "
+        "(decode) | same tokens as runtime | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ours = {r["context"]: r for r in rows if r["impl"] == RUNTIME and "decode_ms" in r}
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['context']} | {r['impl']} | failed: {r['error'][:80]} |" + " |" * 4)
+            continue
+        mine = ours.get(r["context"], {})
+        same = "—" if not mine else ("yes" if mine.get("tokens") == r["tokens"] else "no")
+        lines.append(
+            f"| {r['model']} | {r['context']} | {r['impl']} | {_fmt(r['prefill_tokens_per_s'], '.0f')} "
+            f"| {_fmt(r['decode_ms'], '.2f')} [{_fmt(r['decode_min_ms'], '.2f')}–{_fmt(r['decode_max_ms'], '.2f')}] "
+            f"| {_ratio(mine.get('decode_ms'), r['decode_ms'])} | {same} | {_fmt(r['peak_rss_mib'], '.0f')} |"
+        )
+    return lines
+
+
+def charts(results: dict, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made = []
+    for key, label, value, name in (
+        ("training", lambda r: f"{r['attention']}\n{r['impl']}", "median_ms", "training_ms_per_iter.png"),
+        ("inference", lambda r: f"ctx {r['context']}\n{r['impl']}", "decode_ms", "decode_ms_per_token.png"),
+    ):
+        rows = [r for r in results.get(key, []) if value in r]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4))
+        colors = ["tab:green" if r["impl"] == RUNTIME else "tab:gray" for r in rows]
+        ax.bar(range(len(rows)), [r[value] for r in rows], color=colors)
+        ax.set_xticks(range(len(rows)), [label(r) for r in rows], fontsize=7)
+        ax.set_ylabel(value.replace("_", " "))
+        m = results["machine"]
+        ax.set_title(f"{key} — {m['gpu'] or m['cpu']}, torch {m['torch']}", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        made.append(name)
+    return made
+
+
+def write(results: dict, out: Path) -> None:
+    m = results["machine"]
+    lines = [
+        f"# Benchmarks — {m['gpu'] or m['cpu']} ({m['device']}), {m['date']}",
+        "",
+        f"torch {m['torch']} (CUDA {m['cuda']}), {m['threads']} threads, commit {m['commit']}. "
+        f"Measured matmul peak {results['matmul_peak_flops'] / 1e9:.0f} GFLOP/s (the MFU denominator).",
+    ]
+    if results.get("scaled"):
+        lines.append(
+            "**Scaled config**: no GPU here, so training uses a smaller model and fewer iterations than the "
+            "seed (see `config` in results.json); ratios are meaningful, absolute times are not GPU times."
+        )
+    if "training" in results:
+        c = results["config"]["train"]
+        lines += ["", f"## Training ({c['model']}, batch {c['batch']} × {c['seq']}, accum {c['accum']})", ""]
+        lines += training_table(results["training"])
+    if "inference" in results:
+        lines += ["", "## Inference (batch 1, greedy)", ""] + inference_table(results["inference"])
+    lines += ["", "Speed-up = peer's median time / runtime's median time (> 1: the runtime is faster)."]
+    for name in charts(results, out):
+        lines += ["", f"![{name}]({name})"]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    directory = Path(sys.argv[1])
+    write(json.loads((directory / "results.json").read_text()), directory)

@@ -1,0 +1,159 @@
+/* runtime_bench — times libgpt_runtime through its public C API; prints JSON.
+ *   runtime_bench generate ART --threads N --batch 1 --context C --tokens T --reps R
+ *       prefill of C tokens, then T greedy decode steps (argmax in C), R times
+ *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --data train.bin
+ *       I optimizer steps over random windows of a uint16 token file (nanoGPT's get_batch)
+ * Every time is wall clock (CLOCK_MONOTONIC); the first repetition is reported apart. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpt_runtime.h"
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int die(const char *what, gpt_status s) {
+    fprintf(stderr, "runtime_bench: %s: %s: %s\n", what, gpt_status_string(s), gpt_last_error());
+    return 1;
+}
+
+static int arg_int(int argc, char **argv, const char *name, int fallback) {
+    for (int i = 3; i + 1 < argc; ++i)
+        if (strcmp(argv[i], name) == 0) return atoi(argv[i + 1]);
+    return fallback;
+}
+
+static const char *arg_str(int argc, char **argv, const char *name) {
+    for (int i = 3; i + 1 < argc; ++i)
+        if (strcmp(argv[i], name) == 0) return argv[i + 1];
+    return NULL;
+}
+
+static gpt_token argmax(const float *logits, int n) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+static void print_list(const char *name, const double *v, int n) {
+    printf("\"%s\": [", name);
+    for (int i = 0; i < n; ++i) printf("%s%.4f", i ? ", " : "", v[i]);
+    printf("]");
+}
+
+static int bench_generate(struct gpt_model *model, const struct gpt_model_info *info, int argc, char **argv) {
+    const int context = arg_int(argc, argv, "--context", 128);
+    const int tokens = arg_int(argc, argv, "--tokens", 32);
+    const int reps = arg_int(argc, argv, "--reps", 3);
+    if (context < 1 || context + tokens > info->block_size || reps < 1) {
+        fprintf(stderr, "runtime_bench: need 1 <= context and context + tokens <= %d\n", info->block_size);
+        return 1;
+    }
+    gpt_token *prompt = malloc(sizeof(gpt_token) * (size_t)context);
+    gpt_token *generated = malloc(sizeof(gpt_token) * (size_t)tokens);
+    float *logits = malloc(sizeof(float) * (size_t)info->vocab_size);
+    double *prefill_ms = malloc(sizeof(double) * (size_t)reps);
+    double *decode_ms = malloc(sizeof(double) * (size_t)reps); /* per token */
+    for (int i = 0; i < context; ++i) prompt[i] = (gpt_token)((i * 7 + 3) % info->vocab_size);
+    struct gpt_session *session = NULL;
+    gpt_status s = gpt_session_create(model, &session);
+    if (s != GPT_OK) return die("session", s);
+    for (int r = 0; r < reps; ++r) {
+        double t0 = now_ms();
+        if ((s = gpt_session_prefill(session, prompt, context, logits)) != GPT_OK) return die("prefill", s);
+        double t1 = now_ms();
+        gpt_token next = argmax(logits, info->vocab_size);
+        for (int i = 0; i < tokens; ++i) {
+            generated[i] = next;
+            if ((s = gpt_session_decode(session, next, logits)) != GPT_OK) return die("decode", s);
+            next = argmax(logits, info->vocab_size);
+        }
+        double t2 = now_ms();
+        prefill_ms[r] = t1 - t0;
+        decode_ms[r] = (t2 - t1) / tokens;
+    }
+    printf("{");
+    print_list("prefill_ms", prefill_ms, reps);
+    printf(", ");
+    print_list("decode_ms_per_token", decode_ms, reps);
+    printf(", \"tokens\": [");
+    for (int i = 0; i < tokens; ++i) printf("%s%d", i ? ", " : "", generated[i]);
+    printf("]}\n");
+    gpt_session_free(session);
+    free(prompt), free(generated), free(logits), free(prefill_ms), free(decode_ms);
+    return 0;
+}
+
+static int bench_train(struct gpt_model *model, int argc, char **argv) {
+    const int batch = arg_int(argc, argv, "--batch", 4), seq = arg_int(argc, argv, "--seq", 128);
+    const int accum = arg_int(argc, argv, "--accum", 1), iters = arg_int(argc, argv, "--iters", 10);
+    const char *data = arg_str(argc, argv, "--data");
+    FILE *f = data ? fopen(data, "rb") : NULL;
+    if (!f) {
+        fprintf(stderr, "runtime_bench: --data must name a uint16 token file\n");
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    const long n_tokens = ftell(f) / 2;
+    fseek(f, 0, SEEK_SET);
+    unsigned short *ids = malloc(sizeof(unsigned short) * (size_t)n_tokens);
+    if (fread(ids, 2, (size_t)n_tokens, f) != (size_t)n_tokens) return 1;
+    fclose(f);
+    const size_t n = (size_t)accum * (size_t)batch * (size_t)seq;
+    gpt_token *x = malloc(sizeof(gpt_token) * n), *y = malloc(sizeof(gpt_token) * n);
+    double *ms = malloc(sizeof(double) * (size_t)iters), *losses = malloc(sizeof(double) * (size_t)iters);
+    struct gpt_trainer_params p = gpt_trainer_default_params();
+    p.decay_lr = false;
+    p.learning_rate = 1e-3f;
+    struct gpt_trainer *trainer = NULL;
+    gpt_status s = gpt_trainer_create(model, &p, &trainer);
+    if (s != GPT_OK) return die("trainer", s);
+    srand(1337);
+    for (int it = 0; it < iters; ++it) {
+        for (size_t row = 0; row < (size_t)accum * (size_t)batch; ++row) {
+            const long start = rand() % (n_tokens - seq - 1);
+            for (int t = 0; t < seq; ++t) {
+                x[row * (size_t)seq + (size_t)t] = ids[start + t];
+                y[row * (size_t)seq + (size_t)t] = ids[start + t + 1];
+            }
+        }
+        float loss = 0.0f;
+        const double t0 = now_ms();
+        if ((s = gpt_trainer_step(trainer, x, y, batch, seq, accum, &loss)) != GPT_OK) return die("step", s);
+        ms[it] = now_ms() - t0;
+        losses[it] = loss;
+    }
+    printf("{");
+    print_list("iter_ms", ms, iters);
+    printf(", ");
+    print_list("loss", losses, iters);
+    printf("}\n");
+    gpt_trainer_free(trainer);
+    free(ids), free(x), free(y), free(ms), free(losses);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || (strcmp(argv[1], "generate") != 0 && strcmp(argv[1], "train") != 0)) {
+        fprintf(stderr, "usage: runtime_bench generate|train ARTIFACT [--threads N] [options]\n");
+        return 2;
+    }
+    struct gpt_model_params params = gpt_model_default_params();
+    params.num_threads = arg_int(argc, argv, "--threads", 0);
+    struct gpt_model *model = NULL;
+    const double t0 = now_ms();
+    gpt_status s = gpt_model_load(argv[2], &params, &model);
+    if (s != GPT_OK) return die("load", s);
+    fprintf(stderr, "runtime_bench: loaded in %.0f ms\n", now_ms() - t0);
+    struct gpt_model_info info;
+    gpt_model_get_info(model, &info);
+    const int rc = strcmp(argv[1], "train") == 0 ? bench_train(model, argc, argv) : bench_generate(model, &info, argc, argv);
+    gpt_model_free(model);
+    return rc;
+}

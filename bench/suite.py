@@ -1,0 +1,223 @@
+"""bench/run's driver: every row side by side in one run, on whatever device is here.
+
+Each row runs in its own process (bench/peers.py for PyTorch eager and
+torch.compile, build/bench/runtime_bench for libgpt_runtime), so compile caches
+and peak memory are per row. Results: bench/results/<device>-<date>/ with
+results.json, results.md and PNG charts (bench/report.py).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+RUNTIME_BENCH = ROOT / "build" / "bench" / "runtime_bench"
+sys.path.insert(0, str(ROOT / "bench"))
+
+import report  # noqa: E402
+
+# The seed tables' training config (nanoGPT 85M on shakespeare_char: batch 6 x 1024, accum 5).
+GPU_TRAIN = dict(
+    model=dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=False, dropout=0.0),
+    batch=6, seq=1024, accum=5, iters=20, attention=("naive", "math", "flash", "efficient", "cudnn"),
+)  # fmt: skip
+# Scaled for 2 CPU cores: the same shape of run, a smaller model and fewer iterations.
+CPU_TRAIN = dict(
+    model=dict(block_size=256, n_layer=4, n_head=4, n_embd=256, bias=False, dropout=0.0),
+    batch=4, seq=256, accum=2, iters=8, attention=("naive", "math", "flash"),
+)  # fmt: skip
+GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50304, dropout=0.0)
+INFER = dict(model=GPT2, contexts=(128, 1024), tokens=32, reps=3)
+
+
+def machine() -> dict:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return {
+        "device": "cuda" if gpu else "cpu",
+        "gpu": gpu,
+        "cpu": cpu,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "commit": commit.stdout.strip(),
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def run_row(cmd: list[str]) -> dict:
+    """Runs one row's process; its JSON plus wall time and peak RSS (ru_maxrss of that child)."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # not proc.wait(): wait4 gives this child's own rusage
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        lines = err.read().strip().splitlines()
+    if proc.returncode != 0:
+        return {"error": lines[-1] if lines else f"exit {proc.returncode}"}
+    row = json.loads(out.strip().splitlines()[-1])
+    row["process_s"] = time.perf_counter() - started
+    row["peak_rss_mib"] = usage.ru_maxrss / 1024
+    return row
+
+
+def peak_matmul_flops(device: str) -> float:
+    """Measured dense matmul throughput: the MFU denominator (fp32 on CPU, bf16 on a GPU)."""
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    n = 4096 if device == "cuda" else 1024
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(3):
+        a @ a
+    reps = 50 if device == "cuda" else 10
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ a
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return 2 * n**3 * reps / (time.perf_counter() - t0)
+
+
+def train_flops_per_iter(model: dict, batch: int, seq: int, accum: int, vocab: int) -> float:
+    """nanoGPT's estimate_mfu: 6N + 12 L H Q T per token, N without position embeddings."""
+    L, H, C = model["n_layer"], model["n_head"], model["n_embd"]
+    n_params = 12 * L * C * C + vocab * C  # blocks + tied embedding (biases and norms are negligible)
+    per_token = 6 * n_params + 12 * L * H * (C // H) * seq
+    return per_token * seq * batch * accum
+
+
+def compile_artifact(config: dict, attention: str, out: Path, device: str, train: bool, tokenizer) -> float:
+    """Compiles `out` once (later runs reuse it) and returns how long the compile took, in seconds."""
+    timing = out.parent / f"{out.name}.compile.json"
+    if timing.exists():
+        return json.loads(timing.read_text())["seconds"]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config_file = out.parent / f"{out.name}.config.json"
+    config_file.write_text(json.dumps(config))
+    cmd = [PY, "-m", "gpt_aot", "compile", "--config", str(config_file), "--target", device, "-o", str(out)]
+    cmd += ["--attention", attention, "--dtype", "bf16" if device == "cuda" else "fp32"]
+    cmd += ["--train"] if train else []
+    cmd += ["--tokenizer", str(tokenizer)] if tokenizer else []
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    seconds = time.perf_counter() - t0
+    timing.write_text(json.dumps({"seconds": seconds}))
+    return seconds
+
+
+def summarize(times: list[float]) -> dict:
+    rest = times[1:] or times
+    return {
+        "first_ms": times[0],
+        "avg_ms": statistics.fmean(times),
+        "median_ms": statistics.median(rest),
+        "min_ms": min(rest),
+        "max_ms": max(rest),
+    }
+
+
+def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int, peak: float) -> list[dict]:
+    spec = GPU_TRAIN if device == "cuda" else CPU_TRAIN
+    vocab = json.loads(meta.read_text())["vocab_size"] if device == "cpu" else 50304
+    model = {**spec["model"], "vocab_size": vocab}
+    tokenizer = meta if device == "cpu" else None
+    flops = train_flops_per_iter(model, spec["batch"], spec["seq"], spec["accum"], vocab)
+    tokens = spec["batch"] * spec["seq"] * spec["accum"]
+    common = ["--batch", str(spec["batch"]), "--seq", str(spec["seq"]), "--accum", str(spec["accum"])]
+    common += ["--iters", str(spec["iters"]), "--threads", str(threads), "--data", str(data / "train.bin")]
+    rows = []
+    for attention in spec["attention"]:
+        for impl in ("eager", "torch.compile", "gpt-aot runtime"):
+            print(f"train {attention:9} {impl}", flush=True)
+            compile_s = None
+            if impl == "gpt-aot runtime":
+                art = work / f"train-{attention}"
+                compile_s = compile_artifact(model, attention, art, device, True, tokenizer)
+                row = run_row([str(RUNTIME_BENCH), "train", str(art), *common])
+            else:
+                mode = "eager" if impl == "eager" else "compile"
+                cmd = [PY, str(ROOT / "bench" / "peers.py"), "train", "--mode", mode, "--attention", attention]
+                row = run_row([*cmd, "--config", json.dumps(model), "--device", device, *common])
+            if "iter_ms" in row:
+                row.update(summarize(row["iter_ms"]))
+                row["tokens_per_s"] = tokens / (row["median_ms"] / 1e3)
+                row["mfu"] = flops / (row["median_ms"] / 1e3) / peak
+            rows.append({"attention": attention, "impl": impl, "compile_s": compile_s, **row})
+    return rows
+
+
+def bench_inference(device: str, work: Path, threads: int) -> list[dict]:
+    spec = INFER
+    rows = []
+    attention = "flash"
+    art = work / "gpt2-infer"
+    compile_s = compile_artifact(spec["model"], attention, art, device, False, None)
+    for context in spec["contexts"]:
+        common = ["--context", str(context), "--tokens", str(spec["tokens"]), "--reps", str(spec["reps"])]
+        common += ["--threads", str(threads)]
+        for impl in ("eager", "torch.compile", "gpt-aot runtime"):
+            print(f"generate context {context:5} {impl}", flush=True)
+            if impl == "gpt-aot runtime":
+                row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common])
+            else:
+                mode = "eager" if impl == "eager" else "compile"
+                cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode, "--attention", attention]
+                row = run_row([*cmd, "--config", json.dumps(spec["model"]), "--device", device, *common])
+            if "decode_ms_per_token" in row:
+                rest = row["decode_ms_per_token"][1:] or row["decode_ms_per_token"]
+                row["decode_ms"] = statistics.median(rest)
+                row["decode_min_ms"], row["decode_max_ms"] = min(rest), max(rest)
+                prefill = statistics.median(row["prefill_ms"][1:] or row["prefill_ms"])
+                row["prefill_tokens_per_s"] = context / (prefill / 1e3)
+            rows.append(
+                {"model": "gpt2-124M", "batch": 1, "context": context, "attention": attention, "impl": impl,
+                 "compile_s": compile_s if impl == "gpt-aot runtime" else None, **row}
+            )  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--only", choices=["train", "infer"], help="run one table")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads for every row (0 = all cores)")
+    p.add_argument("--out", help="results directory (default bench/results/<device>-<date>)")
+    args = p.parse_args()
+    info = machine()
+    device = info["device"]
+    threads = args.threads or os.cpu_count()
+    info["threads"] = threads
+    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"{device}-{info['date']}"
+    out.mkdir(parents=True, exist_ok=True)
+    work = ROOT / "bench" / "work" / device
+    data = ROOT / "data" / "bible_char"
+    peak = peak_matmul_flops(device)
+    print(f"device {device} ({info['gpu'] or info['cpu']}), {threads} threads, matmul peak {peak / 1e9:.0f} GFLOP/s")
+    results = {"machine": info, "matmul_peak_flops": peak, "scaled": device == "cpu"}
+    results["config"] = {"train": CPU_TRAIN if device == "cpu" else GPU_TRAIN, "infer": INFER}
+    if args.only in (None, "train"):
+        results["training"] = bench_training(device, work, data, data / "meta.json", threads, peak)
+    if args.only in (None, "infer"):
+        results["inference"] = bench_inference(device, work, threads)
+    (out / "results.json").write_text(json.dumps(results, indent=2))
+    report.write(results, out)
+    print(f"results in {out}")
+
+
+if __name__ == "__main__":
+    main()
