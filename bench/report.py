@@ -105,7 +105,8 @@ def write(results: dict, out: Path) -> None:
         lines += ["", f"## Training ({c['model']}, batch {c['batch']} × {c['seq']}, accum {c['accum']})", ""]
         lines += training_table(results["training"])
     if "inference" in results:
-        lines += ["", "## Inference (batch 1, greedy)", ""] + inference_table(results["inference"])
+        lines += ["", "## Inference (batch 1, greedy; context = prompt + generated tokens)", ""]
+        lines += inference_table(results["inference"])
     lines += ["", "Speed-up = peer's median time / runtime's median time (> 1: the runtime is faster)."]
     for name in charts(results, out):
         lines += ["", f"![{name}]({name})"]
