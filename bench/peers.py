@@ -1,10 +1,10 @@
 """One benchmark row run in PyTorch, in its own process: the peers of libgpt_runtime.
 
-  python bench/peers.py train    --mode eager|compile --attention K --config JSON --data train.bin ...
+  python bench/peers.py train    --mode eager|compile --attention K --config JSON --batches FILE ...
   python bench/peers.py generate --mode eager|compile --attention K --config JSON --context C --tokens T ...
 
-Prints one JSON object on stdout. Training is nanoGPT's loop (AdamW with decay on
->= 2-D tensors, loss / accum, clipping at 1.0, bf16 autocast on a GPU); generation
+Prints one JSON object on stdout. Training is nanoGPT's loop (AdamW lr 1e-3 with
+decay 0.1 on >= 2-D tensors, loss / accum, clipping at 1.0, bf16 autocast on a GPU); generation
 is a prefill and greedy decode steps over the same static KV cache the compiled
 graphs use, with the same prompt as bench/runtime_bench.c.
 """
@@ -47,18 +47,12 @@ def train(args, device) -> dict:
     autocast = (
         torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
     )
-    data = np.memmap(args.data, dtype=np.uint16, mode="r")
-    rng = np.random.default_rng(1337)
-
-    def batch():
-        ix = rng.integers(0, len(data) - args.seq - 1, args.batch)
-        x = torch.stack([torch.from_numpy(data[i : i + args.seq].astype(np.int64)) for i in ix])
-        y = torch.stack([torch.from_numpy(data[i + 1 : i + 1 + args.seq].astype(np.int64)) for i in ix])
-        return x.to(device), y.to(device)
-
+    # The batches bench/suite.py wrote for every row: x then y, (iters, accum, batch, seq) int32 each.
+    shape = (args.iters, args.accum, args.batch, args.seq)
+    xy = torch.from_numpy(np.fromfile(args.batches, dtype=np.int32).astype(np.int64)).view(2, *shape).to(device)
     times, losses = [], []
-    for _ in range(args.iters):
-        micro = [batch() for _ in range(args.accum)]
+    for it in range(args.iters):
+        micro = [(xy[0, it, k], xy[1, it, k]) for k in range(args.accum)]
         t0 = now_ms(device)
         total = 0.0
         for x, y in micro:
@@ -111,7 +105,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--data")
+    p.add_argument("--batches", help="bench/suite.py's training batches")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--accum", type=int, default=1)

@@ -1,8 +1,9 @@
 /* runtime_bench — times libgpt_runtime through its public C API; prints JSON.
  *   runtime_bench generate ART --threads N --batch 1 --context C --tokens T --reps R
  *       prefill of C tokens, then T greedy decode steps (argmax in C), R times
- *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --data train.bin
- *       I optimizer steps over random windows of a uint16 token file (nanoGPT's get_batch)
+ *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --batches FILE
+ *       I optimizer steps (lr 1e-3, constant) over the batches bench/suite.py wrote: int32
+ *       x then y, each (iters, accum, batch, seq); bench/peers.py reads the same file
  * Every time is wall clock (CLOCK_MONOTONIC); the first repetition is reported apart. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,20 +94,15 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
 static int bench_train(struct gpt_model *model, int argc, char **argv) {
     const int batch = arg_int(argc, argv, "--batch", 4), seq = arg_int(argc, argv, "--seq", 128);
     const int accum = arg_int(argc, argv, "--accum", 1), iters = arg_int(argc, argv, "--iters", 10);
-    const char *data = arg_str(argc, argv, "--data");
-    FILE *f = data ? fopen(data, "rb") : NULL;
-    if (!f) {
-        fprintf(stderr, "runtime_bench: --data must name a uint16 token file\n");
+    const char *path = arg_str(argc, argv, "--batches");
+    const size_t per_step = (size_t)accum * (size_t)batch * (size_t)seq, total = per_step * (size_t)iters;
+    gpt_token *x = malloc(sizeof(gpt_token) * total), *y = malloc(sizeof(gpt_token) * total);
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f || fread(x, sizeof(gpt_token), total, f) != total || fread(y, sizeof(gpt_token), total, f) != total) {
+        fprintf(stderr, "runtime_bench: --batches must name a file of %zu x and %zu y int32 ids\n", total, total);
         return 1;
     }
-    fseek(f, 0, SEEK_END);
-    const long n_tokens = ftell(f) / 2;
-    fseek(f, 0, SEEK_SET);
-    unsigned short *ids = malloc(sizeof(unsigned short) * (size_t)n_tokens);
-    if (fread(ids, 2, (size_t)n_tokens, f) != (size_t)n_tokens) return 1;
     fclose(f);
-    const size_t n = (size_t)accum * (size_t)batch * (size_t)seq;
-    gpt_token *x = malloc(sizeof(gpt_token) * n), *y = malloc(sizeof(gpt_token) * n);
     double *ms = malloc(sizeof(double) * (size_t)iters), *losses = malloc(sizeof(double) * (size_t)iters);
     struct gpt_trainer_params p = gpt_trainer_default_params();
     p.decay_lr = false;
@@ -114,18 +110,11 @@ static int bench_train(struct gpt_model *model, int argc, char **argv) {
     struct gpt_trainer *trainer = NULL;
     gpt_status s = gpt_trainer_create(model, &p, &trainer);
     if (s != GPT_OK) return die("trainer", s);
-    srand(1337);
     for (int it = 0; it < iters; ++it) {
-        for (size_t row = 0; row < (size_t)accum * (size_t)batch; ++row) {
-            const long start = rand() % (n_tokens - seq - 1);
-            for (int t = 0; t < seq; ++t) {
-                x[row * (size_t)seq + (size_t)t] = ids[start + t];
-                y[row * (size_t)seq + (size_t)t] = ids[start + t + 1];
-            }
-        }
         float loss = 0.0f;
+        const size_t at = (size_t)it * per_step;
         const double t0 = now_ms();
-        if ((s = gpt_trainer_step(trainer, x, y, batch, seq, accum, &loss)) != GPT_OK) return die("step", s);
+        if ((s = gpt_trainer_step(trainer, x + at, y + at, batch, seq, accum, &loss)) != GPT_OK) return die("step", s);
         ms[it] = now_ms() - t0;
         losses[it] = loss;
     }
@@ -135,7 +124,7 @@ static int bench_train(struct gpt_model *model, int argc, char **argv) {
     print_list("loss", losses, iters);
     printf("}\n");
     gpt_trainer_free(trainer);
-    free(ids), free(x), free(y), free(ms), free(losses);
+    free(x), free(y), free(ms), free(losses);
     return 0;
 }
 
@@ -153,7 +142,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "runtime_bench: loaded in %.0f ms\n", now_ms() - t0);
     struct gpt_model_info info;
     gpt_model_get_info(model, &info);
-    const int rc = strcmp(argv[1], "train") == 0 ? bench_train(model, argc, argv) : bench_generate(model, &info, argc, argv);
+    const int rc =
+        strcmp(argv[1], "train") == 0 ? bench_train(model, argc, argv) : bench_generate(model, &info, argc, argv);
     gpt_model_free(model);
     return rc;
 }

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +133,18 @@ def summarize(times: list[float]) -> dict:
     }
 
 
+def write_batches(tokens: Path, out: Path, spec: dict) -> None:
+    """Random windows of the token file, as nanoGPT's get_batch takes them, once for every row."""
+    data = np.memmap(tokens, dtype=np.uint16, mode="r")
+    rng = np.random.default_rng(1337)
+    n = spec["iters"] * spec["accum"] * spec["batch"]
+    starts = rng.integers(0, len(data) - spec["seq"] - 1, n)
+    x = np.stack([data[i : i + spec["seq"]] for i in starts]).astype(np.int32)
+    y = np.stack([data[i + 1 : i + 1 + spec["seq"]] for i in starts]).astype(np.int32)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.concatenate([x.ravel(), y.ravel()]).tofile(out)
+
+
 def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int, peak: float) -> list[dict]:
     spec = GPU_TRAIN if device == "cuda" else CPU_TRAIN
     vocab = json.loads(meta.read_text())["vocab_size"] if device == "cpu" else 50304
@@ -140,7 +153,9 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
     flops = train_flops_per_iter(model, spec["batch"], spec["seq"], spec["accum"], vocab)
     tokens = spec["batch"] * spec["seq"] * spec["accum"]
     common = ["--batch", str(spec["batch"]), "--seq", str(spec["seq"]), "--accum", str(spec["accum"])]
-    common += ["--iters", str(spec["iters"]), "--threads", str(threads), "--data", str(data / "train.bin")]
+    batches = work / "train-batches.bin"
+    write_batches(data / "train.bin", batches, spec)
+    common += ["--iters", str(spec["iters"]), "--threads", str(threads), "--batches", str(batches)]
     rows = []
     for attention in spec["attention"]:
         for impl in ("eager", "torch.compile", "gpt-aot runtime"):
