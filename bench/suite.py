@@ -24,6 +24,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 RUNTIME_BENCH = ROOT / "build" / "bench" / "runtime_bench"
+AOTI_BENCH = ROOT / "build" / "bench" / "aoti_bench"
 sys.path.insert(0, str(ROOT / "bench"))
 
 import report  # noqa: E402
@@ -122,6 +123,15 @@ def compile_artifact(config: dict, attention: str, out: Path, device: str, train
     return seconds
 
 
+def compile_plain_aoti(config: dict, attention: str, out: Path, device: str) -> float:
+    """bench/aoti_plain.py once; returns its compile time in seconds."""
+    timing = out / "compile.json"
+    if not timing.exists():
+        cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config), "--attention", attention]
+        subprocess.run([*cmd, "--device", device, "-o", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return json.loads(timing.read_text())["seconds"]
+
+
 def summarize(times: list[float]) -> dict:
     rest = times[1:] or times
     return {
@@ -182,16 +192,25 @@ def bench_inference(device: str, work: Path, threads: int) -> list[dict]:
     rows = []
     attention = "flash"
     art = work / "gpt2-infer"
-    compile_s = compile_artifact(spec["model"], attention, art, device, False, None)
+    compile_s = {"gpt-aot runtime": compile_artifact(spec["model"], attention, art, device, False, None)}
+    impls = ["eager", "torch.compile", "gpt-aot runtime"]
+    if device == "cpu":  # aoti_bench drives CPU tensors only
+        impls.insert(2, "plain AOTInductor")
+        compile_s["plain AOTInductor"] = compile_plain_aoti(spec["model"], attention, work / "gpt2-plain", device)
+    m = spec["model"]
+    shape = ["--vocab", str(m["vocab_size"]), "--n-layer", str(m["n_layer"]), "--n-head", str(m["n_head"])]
+    shape += ["--head-dim", str(m["n_embd"] // m["n_head"]), "--block", str(m["block_size"])]
     for context in spec["contexts"]:
         # The prompt fills the context but for the decoded tokens: decode runs at positions up to `context`.
         prompt = context - spec["tokens"]
         common = ["--context", str(prompt), "--tokens", str(spec["tokens"]), "--reps", str(spec["reps"])]
         common += ["--threads", str(threads)]
-        for impl in ("eager", "torch.compile", "gpt-aot runtime"):
+        for impl in impls:
             print(f"generate context {context:5} {impl}", flush=True)
             if impl == "gpt-aot runtime":
                 row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common])
+            elif impl == "plain AOTInductor":
+                row = run_row([str(AOTI_BENCH), str(work / "gpt2-plain"), *common, *shape])
             else:
                 mode = "eager" if impl == "eager" else "compile"
                 cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode, "--attention", attention]
@@ -204,7 +223,7 @@ def bench_inference(device: str, work: Path, threads: int) -> list[dict]:
                 row["prefill_tokens_per_s"] = prompt / (prefill / 1e3)
             rows.append(
                 {"model": "gpt2-124M", "batch": 1, "context": context, "attention": attention, "impl": impl,
-                 "compile_s": compile_s if impl == "gpt-aot runtime" else None, **row}
+                 "compile_s": compile_s.get(impl), **row}
             )  # fmt: skip
     return rows
 

@@ -1,0 +1,82 @@
+// aoti_bench — the "plain AOTInductor" peer of bench/runtime_bench.c: the same
+// prefill + greedy decode loop over packages from bench/aoti_plain.py, run by
+// torch's AOTIModelPackageLoader directly (no runtime, no checks). Prints JSON.
+//   aoti_bench DIR --threads N --context C --tokens T --reps R
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+int arg_int(int argc, char **argv, const char *name, int fallback) {
+    for (int i = 2; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+    return fallback;
+}
+
+double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void print_list(const char *name, const std::vector<double> &v) {
+    std::printf("\"%s\": [", name);
+    for (size_t i = 0; i < v.size(); ++i) std::printf("%s%.4f", i ? ", " : "", v[i]);
+    std::printf("]");
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: aoti_bench DIR [--threads N] [--context C] [--tokens T] [--reps R] --vocab V\n");
+        return 2;
+    }
+    const std::string dir = argv[1];
+    if (const int threads = arg_int(argc, argv, "--threads", 0); threads > 0) at::set_num_threads(threads);
+    const int context = arg_int(argc, argv, "--context", 128), tokens = arg_int(argc, argv, "--tokens", 32);
+    const int reps = arg_int(argc, argv, "--reps", 3), vocab = arg_int(argc, argv, "--vocab", 0);
+    const int n_layer = arg_int(argc, argv, "--n-layer", 0), n_head = arg_int(argc, argv, "--n-head", 0);
+    const int head_dim = arg_int(argc, argv, "--head-dim", 0), block = arg_int(argc, argv, "--block", 0);
+    try {
+        torch::inductor::AOTIModelPackageLoader prefill(dir + "/prefill.pt2");
+        torch::inductor::AOTIModelPackageLoader decode(dir + "/decode.pt2");
+        const auto i64 = at::TensorOptions().dtype(at::kLong);
+        at::Tensor prompt = at::empty({1, context}, i64);
+        for (int i = 0; i < context; ++i) prompt[0][i] = (i * 7 + 3) % vocab;
+        std::vector<double> prefill_ms, decode_ms;
+        std::vector<long> generated;
+        for (int r = 0; r < reps; ++r) {
+            at::Tensor kv = at::zeros({n_layer, 2, 1, n_head, block, head_dim});
+            const double t0 = now_ms();
+            at::Tensor logits = prefill.run({prompt, kv}).at(0);
+            const double t1 = now_ms();
+            generated.clear();
+            at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
+            for (int i = 0; i < tokens; ++i) {
+                generated.push_back(next.item<long>());
+                logits = decode.run({next, at::full({1}, context + i, i64), kv}).at(0);
+                next = logits.slice(1, 0, vocab).argmax(-1, true);
+            }
+            prefill_ms.push_back(t1 - t0);
+            decode_ms.push_back((now_ms() - t1) / tokens);
+        }
+        std::printf("{");
+        print_list("prefill_ms", prefill_ms);
+        std::printf(", ");
+        print_list("decode_ms_per_token", decode_ms);
+        std::printf(", \"tokens\": [");
+        for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%ld", i ? ", " : "", generated[i]);
+        std::printf("]}\n");
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "aoti_bench: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,40 @@
+"""The "plain AOTInductor" peer: the same exported prefill and decode graphs,
+compiled with AOTInductor's defaults (weights packaged with the code), for
+bench/aoti_bench.cpp to run through AOTIModelPackageLoader alone.
+
+  python bench/aoti_plain.py --config JSON --attention K --seed S --device cpu -o DIR
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from gpt_aot.compile import attention_context
+from gpt_aot.graphs import export_graphs
+from gpt_aot.model import GPT, GPTConfig
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--config", required=True, help="GPTConfig as JSON")
+    p.add_argument("--attention", required=True)
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("-o", "--output", required=True)
+    args = p.parse_args()
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    model = GPT(GPTConfig.from_dict(json.loads(args.config)), args.attention).init_weights(args.seed)
+    model = model.to(args.device).eval()
+    t0 = time.perf_counter()
+    with attention_context(args.attention):
+        for name, program in export_graphs(model, max_batch=8).items():
+            torch._inductor.aoti_compile_and_package(program, package_path=str(out / f"{name}.pt2"))
+    (out / "compile.json").write_text(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+if __name__ == "__main__":
+    main()
