@@ -151,6 +151,10 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                             {"vocab_size", m->model.vocab_size}}},
                           {"bytes", bytes},
                           {"files", files}});
+            // How the kernel was picked (each candidate's time and error), as compile recorded it.
+            const Bytes raw = read_file(t.dir + "/" + kManifestFile);
+            const json manifest = json::parse(raw.begin(), raw.end(), nullptr, false);
+            if (manifest.is_object() && manifest.contains("attention")) entry["attention_pick"] = manifest["attention"];
         }
         out["targets"].push_back(entry);
     }

@@ -129,6 +129,7 @@ TEST_CASE("describe reports every target, whether it loads here, and hash mismat
     CHECK(plain["targets"][0]["hashes"] == "not checked");
     CHECK(plain["targets"][0]["files"]["weights.safetensors"]["sha256"] ==
           art.manifest()["files"]["weights.safetensors"]["sha256"]);
+    CHECK(plain["targets"][0]["attention_pick"]["backend"] == "flash");
     CHECK(plain["targets"][1]["loads_here"] == false);
     CHECK(plain["targets"][1]["status"] == "GPT_ERR_DEVICE_UNAVAILABLE");
     CHECK(plain["selected"]["dir"] == art.dir().string());
