@@ -1,6 +1,6 @@
 /* dist_rank.c — one rank of the data-parallel tests: trains ARTIFACT for STEPS
  * steps (0 = until stopped) on its shard of a deterministic global batch and
- * prints "loss <iteration> <value>" per step, then "status <name>".
+ * prints "loss <iteration> <loss> <grad norm>" per step, then "status <name>".
  *   dist_rank ARTIFACT WORLD RANK PORT TIMEOUT_MS STEPS CKPT_PREFIX RESUME
  * WORLD 1 uses the plain (not distributed) trainer. Rank 0 saves
  * CKPT_PREFIX.<iteration> after every step unless CKPT_PREFIX is "-"; RESUME
@@ -69,7 +69,9 @@ int main(int argc, char **argv) {
         shard(it, dist.world_size, dist.rank, x, y);
         s = gpt_trainer_step(trainer, x, y, rows, SEQ, ACCUM, &loss);
         if (s != GPT_OK) break;
-        printf("loss %ld %.9g\n", it, loss);
+        struct gpt_trainer_state after = {0};
+        gpt_trainer_get_state(trainer, &after);
+        printf("loss %ld %.9g %.9g\n", it, loss, after.grad_norm);
         if (dist.rank == 0 && prefix[0] != '-') {
             char path[4096];
             snprintf(path, sizeof path, "%s.%ld", prefix, it + 1);

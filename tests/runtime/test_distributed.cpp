@@ -27,9 +27,14 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kSteps = 4;
-// Comparing two processes' fp32 sums taken in another order.
+// Two runs whose fp32 sums differ only in order. Losses and gradient norms agree
+// to ~1e-7; AdamW divides each update by sqrt(v), so ulp-sized differences on
+// near-zero gradients move weights by up to ~1e-5 within 4 steps at lr 1e-2
+// (measured 8e-6). The gradient norm (before clipping) is what catches a
+// gradient that is summed instead of averaged: Adam itself is scale-invariant.
 constexpr double kLossTolerance = 1e-5;
-constexpr double kWeightTolerance = 1e-5;
+constexpr double kNormRelTolerance = 1e-5;
+constexpr double kWeightTolerance = 5e-5;
 
 // A free TCP port on 127.0.0.1 (the kernel picks it; the socket is closed again).
 int free_port() {
@@ -113,17 +118,17 @@ public:
         }
         return false;
     }
-    // "loss <it> <value>" lines in order.
-    std::vector<double> losses() const {
+    // Column `column` (0 = loss, 1 = gradient norm) of the "loss <it> <loss> <norm>" lines, in order.
+    std::vector<double> steps(int column = 0) const {
         std::vector<double> values;
         std::istringstream in(output_);
         std::string word;
         while (in >> word)
             if (word == "loss") {
                 long it = 0;
-                double value = 0.0;
-                in >> it >> value;
-                values.push_back(value);
+                double loss = 0.0, norm = 0.0;
+                in >> it >> loss >> norm;
+                values.push_back(column == 0 ? loss : norm);
             }
         return values;
     }
@@ -184,14 +189,15 @@ TEST_CASE("2 ranks x batch b train like 1 rank x batch 2b, and their checkpoint 
     Rank r0(2, 0, port, timeout_ms, kSteps, two, "-"), r1(2, 1, port, timeout_ms, kSteps, "-", "-");
     finish({&r0, &r1});
 
-    const auto expected = alone.losses();
+    const auto expected = alone.steps();
     REQUIRE(expected.size() == kSteps);
-    REQUIRE(r0.losses().size() == kSteps);
-    CHECK(r0.losses() == r1.losses());          // every rank reports the same all-reduced loss
+    REQUIRE(r0.steps().size() == kSteps);
+    CHECK(r0.steps() == r1.steps());            // every rank reports the same all-reduced loss
     CHECK(expected.back() < expected.front());  // it is training
     for (int it = 0; it < kSteps; ++it) {
         INFO("step " << it);
-        CHECK(r0.losses()[it] == Approx(expected[it]).margin(kLossTolerance));
+        CHECK(r0.steps()[it] == Approx(expected[it]).margin(kLossTolerance));
+        CHECK(r0.steps(1)[it] == Approx(alone.steps(1)[it]).epsilon(kNormRelTolerance));
     }
     CHECK(max_weight_difference(one + "." + std::to_string(kSteps), two + "." + std::to_string(kSteps)) <
           kWeightTolerance);
@@ -199,9 +205,9 @@ TEST_CASE("2 ranks x batch b train like 1 rank x batch 2b, and their checkpoint 
     SECTION("a 2-rank checkpoint resumes on 1 rank with the same next loss") {
         Rank resumed(1, 0, 1, timeout_ms, kSteps, "-", two + "." + std::to_string(kSteps - 1));
         finish({&resumed});
-        REQUIRE(resumed.losses().size() == 1);
-        CHECK(resumed.losses()[0] == Approx(r0.losses()[kSteps - 1]).margin(kLossTolerance));
-        CHECK(resumed.losses()[0] == Approx(expected[kSteps - 1]).margin(kLossTolerance));
+        REQUIRE(resumed.steps().size() == 1);
+        CHECK(resumed.steps()[0] == Approx(r0.steps()[kSteps - 1]).margin(kLossTolerance));
+        CHECK(resumed.steps()[0] == Approx(expected[kSteps - 1]).margin(kLossTolerance));
     }
 }
 
