@@ -18,8 +18,6 @@
 #include <thread>
 #include <vector>
 
-extern char **environ;
-
 namespace cli {
 
 namespace {
@@ -75,6 +73,7 @@ std::vector<std::string> rank_environment(int rank, int nproc, const std::string
 
 std::vector<char *> c_strings(std::vector<std::string> &strings) {
     std::vector<char *> out;
+    out.reserve(strings.size() + 1);
     for (auto &s : strings) out.push_back(s.data());
     out.push_back(nullptr);
     return out;
