@@ -12,11 +12,14 @@
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "dataset.h"
 #include "test_support.h"
 
 extern char **environ;
@@ -288,4 +291,29 @@ TEST_CASE("distributed parameters come from the launcher's environment", "[distr
     CHECK(gpt_dist_params_from_env(&dist) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(dist.rank == 3);  // untouched on failure
     for (const char *name : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(name);
+}
+
+TEST_CASE("rank shards of gpt train's batches are disjoint and together make the 1-rank batch", "[distributed]") {
+    const auto corpus = test::artifact("train").parent_path().parent_path() / "corpus" / "train.bin";
+    const int seq = 16, rows = 3, world = 4;
+    const cli::TokenFile data(corpus.string(), seq);
+    std::vector<gpt_token> whole_x, whole_y;
+    std::mt19937_64 alone(7);
+    for (int step = 0; step < 2; ++step) data.sample(alone, rows * world, seq, &whole_x, &whole_y);
+
+    std::vector<std::vector<gpt_token>> xs(world), ys(world);
+    for (int rank = 0; rank < world; ++rank) {
+        std::mt19937_64 rng(7);  // every rank seeds the same stream
+        for (int step = 0; step < 2; ++step) data.sample(rng, rows, seq, &xs[rank], &ys[rank], rank, world);
+        REQUIRE(xs[rank].size() == static_cast<size_t>(2 * rows * seq));
+    }
+    const size_t shard = static_cast<size_t>(rows) * seq;
+    for (int step = 0; step < 2; ++step)
+        for (int rank = 0; rank < world; ++rank) {
+            INFO("step " << step << ", rank " << rank);
+            const auto from = whole_x.begin() + static_cast<std::ptrdiff_t>((step * world + rank) * shard);
+            CHECK(std::equal(from, from + static_cast<std::ptrdiff_t>(shard),
+                             xs[rank].begin() + static_cast<std::ptrdiff_t>(step * shard)));
+        }
+    CHECK(xs[0] != xs[1]);
 }
