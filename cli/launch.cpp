@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +80,20 @@ std::vector<char *> c_strings(std::vector<std::string> &strings) {
     return out;
 }
 
+volatile sig_atomic_t g_stop_signal = 0;
+
+void record_stop_signal(int signal) { g_stop_signal = signal; }
+
+// SIGINT/SIGTERM to the launcher stop the ranks instead of orphaning them. No
+// SA_RESTART, so the signal interrupts waitpid.
+void catch_stop_signals() {
+    struct sigaction action {};
+    action.sa_handler = record_stop_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, nullptr);
+    sigaction(SIGTERM, &action, nullptr);
+}
+
 int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 1; }
 
 std::string describe(int status) {
@@ -113,6 +128,7 @@ int launch_local_ranks(int nproc, int argc, char **argv) {
     const std::string port = port_env ? port_env : std::to_string(free_loopback_port());
     std::vector<std::string> args = rank_arguments(argc, argv);
     std::vector<char *> rank_argv = c_strings(args);
+    catch_stop_signals();
     std::vector<pid_t> running, ranks;  // ranks[r] = pid of rank r
     for (int rank = 0; rank < nproc; ++rank) {
         std::vector<std::string> env = rank_environment(rank, nproc, addr, port);
@@ -129,9 +145,17 @@ int launch_local_ranks(int nproc, int argc, char **argv) {
     }
     int result = 0;
     while (!running.empty()) {
+        if (g_stop_signal != 0) {
+            std::fprintf(stderr, "gpt: %s; stopping %zu rank(s)\n", strsignal(g_stop_signal), running.size());
+            stop_ranks(running, std::chrono::seconds(10));
+            return 128 + g_stop_signal;
+        }
         int status = 0;
         const pid_t pid = waitpid(-1, &status, 0);
-        if (pid < 0) break;
+        if (pid < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
         running.erase(std::remove(running.begin(), running.end(), pid), running.end());
         if (exit_code(status) != 0 && result == 0) {
             result = exit_code(status);

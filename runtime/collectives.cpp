@@ -10,6 +10,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -48,6 +54,34 @@ namespace {
 
 bool is_loopback(const std::string &host) { return host == "localhost" || host.rfind("127.", 0) == 0; }
 
+// A socket listening on host:port only. Left to itself, the store's server would
+// listen on every interface; given this descriptor, it serves where the ranks connect.
+int listen_on(const std::string &host, int port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo *found = nullptr;
+    if (const int err = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); err != 0)
+        fail(GPT_ERR_INVALID_ARGUMENT, "master_addr '" + host + "': " + gai_strerror(err));
+    int fd = -1, error = 0;
+    for (const addrinfo *a = found; a != nullptr && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        const int on = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+            error = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(found);
+    if (fd < 0)
+        fail(GPT_ERR_INVALID_ARGUMENT, "rank 0 cannot listen on " + host + ":" + std::to_string(port) + " (" +
+                                           std::strerror(error) + "): is MASTER_ADDR this host, MASTER_PORT free?");
+    return fd;
+}
+
 c10::intrusive_ptr<c10d::Backend> make_group(const c10::intrusive_ptr<c10d::Store> &store, const DistConfig &c,
                                              c10::Device device) {
     const std::chrono::milliseconds timeout(c.timeout_ms);
@@ -81,6 +115,7 @@ ProcessGroup::ProcessGroup(const DistConfig &config, c10::Device device)
         options.numWorkers = static_cast<size_t>(config.world_size);
         options.waitWorkers = true;
         options.timeout = std::chrono::milliseconds(config.timeout_ms);
+        if (options.isServer) options.masterListenFd = listen_on(config.master_addr, config.master_port);
         backend_->store = c10::make_intrusive<c10d::TCPStore>(config.master_addr, options);
         backend_->group = make_group(backend_->store, config, device);
     } catch (const Error &) {
