@@ -140,9 +140,8 @@ void ProcessGroup::peer_failed(const std::string &during, const std::string &cau
     // c10d messages carry a C++ backtrace after the first line; the first line is the cause.
     const std::string first_line = cause.substr(0, cause.find('\n'));
     fail(GPT_ERR_PEER_FAILED, "rank " + std::to_string(config_.rank) + " of " + std::to_string(config_.world_size) +
-                                  ": " + during + " failed within the timeout of " +
-                                  std::to_string(config_.timeout_ms) +
-                                  " ms (a peer died, hung or never joined): " + first_line);
+                                  ": " + during + " failed (timeout " + std::to_string(config_.timeout_ms) +
+                                  " ms; a peer died, hung or never joined): " + first_line);
 }
 
 void ProcessGroup::start_sum(const at::Tensor &tensor) {

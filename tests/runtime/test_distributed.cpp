@@ -317,3 +317,53 @@ TEST_CASE("rank shards of gpt train's batches are disjoint and together make the
         }
     CHECK(xs[0] != xs[1]);
 }
+
+TEST_CASE("world size 1 through c10d trains exactly like the plain trainer", "[distributed]") {
+    test::Model plain_model(test::artifact("train")), dist_model(test::artifact("train"));
+    REQUIRE(plain_model.status == GPT_OK);
+    REQUIRE(dist_model.status == GPT_OK);
+    gpt_trainer_params params = gpt_trainer_default_params();
+    params.learning_rate = 1e-2f;
+    params.warmup_iters = 2;
+    params.lr_decay_iters = 20;
+    gpt_dist_params dist = gpt_dist_default_params();
+    dist.master_port = free_port();
+    dist.timeout_ms = 30000;
+    gpt_trainer *plain = nullptr, *alone = nullptr;
+    REQUIRE(gpt_trainer_create(plain_model.handle, &params, &plain) == GPT_OK);
+    REQUIRE(gpt_trainer_create_distributed(dist_model.handle, &params, &dist, &alone) == GPT_OK);
+    std::mt19937 rng(3);
+    std::vector<gpt_token> x(2 * 4 * 16), y(x.size());
+    for (int it = 0; it < 3; ++it) {
+        for (size_t i = 0; i < x.size(); ++i) {
+            x[i] = static_cast<gpt_token>(rng() % 90);
+            y[i] = static_cast<gpt_token>(rng() % 90);
+        }
+        float a = 0.0f, b = 0.0f;
+        REQUIRE(gpt_trainer_step(plain, x.data(), y.data(), 4, 16, 2, &a) == GPT_OK);
+        REQUIRE(gpt_trainer_step(alone, x.data(), y.data(), 4, 16, 2, &b) == GPT_OK);
+        CHECK(a == b);  // the sum over one rank is the identity: bitwise equal
+    }
+    gpt_trainer_free(plain);
+    gpt_trainer_free(alone);
+}
+
+TEST_CASE("a busy master port is refused with GPT_ERR_INVALID_ARGUMENT", "[distributed]") {
+    test::Model model(test::artifact("train"));
+    REQUIRE(model.status == GPT_OK);
+    const int port = free_port();
+    const int busy = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    REQUIRE(bind(busy, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
+    REQUIRE(listen(busy, 1) == 0);
+    gpt_dist_params dist = gpt_dist_default_params();
+    dist.master_port = port;
+    dist.timeout_ms = 2000;
+    gpt_trainer *trainer = nullptr;
+    CHECK(gpt_trainer_create_distributed(model.handle, nullptr, &dist, &trainer) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(gpt_last_error()).find("MASTER_PORT") != std::string::npos);
+    close(busy);
+}
