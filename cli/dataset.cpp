@@ -19,10 +19,11 @@ TokenFile::TokenFile(const std::string &path, int32_t seq) {
 }
 
 void TokenFile::sample(std::mt19937_64 &rng, int32_t rows, int32_t seq, std::vector<gpt_token> *x,
-                       std::vector<gpt_token> *y) const {
+                       std::vector<gpt_token> *y, int rank, int world) const {
     const uint64_t starts = tokens_.size() - static_cast<size_t>(seq) - 1;
-    for (int32_t r = 0; r < rows; ++r) {
+    for (int32_t r = 0; r < rows * world; ++r) {
         const size_t start = static_cast<size_t>(rng() % starts);
+        if (r / rows != rank) continue;
         for (int32_t t = 0; t < seq; ++t) {
             x->push_back(tokens_[start + static_cast<size_t>(t)]);
             y->push_back(tokens_[start + static_cast<size_t>(t) + 1]);

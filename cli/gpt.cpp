@@ -1,6 +1,6 @@
 // gpt — command-line front end to libgpt_runtime, using only the public C API.
 //   gpt info ART | gpt verify ART | gpt generate ART --prompt TEXT -n N --seed S
-//   gpt train ART --data DIR --iters N ...
+//   gpt train ART --data DIR --iters N [--nproc R] ...
 //   gpt artifacts list|inspect|select MODEL_DIR
 // ART is an artifact directory or a model directory (one artifact per target).
 #include <CLI/CLI.hpp>
@@ -10,6 +10,7 @@
 
 #include "artifacts.h"
 #include "common.h"
+#include "launch.h"
 #include "train.h"
 
 namespace {
@@ -96,6 +97,10 @@ int run(int argc, char **argv) {
     train->add_option("--ckpt", tr.ckpt, "checkpoint file, written atomically at the end and every --ckpt-every");
     train->add_option("--ckpt-every", tr.ckpt_every, "steps between checkpoints")->check(CLI::NonNegativeNumber);
     train->add_flag("--resume", tr.resume, "continue from --ckpt when it exists");
+    train->add_option("--nproc", tr.nproc, "data-parallel ranks to run on this machine (Gloo on CPU, NCCL on CUDA)")
+        ->check(CLI::PositiveNumber);
+    train->add_option("--dist-timeout", tr.dist_timeout, "seconds a rank waits for its peers before failing")
+        ->check(CLI::Range(1, 86400));
     train->add_option("--sample-prompt", tr.sample.prompt, "prompt for the sample printed after training");
     train->add_option("--sample-tokens", tr.sample.n, "tokens to sample after training (0 = none)");
 
@@ -117,6 +122,7 @@ int run(int argc, char **argv) {
     if (*select) return cli::cmd_artifacts_select(art);
     if (*info) return cmd_info(artifact);
     if (*verify) return cmd_verify(artifact);
+    if (*train && tr.nproc > 1) return cli::launch_local_ranks(tr.nproc, argc, argv);
     if (*train) return cli::cmd_train(artifact, tr);
     return cmd_generate(artifact, gen, threads);
 }

@@ -1,4 +1,6 @@
-// train.cpp — data sampling, progress line, periodic evaluation, summary.
+// train.cpp — data sampling, progress line, periodic evaluation, summary. Run as
+// one rank of data-parallel training when WORLD_SIZE is set (see launch.h): every
+// rank trains on its shard; rank 0 alone evaluates, prints and writes checkpoints.
 #include "train.h"
 
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -83,36 +86,50 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
     tp.warmup_iters = o.warmup;
     tp.lr_decay_iters = o.decay_iters > 0 ? o.decay_iters : o.iters;
     tp.seed = o.seed;
+    gpt_dist_params dist = gpt_dist_default_params();
+    const bool distributed = std::getenv("WORLD_SIZE") != nullptr;
+    if (distributed) {
+        if (gpt_status s = gpt_dist_params_from_env(&dist); s != GPT_OK) return report(s);
+        dist.timeout_ms = o.dist_timeout * 1000;
+    }
+    const int rank = dist.rank, world = dist.world_size;
+    const bool lead = rank == 0;
     gpt_trainer *trainer = nullptr;
-    if (gpt_status s = gpt_trainer_create(m.model, &tp, &trainer); s != GPT_OK) return report(s);
+    if (gpt_status s = distributed ? gpt_trainer_create_distributed(m.model, &tp, &dist, &trainer)
+                                   : gpt_trainer_create(m.model, &tp, &trainer);
+        s != GPT_OK)
+        return report(s);
     std::unique_ptr<gpt_trainer, void (*)(gpt_trainer *)> owner(trainer, gpt_trainer_free);
 
+    // Every rank loads the checkpoint (they must agree on the iteration); only rank 0 writes one.
     int first_iter = 0;
     if (o.resume && !o.ckpt.empty() && access(o.ckpt.c_str(), F_OK) == 0) {
         if (gpt_status s = gpt_trainer_load(trainer, o.ckpt.c_str()); s != GPT_OK) return report(s);
         gpt_trainer_state state;
         gpt_trainer_get_state(trainer, &state);
         first_iter = static_cast<int>(state.iteration);
-        std::printf("resumed from %s at iteration %d\n", o.ckpt.c_str(), first_iter);
+        if (lead) std::printf("resumed from %s at iteration %d\n", o.ckpt.c_str(), first_iter);
     }
     auto save = [&](int it) {
-        if (o.ckpt.empty()) return GPT_OK;
+        if (o.ckpt.empty() || !lead) return GPT_OK;
         const gpt_status s = gpt_trainer_save(trainer, o.ckpt.c_str());
         if (s == GPT_OK) std::printf("%scheckpoint %s (iteration %d)\n", tty ? "\n" : "", o.ckpt.c_str(), it);
         return s;
     };
-    std::printf("training %s (%d layers, %d embd) on %s: %zu train / %zu val tokens, batch %d x %d, accum %d\n",
-                info.name, info.n_layer, info.n_embd, o.data_dir.c_str(), train->size(), val->size(), o.batch, seq,
-                o.accum);
+    if (lead)
+        std::printf(
+            "training %s (%d layers, %d embd) on %s: %zu train / %zu val tokens, batch %d x %d, accum %d, %d rank(s)\n",
+            info.name, info.n_layer, info.n_embd, o.data_dir.c_str(), train->size(), val->size(), o.batch, seq, o.accum,
+            world);
     std::mt19937_64 rng(o.seed + static_cast<uint64_t>(first_iter)), eval_rng(o.seed + 1);
-    const double tokens_per_iter = static_cast<double>(o.batch) * seq * o.accum;
+    const double tokens_per_iter = static_cast<double>(o.batch) * seq * o.accum * world;  // over all ranks
     float first_val = 0.0f, last_train = 0.0f, last_val = 0.0f, loss = 0.0f;
     std::vector<gpt_token> x, y;
     const auto start = Clock::now();
     double train_seconds = 0.0;
 
     for (int it = first_iter; it <= o.iters; ++it) {
-        if (it % o.eval_every == 0 || it == o.iters) {
+        if (lead && (it % o.eval_every == 0 || it == o.iters)) {
             gpt_status s = estimate_loss(trainer, *train, eval_rng, o, seq, &last_train);
             if (s == GPT_OK) s = estimate_loss(trainer, *val, eval_rng, o, seq, &last_val);
             if (s != GPT_OK) return report(s);
@@ -125,17 +142,18 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
             if (gpt_status s = save(it); s != GPT_OK) return report(s);
         x.clear();
         y.clear();
-        train->sample(rng, o.batch * o.accum, seq, &x, &y);
+        train->sample(rng, o.batch * o.accum, seq, &x, &y, rank, world);
         const auto step_start = Clock::now();
         if (gpt_status s = gpt_trainer_step(trainer, x.data(), y.data(), o.batch, seq, o.accum, &loss); s != GPT_OK)
             return report(s);
         train_seconds += seconds_since(step_start);
         const int done = it + 1, steps = done - first_iter;
-        if (tty || done % log_every == 0 || done == o.iters)
+        if (lead && (tty || done % log_every == 0 || done == o.iters))
             print_progress(done, o.iters, loss, tokens_per_iter * steps / train_seconds, 1000.0 * train_seconds / steps,
                            tty);
     }
     if (gpt_status s = save(o.iters); s != GPT_OK) return report(s);
+    if (!lead) return 0;
     const int steps = std::max(o.iters - first_iter, 1);
     std::printf("done: %d iterations in %s (%.1f ms/iter, %.0f tok/s); val loss %.4f -> %.4f, train loss %.4f\n", steps,
                 clock_time(seconds_since(start)).c_str(), 1000.0 * train_seconds / steps,

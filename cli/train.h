@@ -22,10 +22,12 @@ struct TrainOptions {
     int eval_iters = 10;
     uint64_t seed = 1337;
     int threads = 0;
-    std::string ckpt;      // checkpoint file; "" = none
-    int ckpt_every = 0;    // steps between checkpoints (0 = only at the end)
-    bool resume = false;   // continue from `ckpt` if it exists
-    SampleOptions sample;  // printed after training when sample.n > 0
+    std::string ckpt;        // checkpoint file; "" = none
+    int ckpt_every = 0;      // steps between checkpoints (0 = only at the end)
+    bool resume = false;     // continue from `ckpt` if it exists
+    int nproc = 1;           // local ranks to launch (launch.h); ranks find each other through the env
+    int dist_timeout = 300;  // seconds a rank waits for its peers before failing
+    SampleOptions sample;    // printed after training when sample.n > 0
 };
 
 int cmd_train(const std::string &artifact, const TrainOptions &options);

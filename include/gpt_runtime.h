@@ -7,7 +7,8 @@
  *                       Immutable after load and safe to share between threads.
  *   struct gpt_session  One sequence's state (KV cache, position, RNG). Use a
  *                       session from one thread at a time; give each thread its own.
- *   struct gpt_trainer  Optimizer state over a model compiled with training graphs.
+ *   struct gpt_trainer  Optimizer state over a model compiled with training graphs,
+ *                       alone or as one rank of data-parallel training.
  *                       It updates the model's weights in place: sessions see the
  *                       new weights on their next call, so do not run sessions
  *                       while a trainer step is in progress.
@@ -46,7 +47,7 @@
 extern "C" {
 #endif
 
-#define GPT_RUNTIME_ABI_VERSION 2 /* 2: gpt_artifact_select, gpt_artifact_describe */
+#define GPT_RUNTIME_ABI_VERSION 2 /* 2: artifact selection, data-parallel training */
 
 typedef int32_t gpt_token;
 
@@ -74,9 +75,11 @@ typedef enum gpt_status {
     /* Resources and execution (4xx). */
     GPT_ERR_OUT_OF_MEMORY = 400,
     GPT_ERR_CUDA = 401,
-    GPT_ERR_ABORTED = 402,    /* a callback asked to stop */
-    GPT_ERR_BUSY = 403,       /* the object is in use (e.g. a model with live sessions) */
-    GPT_ERR_NON_FINITE = 404, /* training produced a NaN/Inf loss or gradient; weights were not updated */
+    GPT_ERR_ABORTED = 402,     /* a callback asked to stop */
+    GPT_ERR_BUSY = 403,        /* the object is in use (e.g. a model with live sessions) */
+    GPT_ERR_NON_FINITE = 404,  /* training produced a NaN/Inf loss or gradient; weights were not updated */
+    GPT_ERR_PEER_FAILED = 405, /* another rank of distributed training died, hung past the timeout or never
+                                  joined; the trainer cannot step again: free it and restart from a checkpoint */
 
     GPT_ERR_INTERNAL = 900
 } gpt_status;
@@ -259,6 +262,39 @@ GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, stru
 GPT_API gpt_status gpt_trainer_save(const struct gpt_trainer *trainer, const char *path);
 /* Restores a checkpoint of a model of the same shape; nothing changes on failure. */
 GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path);
+
+/* ---- data-parallel training (ABI version 2) ----------------------------------
+ * N processes ("ranks"), one trainer each, on PyTorch's c10d: rendezvous through
+ * a TCPStore hosted by rank 0 at master_addr:master_port, Gloo on CPU, NCCL on CUDA.
+ *   - gpt_trainer_create_distributed blocks until every rank has joined, then
+ *     copies rank 0's weights to all ranks.
+ *   - gpt_trainer_step is collective: every rank calls it with its own shard of the
+ *     batch (same batch, seq and grad_accum_steps everywhere). Gradients are
+ *     averaged over ranks once per step, after the last micro-batch; *out_loss is
+ *     the mean over all ranks; all ranks update, or all return the same error.
+ *   - gpt_trainer_eval is local to the rank.
+ *   - All ranks hold the same weights and moments: save from rank 0 only. To
+ *     resume, every rank loads the same checkpoint (any world size).
+ * A rank that dies or stops answering makes the others return GPT_ERR_PEER_FAILED
+ * within timeout_ms. */
+struct gpt_dist_params {
+    int32_t world_size;      /* ranks in the job; default 1 */
+    int32_t rank;            /* this process, in [0, world_size); default 0 */
+    const char *master_addr; /* host of rank 0's store; copied at create; default "127.0.0.1" */
+    int32_t master_port;     /* its TCP port; default 29500 */
+    int32_t timeout_ms;      /* bound on the rendezvous and on every collective; default 300000 */
+    int32_t bucket_mb;       /* gradients are all-reduced in buckets of about this many MiB; default 25 */
+};
+GPT_API struct gpt_dist_params gpt_dist_default_params(void);
+/* Fills world_size, rank, master_addr and master_port from WORLD_SIZE, RANK,
+ * MASTER_ADDR and MASTER_PORT (each only when set). master_addr then points into
+ * the environment. GPT_ERR_INVALID_ARGUMENT when a variable is not a number. */
+GPT_API gpt_status gpt_dist_params_from_env(struct gpt_dist_params *params);
+/* gpt_trainer_create as one rank of `dist`. GPT_ERR_PEER_FAILED when the other
+ * ranks do not join within timeout_ms; GPT_ERR_DEVICE_UNAVAILABLE for a CUDA
+ * model when the runtime was built without CUDA (no NCCL). */
+GPT_API gpt_status gpt_trainer_create_distributed(struct gpt_model *model, const struct gpt_trainer_params *params,
+                                                  const struct gpt_dist_params *dist, struct gpt_trainer **out_trainer);
 
 #ifdef __cplusplus
 }

@@ -2,11 +2,13 @@
 // exceptions become a gpt_status plus a per-thread message.
 #include <c10/util/Exception.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
 
 #include "artifact_select.h"
+#include "collectives.h"
 #include "device.h"
 #include "error.h"
 #include "gpt_runtime.h"
@@ -99,6 +101,7 @@ const char *gpt_status_string(gpt_status status) {
         case GPT_ERR_ABORTED: return "GPT_ERR_ABORTED";
         case GPT_ERR_BUSY: return "GPT_ERR_BUSY";
         case GPT_ERR_NON_FINITE: return "GPT_ERR_NON_FINITE";
+        case GPT_ERR_PEER_FAILED: return "GPT_ERR_PEER_FAILED";
         case GPT_ERR_INTERNAL: return "GPT_ERR_INTERNAL";
     }
     return "GPT_ERR_UNKNOWN";
@@ -305,7 +308,50 @@ gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_
     return guarded(__func__, [&] {
         require(model != nullptr && out_trainer != nullptr, "model and out_trainer must not be NULL");
         const gpt_trainer_params p = params ? *params : gpt_trainer_default_params();
-        *out_trainer = new gpt_trainer(*model->impl, p);
+        *out_trainer = new gpt_trainer(*model->impl, p, nullptr);
+    });
+}
+
+struct gpt_dist_params gpt_dist_default_params(void) {
+    gpt_dist_params p{};
+    p.world_size = 1;
+    p.rank = 0;
+    p.master_addr = "127.0.0.1";
+    p.master_port = 29500;
+    p.timeout_ms = 300000;
+    p.bucket_mb = 25;
+    return p;
+}
+
+gpt_status gpt_dist_params_from_env(struct gpt_dist_params *params) {
+    return guarded(__func__, [&] {
+        require(params != nullptr, "params must not be NULL");
+        gpt_dist_params p = *params;
+        auto number = [](const char *name, int32_t *out) {
+            const char *value = std::getenv(name);
+            if (value == nullptr) return;
+            char *end = nullptr;
+            const long n = std::strtol(value, &end, 10);
+            if (end == value || *end != '\0' || n < 0 || n > INT32_MAX)
+                gpt::fail(GPT_ERR_INVALID_ARGUMENT, std::string(name) + "='" + value + "' is not a number");
+            *out = static_cast<int32_t>(n);
+        };
+        number("WORLD_SIZE", &p.world_size);
+        number("RANK", &p.rank);
+        number("MASTER_PORT", &p.master_port);
+        if (const char *addr = std::getenv("MASTER_ADDR")) p.master_addr = addr;
+        *params = p;
+    });
+}
+
+gpt_status gpt_trainer_create_distributed(struct gpt_model *model, const struct gpt_trainer_params *params,
+                                          const struct gpt_dist_params *dist, struct gpt_trainer **out_trainer) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && dist != nullptr && out_trainer != nullptr,
+                "model, dist and out_trainer must not be NULL");
+        const gpt_trainer_params p = params ? *params : gpt_trainer_default_params();
+        const gpt::DistConfig config = gpt::validate_dist_params(*dist);
+        *out_trainer = new gpt_trainer(*model->impl, p, &config);
     });
 }
 

@@ -1,25 +1,30 @@
 // trainer.h — the training loop's state over a model: gradients, AdamW moments,
-// iteration and schedule. The compiled train_step and adamw graphs do the math.
+// iteration and schedule, alone or as one rank of data-parallel training. The
+// compiled train_step and adamw graphs do the math.
 #pragma once
 
 #include <ATen/Tensor.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "collectives.h"
 #include "gpt_runtime.h"
+#include "grad_buckets.h"
 #include "model.h"
 
 namespace gpt {
 
 class Trainer {
 public:
-    Trainer(Model &model, const gpt_trainer_params &params);
+    // With `dist`, joins the job (blocking until every rank has) and takes rank 0's weights.
+    Trainer(Model &model, const gpt_trainer_params &params, const DistConfig *dist = nullptr);
     ~Trainer();
     Trainer(const Trainer &) = delete;
     Trainer &operator=(const Trainer &) = delete;
 
-    // x, y: accum * batch * seq ids. Returns the mean micro-batch loss.
+    // x, y: accum * batch * seq ids. Returns the mean micro-batch loss (over all ranks).
     float step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum);
     float eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq);
     gpt_trainer_state state() const;
@@ -37,7 +42,8 @@ private:
     Model &model_;
     gpt_trainer_params params_;
     std::vector<at::Tensor> weights_;  // the model's own tensors, in manifest training order
-    std::vector<at::Tensor> grads_;
+    GradBuckets grads_;
+    std::unique_ptr<ProcessGroup> group_;  // null when training alone
     std::vector<at::Tensor> exp_avg_;
     std::vector<at::Tensor> exp_avg_sq_;
     int64_t iteration_ = 0;
@@ -47,6 +53,6 @@ private:
 }  // namespace gpt
 
 struct gpt_trainer {
-    gpt_trainer(gpt::Model &m, const gpt_trainer_params &p) : impl(m, p) {}
+    gpt_trainer(gpt::Model &m, const gpt_trainer_params &p, const gpt::DistConfig *dist) : impl(m, p, dist) {}
     gpt::Trainer impl;
 };

@@ -1,0 +1,84 @@
+/* dist_rank.c — one rank of the data-parallel tests: trains ARTIFACT for STEPS
+ * steps (0 = until stopped) on its shard of a deterministic global batch and
+ * prints "loss <iteration> <loss> <grad norm>" per step, then "status <name>".
+ *   dist_rank ARTIFACT WORLD RANK PORT TIMEOUT_MS STEPS CKPT_PREFIX RESUME
+ * WORLD 1 uses the plain (not distributed) trainer. Rank 0 saves
+ * CKPT_PREFIX.<iteration> after every step unless CKPT_PREFIX is "-"; RESUME
+ * ("-" = none) is a checkpoint every rank loads first. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpt_runtime.h"
+
+enum { GLOBAL_ROWS = 4, SEQ = 16, ACCUM = 2, VOCAB = 90 };
+
+/* Micro-batch k of step `it`: GLOBAL_ROWS rows of SEQ tokens; rank r of `world`
+ * takes rows [r * GLOBAL_ROWS / world, (r + 1) * GLOBAL_ROWS / world). */
+static void shard(long it, int world, int rank, gpt_token *x, gpt_token *y) {
+    const int rows = GLOBAL_ROWS / world;
+    int n = 0;
+    for (int k = 0; k < ACCUM; ++k)
+        for (int row = rank * rows; row < (rank + 1) * rows; ++row)
+            for (int t = 0; t < SEQ; ++t, ++n) {
+                const unsigned long h =
+                    (unsigned long)(((it * ACCUM + k) * GLOBAL_ROWS + row) * SEQ + t) * 2654435761UL;
+                x[n] = (gpt_token)((h >> 7) % VOCAB);
+                y[n] = (gpt_token)((h >> 17) % VOCAB);
+            }
+}
+
+static int finish(gpt_status status) {
+    printf("status %s\n", gpt_status_string(status));
+    if (status != GPT_OK) fprintf(stderr, "%s\n", gpt_last_error());
+    return status == GPT_OK ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 9) {
+        fprintf(stderr, "usage: dist_rank ARTIFACT WORLD RANK PORT TIMEOUT_MS STEPS CKPT_PREFIX RESUME\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct gpt_dist_params dist = gpt_dist_default_params();
+    dist.world_size = atoi(argv[2]);
+    dist.rank = atoi(argv[3]);
+    dist.master_port = atoi(argv[4]);
+    dist.timeout_ms = atoi(argv[5]);
+    const long steps = atol(argv[6]);
+    const char *prefix = argv[7], *resume = argv[8];
+    if (dist.world_size < 1 || GLOBAL_ROWS % dist.world_size != 0) return 2;
+
+    struct gpt_trainer_params params = gpt_trainer_default_params();
+    params.learning_rate = 1e-2f;
+    params.warmup_iters = 2;
+    params.lr_decay_iters = 20;
+    struct gpt_model *model = NULL;
+    struct gpt_trainer *trainer = NULL;
+    gpt_status s = gpt_model_load(argv[1], NULL, &model);
+    if (s == GPT_OK)
+        s = dist.world_size == 1 ? gpt_trainer_create(model, &params, &trainer)
+                                 : gpt_trainer_create_distributed(model, &params, &dist, &trainer);
+    if (s == GPT_OK && resume[0] != '-') s = gpt_trainer_load(trainer, resume);
+    struct gpt_trainer_state state = {0};
+    if (s == GPT_OK) s = gpt_trainer_get_state(trainer, &state);
+
+    static gpt_token x[ACCUM * GLOBAL_ROWS * SEQ], y[ACCUM * GLOBAL_ROWS * SEQ];
+    const int rows = GLOBAL_ROWS / dist.world_size;
+    for (long it = state.iteration; s == GPT_OK && (steps == 0 || it < steps); ++it) {
+        float loss = 0.0f;
+        shard(it, dist.world_size, dist.rank, x, y);
+        s = gpt_trainer_step(trainer, x, y, rows, SEQ, ACCUM, &loss);
+        if (s != GPT_OK) break;
+        struct gpt_trainer_state after = {0};
+        gpt_trainer_get_state(trainer, &after);
+        printf("loss %ld %.9g %.9g\n", it, loss, after.grad_norm);
+        if (dist.rank == 0 && prefix[0] != '-') {
+            char path[4096];
+            snprintf(path, sizeof path, "%s.%ld", prefix, it + 1);
+            s = gpt_trainer_save(trainer, path);
+        }
+    }
+    gpt_trainer_free(trainer);
+    gpt_model_free(model);
+    return finish(s);
+}
