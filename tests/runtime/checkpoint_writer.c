@@ -1,6 +1,6 @@
 /* checkpoint_writer.c — helper for the kill-during-save test: loads ARTIFACT,
- * prints "ready", then alternates a training step and a checkpoint save to PATH
- * until it is killed. */
+ * prints "ready", then alternates a training step and a checkpoint save to PATH,
+ * printing "saved" after each, until it is killed. */
 #include <stdio.h>
 
 #include "gpt_runtime.h"
@@ -27,5 +27,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", gpt_last_error());
             return 1;
         }
+        printf("saved\n");
+        fflush(stdout);
     }
 }
