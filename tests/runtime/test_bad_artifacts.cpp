@@ -171,3 +171,71 @@ TEST_CASE("IncompatibleTorchVersionIsRefused", "[artifact]") {
     CHECK(load(art.dir()) == GPT_ERR_TORCH_VERSION);
     CHECK(error_mentions("1.13.1"));
 }
+
+namespace {
+
+std::string read_all(const std::filesystem::path &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_all(const std::filesystem::path &path, const std::string &bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// 16 offsets spread over a file of `size` bytes, first and last byte included.
+std::vector<size_t> spread_offsets(size_t size) {
+    std::vector<size_t> out;
+    for (size_t k = 0; k < 16; ++k) out.push_back(k * (size - 1) / 15);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("EveryFlippedOrTruncatedFileIsRefusedBeforeLoad", "[artifact]") {
+    // ExecuTorch-style sweep: each listed file, a flipped byte or a cut at 16 places.
+    test::ScratchArtifact art(test::artifact());
+    const json manifest = art.manifest();
+    int tried = 0, refused = 0;
+    for (const auto &[name, entry] : manifest["files"].items()) {
+        const std::string original = read_all(art.file(name));
+        for (size_t offset : spread_offsets(original.size())) {
+            std::string flipped = original;
+            flipped[offset] = static_cast<char>(flipped[offset] ^ 0x01);
+            write_all(art.file(name), flipped);
+            ++tried;
+            refused += load(art.dir()) == GPT_ERR_ARTIFACT_HASH;
+            write_all(art.file(name), original.substr(0, offset));
+            ++tried;
+            refused += load(art.dir()) == GPT_ERR_ARTIFACT_HASH;
+        }
+        write_all(art.file(name), original);
+    }
+    CHECK(tried == 32 * static_cast<int>(manifest["files"].size()));
+    CHECK(refused == tried);
+    CHECK(load(art.dir()) == GPT_OK);  // restored: each refusal was the corruption's doing
+}
+
+TEST_CASE("TruncatedDataFilesWithAMatchingManifestAreRefusedByTheirParsers", "[artifact]") {
+    // The manifest is rewritten to agree with each cut, so the parsers must catch it themselves.
+    test::ScratchArtifact art(test::artifact());
+    const json manifest = art.manifest();
+    int tried = 0, refused = 0;
+    for (const char *name : {"weights.safetensors", "golden.safetensors", "tokenizer.json", "manifest.json"}) {
+        const std::string original = read_all(art.file(name));
+        for (size_t offset : spread_offsets(original.size())) {
+            INFO(name << " cut at " << offset);
+            write_all(art.file(name), original.substr(0, offset));
+            if (std::string(name) != "manifest.json") art.rehash(name);
+            ++tried;
+            const gpt_status s = load(art.dir());
+            refused += s == GPT_ERR_ARTIFACT_INVALID;
+            CHECK(s == GPT_ERR_ARTIFACT_INVALID);
+            art.write_manifest(manifest);
+        }
+        write_all(art.file(name), original);
+    }
+    CHECK(tried == 64);
+    CHECK(refused == tried);
+    CHECK(load(art.dir()) == GPT_OK);
+}
