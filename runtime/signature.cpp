@@ -4,10 +4,10 @@
 #include <dirent.h>
 #include <sodium.h>
 #include <sys/stat.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
-#include <nlohmann/json.hpp>
 
 #include "error.h"
 #include "integrity.h"
