@@ -47,7 +47,9 @@
 extern "C" {
 #endif
 
-#define GPT_RUNTIME_ABI_VERSION 2 /* 2: artifact selection, data-parallel training */
+/* 2: artifact selection, data-parallel training, signed artifacts (gpt_model_params grew
+ *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO. */
+#define GPT_RUNTIME_ABI_VERSION 2
 
 typedef int32_t gpt_token;
 
@@ -80,6 +82,7 @@ typedef enum gpt_status {
     GPT_ERR_NON_FINITE = 404,  /* training produced a NaN/Inf loss or gradient; weights were not updated */
     GPT_ERR_PEER_FAILED = 405, /* another rank of distributed training died, hung past the timeout or never
                                   joined; the trainer cannot step again: free it and restart from a checkpoint */
+    GPT_ERR_IO = 406,          /* a file could not be written (disk full, file size limit, permissions) */
 
     GPT_ERR_INTERNAL = 900
 } gpt_status;
@@ -109,14 +112,21 @@ struct gpt_model_params {
     int32_t num_threads; /* intra-op CPU threads; default 0 = torch's default */
     int32_t num_runners; /* graph instances that may run at once; default 1 (calls queue) */
     bool verify_golden;  /* run the golden vector at load; default false (see gpt_model_verify) */
+    /* Ed25519 public keys the artifact's manifest.sig must verify against: a key
+     * file or a directory of *.pub files. Default NULL = the GPT_TRUSTED_KEYS
+     * environment variable; neither set = signatures are not checked (sha256 only,
+     * logged at info). With keys, an unsigned or wrongly signed artifact is
+     * refused with GPT_ERR_ARTIFACT_SIGNATURE before any of it is parsed or loaded. */
+    const char *trusted_keys;
 };
 GPT_API struct gpt_model_params gpt_model_default_params(void);
 
 /* Load the artifact in `artifact_dir`: a directory holding manifest.json, or a
  * model directory (model_artifacts/<name>/) holding one artifact per target, of
  * which gpt_artifact_select's choice without CPU fallback is loaded (and logged).
- * The manifest, the target and the sha256 of every file are checked before any
- * compiled code is loaded. */
+ * The signature (when trusted keys are set), the manifest, the target and the
+ * sha256 of every file are checked before any compiled code is loaded. Files are
+ * read once: changing them on disk later does not affect the loaded model. */
 GPT_API gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
                                   struct gpt_model **out_model);
 /* Frees the model. Returns GPT_ERR_BUSY (and frees nothing) while sessions exist. NULL is a no-op. */
@@ -258,7 +268,8 @@ GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, stru
 /* Writes weights, AdamW state, iteration and the CPU RNG state to `path` (one
  * safetensors file). The file is replaced atomically (temporary file, fsync,
  * rename, fsync of the directory): `path` always holds a complete checkpoint,
- * the previous one if the write fails or the process dies. */
+ * the previous one if the write fails or the process dies. A failed write
+ * (disk full, file size limit) returns GPT_ERR_IO and leaves no temporary file. */
 GPT_API gpt_status gpt_trainer_save(const struct gpt_trainer *trainer, const char *path);
 /* Restores a checkpoint of a model of the same shape; nothing changes on failure. */
 GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path);

@@ -102,6 +102,7 @@ const char *gpt_status_string(gpt_status status) {
         case GPT_ERR_BUSY: return "GPT_ERR_BUSY";
         case GPT_ERR_NON_FINITE: return "GPT_ERR_NON_FINITE";
         case GPT_ERR_PEER_FAILED: return "GPT_ERR_PEER_FAILED";
+        case GPT_ERR_IO: return "GPT_ERR_IO";
         case GPT_ERR_INTERNAL: return "GPT_ERR_INTERNAL";
     }
     return "GPT_ERR_UNKNOWN";
@@ -121,6 +122,7 @@ struct gpt_model_params gpt_model_default_params(void) {
     p.num_threads = 0;
     p.num_runners = 1;
     p.verify_golden = false;
+    p.trusted_keys = nullptr;
     return p;
 }
 
@@ -285,10 +287,9 @@ gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *pr
             gpt::fail(GPT_ERR_BUFFER_TOO_SMALL, "out_tokens holds " + std::to_string(capacity) +
                                                     " tokens, max_new_tokens is " +
                                                     std::to_string(params->max_new_tokens));
-        std::vector<gpt_token> generated(static_cast<size_t>(params->max_new_tokens));
-        const int32_t n = session->impl.generate(prompt, n_prompt, *params, generated.data());
-        std::copy_n(generated.begin(), n, out_tokens);
-        *out_count = n;
+        const std::vector<gpt_token> generated = session->impl.generate(prompt, n_prompt, *params);
+        std::copy(generated.begin(), generated.end(), out_tokens);
+        *out_count = static_cast<int32_t>(generated.size());
     });
 }
 

@@ -36,13 +36,14 @@ std::vector<std::string> list_subdirectories(const std::string &path) {
     return names;
 }
 
-Bytes read_file(const std::string &path) {
+Bytes read_file(const std::string &path, uint64_t max_bytes) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open '" + path + "': " + std::strerror(errno));
     Bytes bytes;
     unsigned char chunk[1 << 16];
-    while (true) {
-        const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    while (bytes.size() <= max_bytes) {
+        const uint64_t room = max_bytes - bytes.size() + 1;
+        const ssize_t n = ::read(fd, chunk, static_cast<size_t>(std::min<uint64_t>(sizeof chunk, room)));
         if (n == 0) break;
         if (n < 0) {
             if (errno == EINTR) continue;
@@ -63,7 +64,7 @@ void write_all(int fd, const Bytes &bytes, const std::string &what) {
     while (done < bytes.size()) {
         const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail(GPT_ERR_INTERNAL, "cannot write '" + what + "': " + std::strerror(n < 0 ? errno : ENOSPC));
+        if (n <= 0) fail(GPT_ERR_IO, "cannot write '" + what + "': " + std::strerror(n < 0 ? errno : ENOSPC));
         done += static_cast<size_t>(n);
     }
 }
@@ -78,21 +79,23 @@ std::string parent_dir(const std::string &path) {
 
 void write_file_atomically(const std::string &path, const Bytes &bytes) {
     std::string tmp = path + ".tmp.XXXXXX";
-    const int fd = ::mkstemp(tmp.data());
-    if (fd < 0) fail(GPT_ERR_INTERNAL, "cannot create a temporary file beside '" + path + "': " + std::strerror(errno));
+    int fd = ::mkstemp(tmp.data());
+    if (fd < 0) fail(GPT_ERR_IO, "cannot create a temporary file beside '" + path + "': " + std::strerror(errno));
     try {
         write_all(fd, bytes, tmp);
-        if (::fsync(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot flush '" + tmp + "': " + std::strerror(errno));
-        if (::close(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot close '" + tmp + "': " + std::strerror(errno));
+        if (::fsync(fd) != 0) fail(GPT_ERR_IO, "cannot flush '" + tmp + "': " + std::strerror(errno));
+        const int closed = ::close(fd);
+        fd = -1;  // released even when close fails: never close it twice
+        if (closed != 0) fail(GPT_ERR_IO, "cannot close '" + tmp + "': " + std::strerror(errno));
     } catch (...) {
-        ::close(fd);
+        if (fd >= 0) ::close(fd);
         ::unlink(tmp.c_str());
         throw;
     }
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        fail(GPT_ERR_INTERNAL, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
+        fail(GPT_ERR_IO, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(err));
     }
     // The rename is durable only once the directory entry is on disk.
     const int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -106,7 +109,7 @@ PrivateTempDir::PrivateTempDir() {
     const char *base = std::getenv("TMPDIR");
     std::string templ = std::string(base && *base ? base : "/tmp") + "/gpt_runtime.XXXXXX";
     if (::mkdtemp(templ.data()) == nullptr)
-        fail(GPT_ERR_INTERNAL, "cannot create a temporary directory like " + templ + ": " + std::strerror(errno));
+        fail(GPT_ERR_IO, "cannot create a temporary directory like " + templ + ": " + std::strerror(errno));
     path_ = templ;
 }
 
@@ -118,7 +121,7 @@ PrivateTempDir::~PrivateTempDir() {
 std::string PrivateTempDir::write(const std::string &name, const Bytes &bytes) {
     std::string file = path_ + "/" + name;
     const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) fail(GPT_ERR_INTERNAL, "cannot create '" + file + "': " + std::strerror(errno));
+    if (fd < 0) fail(GPT_ERR_IO, "cannot create '" + file + "': " + std::strerror(errno));
     files_.push_back(file);
     try {
         write_all(fd, bytes, file);
@@ -126,7 +129,7 @@ std::string PrivateTempDir::write(const std::string &name, const Bytes &bytes) {
         ::close(fd);
         throw;
     }
-    if (::close(fd) != 0) fail(GPT_ERR_INTERNAL, "cannot write '" + file + "': " + std::strerror(errno));
+    if (::close(fd) != 0) fail(GPT_ERR_IO, "cannot write '" + file + "': " + std::strerror(errno));
     return file;
 }
 

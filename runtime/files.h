@@ -18,12 +18,15 @@ std::optional<uint64_t> regular_file_size(const std::string &path);
 // Names of the sub-directories of `path`, sorted; empty if `path` is no directory.
 std::vector<std::string> list_subdirectories(const std::string &path);
 
-// Whole file; throws GPT_ERR_ARTIFACT_INVALID naming the path if it cannot be read.
-Bytes read_file(const std::string &path);
+// The file's bytes, but never more than max_bytes + 1 of them: a longer result
+// means the file is larger than the caller allows (or grew since it was
+// measured), whatever it holds. Throws GPT_ERR_ARTIFACT_INVALID naming the path
+// if it cannot be read.
+Bytes read_file(const std::string &path, uint64_t max_bytes);
 
 // Replaces `path` with `bytes` so that `path` is always either the old or the new
 // content: write a temporary file beside it, fsync, rename, fsync the directory.
-// On failure the temporary file is removed and `path` is untouched (GPT_ERR_INTERNAL).
+// On failure the temporary file is removed and `path` is untouched (GPT_ERR_IO).
 void write_file_atomically(const std::string &path, const Bytes &bytes);
 
 // A directory only this process can write (mode 0700), removed with its files at scope exit.

@@ -33,7 +33,7 @@ Bytes read_exact(const std::filesystem::path &path, uint64_t expected_size) {
         fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + path.filename().string() + "' is " + std::to_string(*size) +
                                         " bytes, the manifest says " + std::to_string(expected_size) +
                                         ": the artifact is truncated or modified; copy it again");
-    Bytes bytes = read_file(path.string());
+    Bytes bytes = read_file(path.string(), expected_size);
     if (bytes.size() != expected_size)  // changed while being read
         fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + path.filename().string() + "' changed while being read");
     return bytes;

@@ -5,6 +5,7 @@
 
 #include "error.h"
 #include "files.h"
+#include "log.h"
 
 namespace gpt {
 
@@ -12,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kMaxManifestBytes = 16u << 20;
+constexpr uint64_t kMaxSignatureBytes = 4096;
 
 [[noreturn]] void invalid(const std::string &what) {
     fail(GPT_ERR_ARTIFACT_INVALID,
@@ -87,16 +88,35 @@ TrainingSpec training_spec(const json &t) {
 
 }  // namespace
 
-Manifest read_manifest(const std::filesystem::path &dir) {
+Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys) {
     const auto path = dir / kManifestFile;
-    const auto size = regular_file_size(path.string());
-    if (!size)
+    if (!regular_file_size(path.string()))
         fail(GPT_ERR_ARTIFACT_NOT_FOUND, "no " + std::string(kManifestFile) + " in '" + dir.string() +
                                              "': point at an artifact directory such as "
                                              "model_artifacts/<name>/cpu");
-    if (*size > kMaxManifestBytes) invalid("file larger than 16 MiB");
+    // Read once: the bytes whose signature is checked are the bytes parsed.
+    const Bytes text = read_file(path.string(), kMaxManifestBytes);
+    if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
 
-    const Bytes text = read_file(path.string());
+    if (trusted_keys.empty()) {
+        log(GPT_LOG_INFO, "signatures are off (no trusted keys configured): checking sha256 only");
+    } else {
+        const auto sig_path = dir / kSignatureFile;
+        if (!regular_file_size(sig_path.string()))
+            fail(GPT_ERR_ARTIFACT_SIGNATURE, "'" + dir.string() + "' is not signed (no " + kSignatureFile +
+                                                 ") and trusted keys are configured: sign it with "
+                                                 "`python -m gpt_aot sign`, or load it without trusted keys");
+        const Bytes sig = read_file(sig_path.string(), kMaxSignatureBytes);
+        if (sig.size() > kMaxSignatureBytes)
+            fail(GPT_ERR_ARTIFACT_SIGNATURE, std::string(kSignatureFile) + " is larger than 4 KiB");
+        const std::string key_id = verify_manifest_signature(std::string(sig.begin(), sig.end()), text, trusted_keys);
+        log(GPT_LOG_INFO, "manifest.json is signed by trusted key " + key_id);
+    }
+    return parse_manifest(text);
+}
+
+Manifest parse_manifest(const Bytes &text) {
+    if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
     json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) invalid("not valid JSON");
     if (!j.is_object()) invalid("top level must be an object");
@@ -104,12 +124,13 @@ Manifest read_manifest(const std::filesystem::path &dir) {
     if (string_field(j, "format") != kFormatName) invalid("'format' is not '" + std::string(kFormatName) + "'");
     const json &version = field(j, "format_version");
     if (!version.is_number_integer()) invalid("'format_version' must be an integer");
-    Manifest m;
-    m.format_version = version.get<int>();
-    if (m.format_version != kFormatVersion)
-        fail(GPT_ERR_ARTIFACT_VERSION, "artifact format version " + std::to_string(m.format_version) +
-                                           ", this runtime reads version " + std::to_string(kFormatVersion) +
+    // Compared as JSON numbers: narrowing first would let 4294967297 pass for 1.
+    if (version != kFormatVersion)
+        fail(GPT_ERR_ARTIFACT_VERSION, "artifact format version " + version.dump() + ", this runtime reads version " +
+                                           std::to_string(kFormatVersion) +
                                            ": recompile the artifact with a matching gpt_aot or upgrade the runtime");
+    Manifest m;
+    m.format_version = kFormatVersion;
 
     m.name = string_field(j, "name");
     m.torch_version = string_field(j, "torch_version");

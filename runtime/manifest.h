@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "files.h"
+#include "signature.h"
+
 namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
@@ -77,8 +80,16 @@ struct Manifest {
     std::map<std::string, FileEntry> files;
 };
 
-// Reads and validates `dir/manifest.json`. Throws gpt::Error with
-// GPT_ERR_ARTIFACT_NOT_FOUND, _INVALID or _VERSION.
-Manifest read_manifest(const std::filesystem::path &dir);
+// A manifest is a few KiB; anything near this is hostile.
+constexpr uint64_t kMaxManifestBytes = 16u << 20;
+
+// Reads `dir/manifest.json` once; with trusted keys, checks manifest.sig over
+// those exact bytes (GPT_ERR_ARTIFACT_SIGNATURE) before parsing them. Without
+// keys it logs that signatures are off. Throws gpt::Error with
+// GPT_ERR_ARTIFACT_NOT_FOUND, _INVALID, _VERSION or _SIGNATURE.
+Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys);
+
+// Parses and validates manifest.json's bytes (no file access; fuzz/fuzz_manifest.cpp).
+Manifest parse_manifest(const Bytes &text);
 
 }  // namespace gpt

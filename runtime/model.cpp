@@ -11,6 +11,7 @@
 #include "integrity.h"
 #include "log.h"
 #include "safetensors.h"
+#include "signature.h"
 #include "weights.h"
 
 namespace gpt {
@@ -41,7 +42,7 @@ void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, 
 }  // namespace
 
 Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
-    : manifest_(read_manifest(dir)), device_(torch_device(manifest_.target)) {
+    : manifest_(read_manifest(dir, load_trusted_keys(params.trusted_keys))), device_(torch_device(manifest_.target)) {
     check_torch_version(manifest_.torch_version);
     check_target(manifest_.target, detect_host());
     if (params.num_threads > 0) at::set_num_threads(params.num_threads);

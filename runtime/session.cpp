@@ -27,12 +27,18 @@ void Session::copy_logits(const at::Tensor &logits, float *out) const {
     std::copy_n(row.data_ptr<float>(), vocab, out);
 }
 
-void Session::prefill(const gpt_token *tokens, int32_t n_tokens, float *logits) {
+// Before anything is read or allocated for it: the prompt's length is checked
+// against the manifest's context, so a huge n_tokens never touches memory.
+void Session::check_prompt_length(int32_t n_tokens) const {
     const int32_t block = model_.config().block_size;
     if (n_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "a prompt needs at least one token");
     if (n_tokens > block)
         fail(GPT_ERR_OUT_OF_RANGE, "prompt of " + std::to_string(n_tokens) + " tokens exceeds the context of " +
                                        std::to_string(block) + ": shorten it");
+}
+
+void Session::prefill(const gpt_token *tokens, int32_t n_tokens, float *logits) {
+    check_prompt_length(n_tokens);
     std::vector<int64_t> ids(tokens, tokens + n_tokens);
     for (gpt_token t : ids) check_token(static_cast<gpt_token>(t));
     const at::Tensor idx = at::tensor(ids, at::kLong).view({1, n_tokens}).to(model_.device());
@@ -56,20 +62,21 @@ void Session::decode(gpt_token token, float *logits) {
     copy_logits(out, logits);
 }
 
-int32_t Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params,
-                          gpt_token *out) {
+std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {
     if (params.max_new_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
     if (params.top_k < 0 || !(params.top_p > 0.0f && params.top_p <= 1.0f) || !(params.temperature >= 0.0f))
         fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
+    check_prompt_length(n_prompt);
     const int32_t block = model_.config().block_size;
     std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
     Sampler sampler(params.temperature, params.top_k, params.top_p, params.seed);
-    std::vector<gpt_token> history(prompt, prompt + std::max(n_prompt, 0));
+    std::vector<gpt_token> history(prompt, prompt + n_prompt);
     prefill(prompt, n_prompt, logits.data());
-    int32_t count = 0;
+    std::vector<gpt_token> out;
     while (true) {
         const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
-        out[count++] = next;
+        out.push_back(next);
+        const auto count = static_cast<int32_t>(out.size());
         history.push_back(next);
         if (params.on_token != nullptr && !params.on_token(next, params.user_data))
             fail(GPT_ERR_ABORTED,
@@ -84,7 +91,7 @@ int32_t Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_g
             prefill(history.data() + history.size() - keep, keep, logits.data());
         }
     }
-    return count;
+    return out;
 }
 
 }  // namespace gpt

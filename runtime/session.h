@@ -3,6 +3,8 @@
 
 #include <ATen/Tensor.h>
 
+#include <vector>
+
 #include "gpt_runtime.h"
 #include "model.h"
 
@@ -22,11 +24,13 @@ public:
     void prefill(const gpt_token *tokens, int32_t n_tokens, float *logits);
     void decode(gpt_token token, float *logits);
 
-    // Returns the number of tokens written to `out` (at most params.max_new_tokens).
-    int32_t generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params, gpt_token *out);
+    // The generated tokens (at most params.max_new_tokens). Memory grows with the
+    // tokens produced, not with the requested maximum.
+    std::vector<gpt_token> generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
 
 private:
     void check_token(gpt_token token) const;
+    void check_prompt_length(int32_t n_tokens) const;
     void copy_logits(const at::Tensor &logits, float *out) const;
 
     Model &model_;

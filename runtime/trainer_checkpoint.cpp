@@ -8,6 +8,7 @@
 
 #include <mutex>
 
+#include "checkpoint_format.h"
 #include "error.h"
 #include "files.h"
 #include "safetensors.h"
@@ -16,9 +17,6 @@
 namespace gpt {
 
 namespace {
-
-constexpr const char *kCheckpointFormat = "gpt-aot-checkpoint";
-constexpr const char *kCheckpointVersion = "1";
 
 std::map<std::string, std::string> model_metadata(const Model &model) {
     const ModelConfig &c = model.config();
@@ -58,25 +56,13 @@ void Trainer::save(const std::string &path) const {
 }
 
 void Trainer::load(const std::string &path) {
-    if (!regular_file_size(path)) fail(GPT_ERR_INVALID_ARGUMENT, "no checkpoint at '" + path + "'");
-    const Bytes bytes = read_file(path);
+    const auto size = regular_file_size(path);
+    if (!size) fail(GPT_ERR_INVALID_ARGUMENT, "no checkpoint at '" + path + "'");
+    const Bytes bytes = read_file(path, *size);
+    if (bytes.size() != *size) fail(GPT_ERR_ARTIFACT_INVALID, "checkpoint '" + path + "' changed while being read");
     std::map<std::string, std::string> metadata;
     auto tensors = parse_safetensors(bytes.data(), bytes.size(), path, &metadata);
-    if (metadata["format"] != kCheckpointFormat)
-        fail(GPT_ERR_ARTIFACT_INVALID, "'" + path + "' is not a gpt-aot checkpoint");
-    if (metadata["format_version"] != kCheckpointVersion)
-        fail(GPT_ERR_ARTIFACT_VERSION, "checkpoint format version '" + metadata["format_version"] +
-                                           "', this runtime reads version " + kCheckpointVersion);
-    for (const auto &[key, value] : model_metadata(model_))
-        if (key != "model.name" && metadata[key] != value)
-            fail(GPT_ERR_INVALID_ARGUMENT,
-                 "checkpoint '" + path + "' has " + key + " = '" + metadata[key] + "', this model has '" + value + "'");
-    int64_t iteration = 0;
-    try {
-        iteration = std::stoll(metadata["iteration"]);
-    } catch (const std::exception &) {
-        fail(GPT_ERR_ARTIFACT_INVALID, "checkpoint '" + path + "' has no valid iteration");
-    }
+    const int64_t iteration = check_checkpoint_metadata(metadata, model_metadata(model_), path);
 
     const auto &names = model_.manifest().training->param_names;
     auto take = [&](const std::string &key, const at::Tensor &like) -> at::Tensor {

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # one torch minor version, so the compiler side is pinned to the same release.
 TORCH_VERSION="${GPT_TORCH_VERSION:-2.11.0}"
 APT_PACKAGES=(cmake ninja-build g++ pkg-config catch2 libspdlog-dev nlohmann-json3-dev libcli11-dev
-              libsodium-dev libcpp-httplib-dev bible-kjv clang-format clang-tidy python3-venv
+              libsodium-dev libcpp-httplib-dev bible-kjv clang-format clang-tidy python3-venv clang libclang-rt-dev
               libgloo-dev)  # headers for c10d's ProcessGroupGloo (runtime/collectives.cpp)
 
 missing=()

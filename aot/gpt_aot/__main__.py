@@ -1,4 +1,4 @@
-"""gpt_aot command line: prepare-data, compile, inspect."""
+"""gpt_aot command line: prepare-data, compile, inspect, keygen, sign."""
 
 import argparse
 import json
@@ -6,7 +6,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import checkpoint, data
+from . import checkpoint, data, signing
 from .compile import compile_artifact
 from .config import resolve_config
 from .graphs import MAX_BATCH
@@ -85,6 +85,13 @@ def main(argv=None) -> int:
     p = sub.add_parser("inspect", help="print an artifact's manifest")
     p.add_argument("artifact")
 
+    p = sub.add_parser("keygen", help="new Ed25519 signing key: PREFIX.key (secret, 0600) and PREFIX.pub")
+    p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="e.g. keys/release")
+
+    p = sub.add_parser("sign", help="check an artifact's hashes and write manifest.sig with a secret key")
+    p.add_argument("artifact")
+    p.add_argument("--key", required=True, help="secret key file from keygen (PREFIX.key)")
+
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch-internal deprecation noise
     try:
@@ -99,6 +106,15 @@ def main(argv=None) -> int:
             return 0
         if args.command == "export-weights":
             checkpoint.export_weights(Path(args.checkpoint), Path(args.output), args.vocab_size)
+            return 0
+        if args.command == "keygen":
+            secret, public = signing.generate_keypair(Path(args.output))
+            kid = signing.key_id(signing.read_public_key(public))
+            print(f"secret key {secret} (keep it private), public key {public} (key id {kid})")
+            return 0
+        if args.command == "sign":
+            key = signing.sign_artifact(Path(args.artifact), Path(args.key))
+            print(f"signed {Path(args.artifact) / signing.SIGNATURE} with key {key}")
             return 0
         print(json.dumps(read_manifest(Path(args.artifact)), indent=2))
         return 0

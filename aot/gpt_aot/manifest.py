@@ -12,6 +12,7 @@ from pathlib import Path
 FORMAT_NAME = "gpt-aot"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 
 
 def sha256_file(path: Path) -> str:
@@ -23,10 +24,10 @@ def sha256_file(path: Path) -> str:
 
 
 def file_entries(directory: Path) -> dict:
-    """sha256 and size of every file in the artifact except the manifest itself."""
+    """sha256 and size of every file in the artifact except the manifest and its signature."""
     entries = {}
     for path in sorted(directory.iterdir()):
-        if path.name == MANIFEST or not path.is_file():
+        if path.name in (MANIFEST, SIGNATURE) or not path.is_file():
             continue
         entries[path.name] = {"sha256": sha256_file(path), "size": path.stat().st_size}
     return entries

@@ -10,10 +10,11 @@ prefix=$(mktemp -d)
 trap 'rm -rf "$prefix"' EXIT
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
-lib=$(ls "$prefix"/lib*/libgpt_runtime.so.1)
+abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$src/../../include/gpt_runtime.h")
+lib=$(ls "$prefix"/lib*/libgpt_runtime.so."$abi")
 leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || true)
 [ -z "$leaked" ] || { echo "exported beyond the C API: $leaked"; exit 1; }
-readelf -d "$lib" | grep -q 'SONAME.*libgpt_runtime.so.1' || { echo "SONAME is not libgpt_runtime.so.1"; exit 1; }
+readelf -d "$lib" | grep -q "SONAME.*libgpt_runtime.so.$abi\]" || { echo "SONAME is not libgpt_runtime.so.$abi"; exit 1; }
 
 cmake -S "$src/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/consumer" >/dev/null
@@ -23,7 +24,7 @@ cmake --build "$prefix/consumer" >/dev/null
 cmake -S "$src/../../deploy/server" -B "$prefix/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/server" >/dev/null
 "$prefix/server/gpt-server" --help | grep -q -- "--model" || { echo "installed-library gpt-server does not run"; exit 1; }
-ldd "$prefix/server/gpt-server" | grep -q "$prefix/lib.*libgpt_runtime.so.1" || { echo "gpt-server did not link the install"; exit 1; }
+ldd "$prefix/server/gpt-server" | grep -q "$prefix/lib.*libgpt_runtime.so.$abi" || { echo "gpt-server did not link the install"; exit 1; }
 
 export PKG_CONFIG_PATH="$(dirname "$lib")/pkgconfig"
 cc "$src/consumer/main.c" $(pkg-config --cflags --libs gpt_runtime) -Wl,-rpath,"$(dirname "$lib")" -o "$prefix/pc_consumer"

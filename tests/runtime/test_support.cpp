@@ -59,6 +59,26 @@ void write_safetensors(const std::filesystem::path &path, const std::map<std::st
     out << text << data;
 }
 
+LogCapture::LogCapture() {
+    setenv("GPT_LOG", "debug", 1);
+    gpt_log_set_callback(
+        [](gpt_log_level, const char *message, void *user) {
+            auto *self = static_cast<LogCapture *>(user);
+            std::lock_guard<std::mutex> lock(self->mutex_);
+            self->lines_.emplace_back(message);
+        },
+        this);
+}
+
+LogCapture::~LogCapture() { gpt_log_set_callback(nullptr, nullptr); }
+
+bool LogCapture::saw(const std::string &needle) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto &l : lines_)
+        if (l.find(needle) != std::string::npos) return true;
+    return false;
+}
+
 ScratchArtifact::ScratchArtifact(const std::filesystem::path &source) {
     std::string templ = (std::filesystem::temp_directory_path() / "gpt_test.XXXXXX").string();
     REQUIRE(mkdtemp(templ.data()) != nullptr);

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "gpt_runtime.h"
 
@@ -40,6 +42,20 @@ public:
 
 private:
     std::filesystem::path dir_;
+};
+
+// Captures the library's log lines (at debug level) so a test can prove which load stages ran.
+class LogCapture {
+public:
+    LogCapture();
+    ~LogCapture();
+    LogCapture(const LogCapture &) = delete;
+    LogCapture &operator=(const LogCapture &) = delete;
+    bool saw(const std::string &needle);
+
+private:
+    std::mutex mutex_;
+    std::vector<std::string> lines_;
 };
 
 // The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).

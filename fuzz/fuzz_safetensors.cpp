@@ -1,0 +1,31 @@
+// fuzz_safetensors.cpp — safetensors bytes (weights, golden vectors, checkpoints)
+// into parse_safetensors_layout (runtime/safetensors_layout.cpp).
+#include <cstdint>
+
+#include "error.h"
+#include "fuzz_check.h"
+#include "safetensors_layout.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    gpt::SafetensorsLayout layout;
+    try {
+        layout = gpt::parse_safetensors_layout(data, size, "fuzz.safetensors");
+    } catch (const gpt::Error &) {
+        return 0;
+    }
+    // Accepted: the entries tile the data region inside the input, each exactly
+    // as long as its shape and dtype say. Touching every byte lets ASan check it.
+    FUZZ_CHECK(layout.data >= data && layout.data_size <= size &&
+               static_cast<size_t>(layout.data - data) == size - layout.data_size);
+    uint64_t covered = 0;
+    volatile unsigned sum = 0;
+    for (const auto &e : layout.entries) {
+        uint64_t n = gpt::safetensors_dtype_size(e.dtype);
+        for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);  // cannot overflow: the reader checked it
+        FUZZ_CHECK(e.begin <= e.end && e.end <= layout.data_size && e.end - e.begin == n);
+        for (uint64_t i = e.begin; i < e.end; ++i) sum = sum + layout.data[i];
+        covered += e.end - e.begin;
+    }
+    FUZZ_CHECK(covered == layout.data_size);  // no gap, no overlap, no tail
+    return 0;
+}

@@ -1,0 +1,103 @@
+// safetensors_layout.cpp — every size and offset is checked with overflow-safe arithmetic.
+#include "safetensors_layout.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "error.h"
+
+namespace gpt {
+
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // as the reference implementation
+constexpr size_t kMaxRank = 8;
+
+// Multiplies without overflow; false if the product would not fit.
+bool checked_mul(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a != 0 && b > UINT64_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+[[noreturn]] void invalid_file(const std::string &what, const std::string &why) {
+    fail(GPT_ERR_ARTIFACT_INVALID, what + ": invalid safetensors (" + why + ")");
+}
+
+}  // namespace
+
+uint64_t safetensors_dtype_size(const std::string &dtype) {
+    static const std::map<std::string, uint64_t> kSizes = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},
+                                                           {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+                                                           {"U8", 1},  {"BOOL", 1}};
+    const auto it = kSizes.find(dtype);
+    return it == kSizes.end() ? 0 : it->second;
+}
+
+SafetensorsLayout parse_safetensors_layout(const unsigned char *bytes, size_t size, const std::string &what) {
+    if (size < 8) invalid_file(what, "shorter than its 8-byte header length");
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];  // little-endian
+    if (header_len > kMaxHeaderBytes) invalid_file(what, "header larger than 100 MiB");
+    if (header_len > size - 8) invalid_file(what, "header runs past the end of the file");
+
+    const char *header_text = reinterpret_cast<const char *>(bytes + 8);
+    auto header = nlohmann::json::parse(header_text, header_text + header_len, nullptr, false);
+    if (header.is_discarded() || !header.is_object()) invalid_file(what, "header is not a JSON object");
+
+    SafetensorsLayout layout;
+    layout.data = bytes + 8 + header_len;
+    layout.data_size = size - 8 - header_len;
+    for (const auto &[name, spec] : header.items()) {
+        if (name == "__metadata__") {
+            if (!spec.is_object()) invalid_file(what, "__metadata__ is not an object");
+            for (const auto &[key, value] : spec.items()) {
+                if (!value.is_string()) invalid_file(what, "__metadata__ values must be strings");
+                layout.metadata[key] = value.get<std::string>();
+            }
+            continue;
+        }
+        if (!spec.is_object() || !spec.contains("dtype") || !spec.contains("shape") || !spec.contains("data_offsets"))
+            invalid_file(what, "entry '" + name + "' lacks dtype, shape or data_offsets");
+        const auto &dtype = spec["dtype"];
+        const uint64_t element_bytes = dtype.is_string() ? safetensors_dtype_size(dtype.get<std::string>()) : 0;
+        if (element_bytes == 0) invalid_file(what, "entry '" + name + "' has an unsupported dtype");
+        const auto &shape = spec["shape"];
+        const auto &offsets = spec["data_offsets"];
+        if (!shape.is_array() || shape.size() > kMaxRank) invalid_file(what, "entry '" + name + "' has a bad shape");
+        if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+            !offsets[1].is_number_unsigned())
+            invalid_file(what, "entry '" + name + "' has bad data_offsets");
+        SafetensorsEntry e{name, dtype.get<std::string>(), {}, offsets[0].get<uint64_t>(), offsets[1].get<uint64_t>()};
+        uint64_t nbytes = element_bytes;
+        for (const auto &dim : shape) {
+            if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+                invalid_file(what, "entry '" + name + "' has a negative or huge dimension");
+            if (!checked_mul(nbytes, dim.get<uint64_t>(), &nbytes))
+                invalid_file(what, "entry '" + name + "' size overflows");
+            e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+        }
+        if (e.begin > e.end || e.end > layout.data_size)
+            invalid_file(what, "entry '" + name + "' lies outside the data");
+        if (e.end - e.begin != nbytes)
+            invalid_file(what, "entry '" + name + "' byte length disagrees with its shape and dtype");
+        layout.entries.push_back(std::move(e));
+    }
+
+    // The entries must tile the data region exactly: no overlap, no gap, no tail.
+    std::vector<const SafetensorsEntry *> by_offset;
+    by_offset.reserve(layout.entries.size());
+    for (const auto &e : layout.entries) by_offset.push_back(&e);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const SafetensorsEntry *a, const SafetensorsEntry *b) { return a->begin < b->begin; });
+    uint64_t cursor = 0;
+    for (const SafetensorsEntry *e : by_offset) {
+        if (e->begin != cursor) invalid_file(what, "entry '" + e->name + "' overlaps another or leaves a gap");
+        cursor = e->end;
+    }
+    if (cursor != layout.data_size) invalid_file(what, "data region has trailing bytes");
+    return layout;
+}
+
+}  // namespace gpt

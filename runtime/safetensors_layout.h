@@ -1,0 +1,36 @@
+// safetensors_layout.h — the safetensors layout (8-byte little-endian header
+// length, JSON header, one flat data region), checked without torch so that the
+// fuzzers and sanitizer builds cover it (fuzz/).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+struct SafetensorsEntry {
+    std::string name;
+    std::string dtype;            // "F32", "BF16", ...
+    std::vector<int64_t> shape;   // each dim <= INT64_MAX; product * dtype size == end - begin
+    uint64_t begin = 0, end = 0;  // byte range inside the data region
+};
+
+struct SafetensorsLayout {
+    std::vector<SafetensorsEntry> entries;        // header order
+    std::map<std::string, std::string> metadata;  // __metadata__
+    const unsigned char *data = nullptr;          // start of the data region (points into the parsed bytes)
+    uint64_t data_size = 0;
+};
+
+// Bytes per element of a safetensors dtype name, 0 if the runtime does not know it.
+uint64_t safetensors_dtype_size(const std::string &dtype);
+
+// Checks `bytes` and returns where each tensor lies. Rejects oversized headers,
+// unknown dtypes, shapes that disagree with byte lengths, offsets outside the
+// data, overlaps, gaps and trailing bytes, with GPT_ERR_ARTIFACT_INVALID naming
+// `what` (the file). Every size is computed with overflow-checked arithmetic.
+SafetensorsLayout parse_safetensors_layout(const unsigned char *bytes, size_t size, const std::string &what);
+
+}  // namespace gpt

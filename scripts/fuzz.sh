@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Fuzz the readers of outside bytes (fuzz/README.md): build fuzz/ with clang,
+# libFuzzer, ASan and UBSan into build-fuzz/ (no torch), replay the regression
+# inputs, then fuzz each target for SECONDS, seeded from real artifact files.
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 25)] [TARGET...]
+# Needs the compiled test artifacts: GPT_TEST_ARTIFACTS or build/test_artifacts.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-25}
+shift || true
+targets=("$@")
+((${#targets[@]})) || targets=(manifest safetensors tokenizer checkpoint signature)
+artifacts=${GPT_TEST_ARTIFACTS:-$PWD/build/test_artifacts}
+[ -f "$artifacts/tiny-flash/cpu/manifest.json" ] || { echo "fuzz: no test artifacts in $artifacts"; exit 1; }
+
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja --no-warn-unused-cli -DGPT_FUZZ=ON \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz
+
+# Seeds: the files the project itself writes.
+seeds=build-fuzz/seeds
+rm -rf "$seeds"
+mkdir -p "$seeds"/{manifest,safetensors,tokenizer,checkpoint,signature}
+for a in flash train; do
+  cp "$artifacts/tiny-$a/cpu/manifest.json" "$seeds/manifest/$a.json"
+  cp "$artifacts/tiny-$a/cpu/golden.safetensors" "$seeds/safetensors/golden-$a.safetensors"
+done
+cp "$artifacts/tiny-flash/cpu/weights.safetensors" "$artifacts/reference.safetensors" "$seeds/safetensors/"
+cp "$artifacts/imported_ckpt.safetensors" "$seeds/checkpoint/"
+{ cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0Hello, world!\n'; } >"$seeds/tokenizer/hello"
+{ cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0caf\xc3\xa9 \xff'; } >"$seeds/tokenizer/outside"
+signed=$(mktemp -d)
+trap 'rm -rf "$signed"' EXIT
+cp "$artifacts/tiny-flash/cpu/tokenizer.json" "$signed/"
+printf '{"files": {"tokenizer.json": {"sha256": "%s", "size": %d}}}' \
+  "$(sha256sum "$signed/tokenizer.json" | cut -d' ' -f1)" "$(stat -c %s "$signed/tokenizer.json")" >"$signed/manifest.json"
+PYTHONPATH="$PWD/aot" .venv/bin/python -m gpt_aot keygen -o "$signed/key" >/dev/null
+PYTHONPATH="$PWD/aot" .venv/bin/python -m gpt_aot sign "$signed" --key "$signed/key.key" >/dev/null
+cp "$signed/manifest.sig" "$signed/key.pub" "$seeds/signature/"
+
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  bin=build-fuzz/fuzz/fuzz_$t
+  # Every input that once crashed a reader stays in fuzz/regressions and must pass.
+  regressions=(fuzz/regressions/"$t"/*)
+  if [ -e "${regressions[0]}" ]; then
+    "$bin" "${regressions[@]}" >"build-fuzz/regressions_$t.log" 2>&1 ||
+      { echo "fuzz: a $t regression input fails again"; tail -40 "build-fuzz/regressions_$t.log"; status=1; }
+  fi
+  corpus=build-fuzz/corpus/$t
+  crashes=build-fuzz/crashes/$t
+  mkdir -p "$corpus" "$crashes"
+  log=build-fuzz/fuzz_$t.log
+  if "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$crashes/" "$corpus" "$seeds/$t" >"$log" 2>&1; then
+    result=ok
+  else
+    result="FAILED (input in $crashes; log $log)"
+    status=1
+    tail -40 "$log"
+  fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  summary+=("fuzz_$t: ${execs:-?} execs in ${seconds}s, corpus $(ls "$corpus" | wc -l) inputs: $result")
+done
+printf '%s\n' "${summary[@]}"
+exit $status
