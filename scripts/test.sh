@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: the whole suite from a fresh clone — set-up, build, lint,
 # test artifacts (compiled once per run), pytest, Catch2 + C tests via ctest,
-# then a short ASan+UBSan fuzz run of the readers (docs/SECURITY.md).
+# then a short ASan+UBSan fuzz run of the readers and the concurrency tests
+# under ThreadSanitizer (docs/SECURITY.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
@@ -20,3 +21,5 @@ echo "== ctest (Catch2, C ABI)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 echo "== fuzz (readers of outside bytes, ASan+UBSan, 25 s per target)"
 GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" scripts/fuzz.sh 25
+echo "== ThreadSanitizer (concurrency tests)"
+GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" scripts/tsan.sh

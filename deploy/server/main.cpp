@@ -2,6 +2,7 @@
 //   POST /v1/generate   {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"}
 //   GET  /healthz /readyz /metrics;  POST /admin/reload (--admin, loopback only)
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the configured model.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -39,6 +40,7 @@ void shut_down(server::HttpServer &http, server::Admission &admission, double gr
 }
 
 int run(const server::Options &options) {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("gpt-server"));  // stdout stays free for tools
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
     spdlog::set_level(spdlog::level::from_str(options.log_level));
     gpt_log_set_callback(runtime_log, nullptr);
@@ -50,7 +52,7 @@ int run(const server::Options &options) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a write error, not a signal
 
-    server::ModelSlot slot({options.threads, options.runners, options.allow_cpu_fallback});
+    server::ModelSlot slot({options.threads, options.runners, options.allow_cpu_fallback, options.trusted_keys});
     server::Admission admission(options.max_active, options.max_queue);
     server::Metrics metrics;
     server::HttpServer http(options, slot, admission, metrics);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "gpt_runtime.h"
 
@@ -26,6 +27,7 @@ struct LoadOptions {
     int num_threads = 0;
     int num_runners = 1;
     bool allow_cpu_fallback = false;
+    std::string trusted_keys;  // empty: the runtime reads GPT_TRUSTED_KEYS
 };
 
 struct LoadResult {
@@ -35,7 +37,7 @@ struct LoadResult {
 
 class ModelSlot {
 public:
-    explicit ModelSlot(LoadOptions options) : options_(options) {}
+    explicit ModelSlot(LoadOptions options) : options_(std::move(options)) {}
 
     // Selects the target of `path` (model directory or artifact), loads it, runs
     // its golden vector and only then makes it current. On any failure the

@@ -12,6 +12,9 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
     app.add_option("--host", o->host, "address to listen on (default loopback)");
     app.add_option("--port", o->port, "port, 0 = any free one")->check(CLI::Range(0, 65535));
     app.add_flag("--allow-cpu-fallback", o->allow_cpu_fallback, "serve the CPU artifact when none fits the GPU");
+    app.add_option("--trusted-keys", o->trusted_keys,
+                   "public key file or directory of *.pub: serve only artifacts signed by one of them "
+                   "(default: GPT_TRUSTED_KEYS)");
     app.add_option("--threads", o->threads, "intra-op CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
     app.add_option("--runners", o->runners, "graph instances that may run at once")->check(CLI::PositiveNumber);
     app.add_option("--max-active", o->max_active, "generations at once")->check(CLI::PositiveNumber);

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpt_aot import signing
+
 ROOT = Path(__file__).resolve().parents[2]
 SERVER = Path(os.environ.get("GPT_SERVER", ROOT / "build" / "deploy" / "server" / "gpt-server"))
 CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
@@ -285,6 +287,32 @@ def test_hot_swap_under_load_loses_no_request(serve, model_dirs, tmp_path):
     _, text = server.request("GET", "/metrics")
     assert 'gpt_model_reloads_total{result="ok"} 2' in text  # start-up + the swap
     assert 'gpt_model_reloads_total{result="failed"} 1' in text
+
+
+def test_trusted_keys_serve_signed_artifacts_only(serve, model_dirs, tmp_path):
+    secret, public = signing.generate_keypair(tmp_path / "release")
+    signed = {}
+    for name in ("flash", "other"):
+        signed[name] = shutil.copytree(model_dirs[name], tmp_path / f"signed-{name}")
+        signing.sign_artifact(signed[name] / "cpu", secret)
+
+    # An unsigned model at start-up: the server refuses to start, naming why.
+    refused = subprocess.run(
+        [str(SERVER), "--model", str(model_dirs["flash"]), "--port", "0", "--trusted-keys", str(public)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert "GPT_ERR_ARTIFACT_SIGNATURE" in refused.stderr and "not signed" in refused.stderr
+
+    server = serve(signed["flash"], "--admin", "--trusted-keys", str(public))
+    status, payload = server.request("POST", "/admin/reload", {"path": str(model_dirs["other"])})
+    assert status == 422 and "GPT_ERR_ARTIFACT_SIGNATURE" in payload, payload
+    assert server.generate(prompt="a", max_tokens=2)[1]["model"] == "tiny-flash"
+    status, payload = server.request("POST", "/admin/reload", {"path": str(signed["other"])})
+    assert status == 200, payload
+    assert server.generate(prompt="a", max_tokens=2)[1]["model"] == "tiny-other"
 
 
 def test_sighup_reloads_the_configured_model(serve, model_dirs, tmp_path):

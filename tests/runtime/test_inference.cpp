@@ -1,10 +1,8 @@
-// Inference through the C ABI against eager PyTorch, determinism and threads.
+// Inference through the C ABI against eager PyTorch, and determinism.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
-#include <atomic>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "test_support.h"
@@ -27,29 +25,9 @@ float max_abs_diff(const std::vector<float> &a, const at::Tensor &b) {
     return worst;
 }
 
-// No Catch2 assertions here: it also runs on worker threads.
-std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n,
-                                    gpt_status *status) {
-    gpt_session *session = nullptr;
-    if ((*status = gpt_session_create(model, &session)) != GPT_OK) return {};
-    gpt_generate_params p = gpt_generate_default_params();
-    p.max_new_tokens = n;
-    p.seed = seed;
-    p.temperature = 1.0f;
-    p.top_k = 20;
-    p.top_p = 0.95f;
-    std::vector<gpt_token> out(static_cast<size_t>(n));
-    int32_t count = 0;
-    *status =
-        gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), n, &count);
-    gpt_session_free(session);
-    out.resize(*status == GPT_OK ? static_cast<size_t>(count) : 0);
-    return out;
-}
-
 std::vector<gpt_token> generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n = 20) {
     gpt_status status = GPT_OK;
-    auto out = try_generate(model, prompt, seed, n, &status);
+    auto out = test::try_generate(model, prompt, seed, n, &status);
     REQUIRE(status == GPT_OK);
     return out;
 }
@@ -224,75 +202,4 @@ TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
     CHECK(seen.tokens.size() == 4);
     CHECK(count == -7);  // outputs untouched on failure
     CHECK(out[0] == -7);
-}
-
-TEST_CASE("16 threads with their own sessions give the sequential tokens", "[threads]") {
-    constexpr size_t kThreads = 16, kRounds = 8;  // 128 concurrent generations against 16 sequential ones
-    test::Model model(test::artifact("flash"), /*num_runners=*/4);
-    REQUIRE(model.status == GPT_OK);
-    std::vector<std::vector<gpt_token>> prompts, sequential;
-    for (size_t i = 0; i < kThreads; ++i) {
-        prompts.push_back({static_cast<gpt_token>(1 + 4 * i), static_cast<gpt_token>(2 + 3 * i)});
-        sequential.push_back(generate(model.handle, prompts[i], 100 + i, 24));
-    }
-
-    std::vector<std::vector<std::vector<gpt_token>>> parallel(kThreads);
-    std::vector<gpt_status> statuses(kThreads * kRounds, GPT_ERR_INTERNAL);
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < kThreads; ++i)
-        threads.emplace_back([&, i] {
-            for (size_t r = 0; r < kRounds; ++r)  // repeated so the threads overlap for real
-                parallel[i].push_back(try_generate(model.handle, prompts[i], 100 + i, 24, &statuses[i * kRounds + r]));
-        });
-    for (auto &t : threads) t.join();
-    size_t ok = 0, equal = 0;
-    for (gpt_status s : statuses) ok += s == GPT_OK;
-    for (size_t i = 0; i < kThreads; ++i)
-        for (const auto &run : parallel[i]) equal += run == sequential[i];
-    CHECK(ok == kThreads * kRounds);
-    CHECK(equal == kThreads * kRounds);
-}
-
-TEST_CASE("sessions created and destroyed from 16 threads at once; the model outlives them", "[threads]") {
-    constexpr int kThreads = 16, kCycles = 50;  // 800 create/prefill/free cycles
-    test::Model model(test::artifact("flash"), /*num_runners=*/4);
-    REQUIRE(model.status == GPT_OK);
-    const std::vector<gpt_token> prompt = {40, 69, 2};
-    std::vector<float> expected(static_cast<size_t>(model.info.vocab_size));
-    {
-        test::Session s(model.handle);
-        REQUIRE(gpt_session_prefill(s.handle, prompt.data(), 3, expected.data()) == GPT_OK);
-    }
-    // A session held across the whole run: the model must refuse to be freed while it lives.
-    gpt_session *held = nullptr;
-    REQUIRE(gpt_session_create(model.handle, &held) == GPT_OK);
-
-    std::atomic<int> failures{0}, mismatches{0}, busy_refusals{0};
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t)
-        threads.emplace_back([&] {
-            std::vector<float> logits(expected.size());
-            for (int c = 0; c < kCycles; ++c) {
-                gpt_session *session = nullptr;
-                if (gpt_session_create(model.handle, &session) != GPT_OK) {
-                    ++failures;
-                    continue;
-                }
-                if (gpt_session_prefill(session, prompt.data(), 3, logits.data()) != GPT_OK) ++failures;
-                for (size_t i = 0; i < logits.size(); ++i)  // parallel kernels may sum in another order
-                    if (std::abs(logits[i] - expected[i]) > 1e-5f) {
-                        ++mismatches;
-                        break;
-                    }
-                gpt_session_free(session);
-                if (gpt_model_free(model.handle) == GPT_ERR_BUSY) ++busy_refusals;  // `held` is still alive
-            }
-        });
-    for (auto &t : threads) t.join();
-    CHECK(failures == 0);
-    CHECK(mismatches == 0);
-    CHECK(busy_refusals == kThreads * kCycles);
-    gpt_session_free(held);
-    CHECK(gpt_model_free(model.handle) == GPT_OK);  // the last session is gone
-    model.handle = nullptr;
 }

@@ -117,6 +117,25 @@ void ScratchArtifact::rehash(const std::string &name) const {
     write_manifest(m);
 }
 
+std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n,
+                                    gpt_status *status) {
+    gpt_session *session = nullptr;
+    if ((*status = gpt_session_create(model, &session)) != GPT_OK) return {};
+    gpt_generate_params p = gpt_generate_default_params();
+    p.max_new_tokens = n;
+    p.seed = seed;
+    p.temperature = 1.0f;
+    p.top_k = 20;
+    p.top_p = 0.95f;
+    std::vector<gpt_token> out(static_cast<size_t>(n));
+    int32_t count = 0;
+    *status =
+        gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), n, &count);
+    gpt_session_free(session);
+    out.resize(*status == GPT_OK ? static_cast<size_t>(count) : 0);
+    return out;
+}
+
 gpt_trainer_params reference_trainer_params() {
     gpt_trainer_params p = gpt_trainer_default_params();
     p.learning_rate = 1e-2f;

@@ -61,6 +61,11 @@ private:
 // The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).
 gpt_trainer_params reference_trainer_params();
 
+// Samples `n` tokens after `prompt` in a fresh session (temperature 1, top-k 20,
+// top-p 0.95). Sets *status; no Catch2 assertions, so worker threads may call it.
+std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n,
+                                    gpt_status *status);
+
 struct Model {
     gpt_model *handle = nullptr;
     gpt_status status = GPT_OK;
