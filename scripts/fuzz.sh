@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-25}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(manifest safetensors tokenizer checkpoint signature)
+((${#targets[@]})) || targets=(manifest safetensors tokenizer checkpoint signature request)
 artifacts=${GPT_TEST_ARTIFACTS:-$PWD/build/test_artifacts}
 [ -f "$artifacts/tiny-flash/cpu/manifest.json" ] || { echo "fuzz: no test artifacts in $artifacts"; exit 1; }
 
@@ -20,7 +20,7 @@ cmake --build build-fuzz
 # Seeds: the files the project itself writes.
 seeds=build-fuzz/seeds
 rm -rf "$seeds"
-mkdir -p "$seeds"/{manifest,safetensors,tokenizer,checkpoint,signature}
+mkdir -p "$seeds"/{manifest,safetensors,tokenizer,checkpoint,signature,request}
 for a in flash train; do
   cp "$artifacts/tiny-$a/cpu/manifest.json" "$seeds/manifest/$a.json"
   cp "$artifacts/tiny-$a/cpu/golden.safetensors" "$seeds/safetensors/golden-$a.safetensors"
@@ -29,6 +29,10 @@ cp "$artifacts/tiny-flash/cpu/weights.safetensors" "$artifacts/reference.safeten
 cp "$artifacts/imported_ckpt.safetensors" "$seeds/checkpoint/"
 { cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0Hello, world!\n'; } >"$seeds/tokenizer/hello"
 { cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0caf\xc3\xa9 \xff'; } >"$seeds/tokenizer/outside"
+printf '{"prompt": "And God said", "max_tokens": 64, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": 1, "stream": true}' \
+  >"$seeds/request/full.json"
+printf '{"prompt": "a"}' >"$seeds/request/minimal.json"
+printf '%s' '{"prompt": "caf\u00e9 \ud83d\ude00", "max_tokens": 1024, "temperature": 0}' >"$seeds/request/unicode.json"
 signed=$(mktemp -d)
 trap 'rm -rf "$signed"' EXIT
 cp "$artifacts/tiny-flash/cpu/tokenizer.json" "$signed/"

@@ -1,29 +1,11 @@
 // generate.cpp — see generate.h.
 #include "generate.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
-#include <limits>
 
 namespace server {
 
 namespace {
-
-using nlohmann::json;
-
-// body[key] as T within [lo, hi] (`range` says so in the message), or `fallback` when absent.
-template <typename T>
-T number_field(const json &body, const char *key, T fallback, double lo, double hi, const std::string &range) {
-    if (!body.contains(key)) return fallback;
-    const json &v = body.at(key);
-    const bool ok = std::is_integral_v<T> ? v.is_number_integer() : v.is_number();
-    if (!ok)
-        throw BadRequest(std::string("'") + key + "' must be " + (std::is_integral_v<T> ? "an integer" : "a number"));
-    const double d = v.get<double>();
-    if (!(d >= lo && d <= hi)) throw BadRequest(std::string("'") + key + "' must be in " + range);
-    return v.get<T>();
-}
 
 std::string piece_of(const gpt_model *model, gpt_token token) {
     char text[32];
@@ -62,41 +44,6 @@ bool on_token(gpt_token token, void *user_data) {
 }
 
 }  // namespace
-
-GenerateRequest parse_generate_request(const std::string &body, int max_tokens_limit) {
-    json j;
-    try {
-        j = json::parse(body);
-    } catch (const json::parse_error &e) {
-        throw BadRequest(std::string("body is not valid JSON: ") + e.what());
-    }
-    if (!j.is_object()) throw BadRequest("body must be a JSON object");
-    for (const auto &item : j.items()) {
-        static const char *known[] = {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"};
-        bool is_known = false;
-        for (const char *k : known) is_known = is_known || item.key() == k;
-        if (!is_known) throw BadRequest("unknown field '" + item.key() + "'");
-    }
-    GenerateRequest r;
-    if (!j.contains("prompt")) throw BadRequest("missing field 'prompt'");
-    if (!j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
-        throw BadRequest("'prompt' must be a non-empty string");
-    r.prompt = j["prompt"].get<std::string>();
-    r.max_tokens = number_field<int>(j, "max_tokens", r.max_tokens, 1, max_tokens_limit,
-                                     "[1, " + std::to_string(max_tokens_limit) + "]");
-    r.temperature = number_field<float>(j, "temperature", r.temperature, 0.0, 100.0, "[0, 100]");
-    r.top_k = number_field<int>(j, "top_k", r.top_k, 0, std::numeric_limits<int>::max(), "[0, 2^31)");
-    r.top_p = number_field<float>(j, "top_p", r.top_p, std::numeric_limits<float>::min(), 1.0, "(0, 1]");
-    if (j.contains("seed")) {
-        if (!j["seed"].is_number_unsigned()) throw BadRequest("'seed' must be a non-negative integer");
-        r.seed = j["seed"].get<uint64_t>();
-    }
-    if (j.contains("stream")) {
-        if (!j["stream"].is_boolean()) throw BadRequest("'stream' must be true or false");
-        r.stream = j["stream"].get<bool>();
-    }
-    return r;
-}
 
 std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::string &prompt) {
     int32_t n = 0;

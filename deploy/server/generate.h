@@ -1,38 +1,19 @@
-// generate.h — POST /v1/generate: the request body, its checks, and one
-// generation over the C API with per-token events for streaming.
+// generate.h — POST /v1/generate: the prompt's tokens and one generation over
+// the C API, with per-token events for streaming.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "clock.h"
 #include "gpt_runtime.h"
 #include "model_slot.h"
+#include "request.h"
 
 namespace server {
-
-// A request the client must fix (HTTP 400); the message says what.
-struct BadRequest : std::runtime_error {
-    using std::runtime_error::runtime_error;
-};
-
-struct GenerateRequest {
-    std::string prompt;
-    int max_tokens = 64;
-    float temperature = 1.0f;
-    int top_k = 0;
-    float top_p = 1.0f;
-    uint64_t seed = 0;
-    bool stream = false;
-};
-
-// Parses the JSON body. Unknown fields, wrong types and out-of-range values are
-// BadRequest; `max_tokens_limit` caps max_tokens.
-GenerateRequest parse_generate_request(const std::string &body, int max_tokens_limit);
 
 // The prompt as token ids for `model`; BadRequest for characters outside the
 // vocabulary or a prompt longer than the model's context.

@@ -177,6 +177,7 @@ def test_metrics_parse_as_prometheus_text(serve, model_dirs):
     [
         ("{not json", 400, "not valid JSON"),
         ("[1, 2]", 400, "JSON object"),
+        ('{"prompt": "a", "max_tokens": 1e999}', 400, "number overflow"),  # found by fuzz_request
         ({"max_tokens": 5}, 400, "missing field 'prompt'"),
         ({"prompt": ""}, 400, "non-empty string"),
         ({"prompt": "a", "max_tokens": 0}, 400, "'max_tokens' must be in [1, 1024]"),
