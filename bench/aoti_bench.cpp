@@ -31,6 +31,13 @@ void print_list(const char *name, const std::vector<double> &v) {
     std::printf("]");
 }
 
+// The graphs take the cache as each layer's k and v views (aot/gpt_aot/model.py, layer_caches).
+std::vector<at::Tensor> with_cache(std::vector<at::Tensor> inputs, const at::Tensor &kv) {
+    for (int64_t layer = 0; layer < kv.size(0); ++layer)
+        for (int64_t kind = 0; kind < 2; ++kind) inputs.push_back(kv.select(0, layer).select(0, kind));
+    return inputs;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -55,13 +62,13 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; ++r) {
             at::Tensor kv = at::zeros({n_layer, 2, 1, n_head, block, head_dim});
             const double t0 = now_ms();
-            at::Tensor logits = prefill.run({prompt, kv}).at(0);
+            at::Tensor logits = prefill.run(with_cache({prompt}, kv)).at(0);
             const double t1 = now_ms();
             generated.clear();
             at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
             for (int i = 0; i < tokens; ++i) {
                 generated.push_back(next.item<long>());
-                logits = decode.run({next, at::full({1}, context + i, i64), kv}).at(0);
+                logits = decode.run(with_cache({next, at::full({1}, context + i, i64)}, kv)).at(0);
                 next = logits.slice(1, 0, vocab).argmax(-1, true);
             }
             prefill_ms.push_back(t1 - t0);

@@ -16,7 +16,7 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;  // 2: the KV cache goes into the graphs as per-layer views
 
 struct FileEntry {
     std::string sha256;  // lowercase hex

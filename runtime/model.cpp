@@ -18,6 +18,15 @@ namespace gpt {
 
 namespace {
 
+// The graphs take the cache as views, each layer's k and v in turn: a cache input
+// that a graph writes once is updated in place (aot/gpt_aot/model.py, layer_caches).
+std::vector<at::Tensor> graph_inputs(std::initializer_list<at::Tensor> leading, const at::Tensor &kv) {
+    std::vector<at::Tensor> inputs(leading);
+    for (int64_t layer = 0; layer < kv.size(0); ++layer)
+        for (int64_t kind = 0; kind < 2; ++kind) inputs.push_back(kv.select(0, layer).select(0, kind));
+    return inputs;
+}
+
 std::string as_string(const Bytes &b) { return std::string(b.begin(), b.end()); }
 
 // Checks |actual - expected| <= atol + rtol * |expected| elementwise; folds the
@@ -83,10 +92,12 @@ at::Tensor Model::new_kv_cache(int64_t batch) const {
     return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim()}, weights_.begin()->second.options());
 }
 
-at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const { return prefill_->run({idx, kv}).at(0); }
+at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
+    return prefill_->run(graph_inputs({idx}, kv)).at(0);
+}
 
 at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const {
-    return decode_->run({idx, pos, kv}).at(0);
+    return decode_->run(graph_inputs({idx, pos}, kv)).at(0);
 }
 
 namespace {

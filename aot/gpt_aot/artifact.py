@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from .manifest import read_manifest, sha256_file
+from .model import layer_caches
 
 
 class ArtifactGraphs:
@@ -38,7 +39,7 @@ class ArtifactGraphs:
         return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]))
 
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return self.graphs["prefill"](idx, kv)
+        return self.graphs["prefill"](idx, layer_caches(kv))
 
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return self.graphs["decode"](idx, pos, kv)
+        return self.graphs["decode"](idx, pos, layer_caches(kv))

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
-from .model import GPT
+from .model import GPT, layer_caches
 
 MAX_BATCH = 64
 
@@ -26,13 +26,13 @@ class EntryModule(nn.Module):
 
 
 class PrefillGraph(EntryModule):
-    def forward(self, idx, kv):
-        return self._gpt[0].prefill(idx, kv)
+    def forward(self, idx, caches):
+        return self._gpt[0].prefill(idx, caches)
 
 
 class DecodeGraph(EntryModule):
-    def forward(self, idx, pos, kv):
-        return self._gpt[0].decode(idx, pos, kv)
+    def forward(self, idx, pos, caches):
+        return self._gpt[0].decode(idx, pos, caches)
 
 
 def _tensor_sig(name, dtype, shape):
@@ -43,18 +43,25 @@ def graph_specs(gpt: GPT) -> dict:
     """Input/output signatures, with symbolic dims named as the manifest names them."""
     c = gpt.config
     dt = gpt.lm_head.weight.dtype
-    kv = _tensor_sig("kv", dt, [c.n_layer, 2, "batch", c.n_head, c.block_size, c.head_dim])
+    # The cache (n_layer, 2, batch, n_head, block_size, head_dim) goes in as its
+    # layer_caches views: layer 0's k and v, then layer 1's, ...
+    kv = [
+        _tensor_sig(f"{kind}_cache.{layer}", dt, ["batch", c.n_head, c.block_size, c.head_dim])
+        for layer in range(c.n_layer)
+        for kind in ("k", "v")
+    ]
+    mutated = [t["name"] for t in kv]
     logits = _tensor_sig("logits", dt, ["batch", c.padded_vocab_size])
     return {
         "prefill": {
-            "inputs": [_tensor_sig("idx", torch.int64, ["batch", "seq"]), kv],
+            "inputs": [_tensor_sig("idx", torch.int64, ["batch", "seq"]), *kv],
             "outputs": [logits],
-            "mutates": ["kv"],
+            "mutates": mutated,
         },
         "decode": {
-            "inputs": [_tensor_sig("idx", torch.int64, ["batch", 1]), _tensor_sig("pos", torch.int64, [1]), kv],
+            "inputs": [_tensor_sig("idx", torch.int64, ["batch", 1]), _tensor_sig("pos", torch.int64, [1]), *kv],
             "outputs": [logits],
-            "mutates": ["kv"],
+            "mutates": mutated,
         },
     }
 
@@ -71,11 +78,16 @@ def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedPro
     seq = Dim("seq", min=1, max=c.block_size)
     # Example sizes above 1 so neither dimension is specialised to a constant, and
     # contiguous examples: compiled graphs assume the strides they were traced with.
-    kv = gpt.new_kv_cache(2)
+    # Separate example tensors, not views of one cache: export would tie views'
+    # sizes to their base's and specialise the batch. The runtime's views do not overlap.
+    caches = [t.clone() for t in layer_caches(gpt.new_kv_cache(2))]
+    cache_dims = [{0: batch}] * len(caches)
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.zeros(1, dtype=torch.int64, device=device)
     with torch.no_grad():
-        prefill = torch.export.export(PrefillGraph(gpt), (idx, kv), dynamic_shapes=({0: batch, 1: seq}, {2: batch}))
-        decode = torch.export.export(DecodeGraph(gpt), (step, pos, kv), dynamic_shapes=({0: batch}, None, {2: batch}))
+        prefill = torch.export.export(PrefillGraph(gpt), (idx, caches), dynamic_shapes=({0: batch, 1: seq}, cache_dims))
+        decode = torch.export.export(
+            DecodeGraph(gpt), (step, pos, caches), dynamic_shapes=({0: batch}, None, cache_dims)
+        )
     return {"prefill": prefill, "decode": decode}

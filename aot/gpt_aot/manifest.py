@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 FORMAT_NAME = "gpt-aot"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the KV cache goes into the graphs as per-layer k and v views
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

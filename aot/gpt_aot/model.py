@@ -5,8 +5,11 @@ load unchanged. Three entry points share one set of weights:
   forward(idx, targets)      full-sequence logits (+ loss), as nanoGPT trains
   prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
   decode(idx, pos, kv)       one token per row at position `pos`, its logits
-The KV cache is one tensor (n_layer, 2, B, n_head, block_size, head_dim) updated
-in place, so compiled graphs write into runtime-owned memory without copies.
+The KV cache is one tensor (n_layer, 2, B, n_head, block_size, head_dim), and
+the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
+of it (`layer_caches`). A cache each graph writes once is one Inductor updates
+in place; writing several views of one input makes it copy the whole cache on
+every step.
 """
 
 import math
@@ -60,6 +63,11 @@ class GPTConfig:
         return GPTConfig(**{k: v for k, v in d.items() if k in fields})
 
 
+def layer_caches(kv: torch.Tensor) -> list[torch.Tensor]:
+    """Views of the KV cache, k and v of each layer in turn: the graphs' cache inputs."""
+    return [kv[layer, i] for layer in range(kv.shape[0]) for i in (0, 1)]
+
+
 class LayerNorm(nn.Module):
     """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
 
@@ -102,21 +110,23 @@ class CausalSelfAttention(nn.Module):
         drop = self.dropout if self.training else 0.0
         return self._out(attend(self.attention, q, k, v, mask=None, dropout_p=drop))
 
-    def prefill(self, x, kv):
+    # k_cache, v_cache: this layer's (B, n_head, block_size, head_dim). Indexed
+    # assignment (index_put_) is what Inductor knows how to do in place.
+    def prefill(self, x, k_cache, v_cache):
         q, k, v = self._qkv(x)
         positions = torch.arange(x.shape[1], device=x.device)
-        kv[self.layer, 0].index_copy_(2, positions, k)
-        kv[self.layer, 1].index_copy_(2, positions, v)
+        k_cache[:, :, positions] = k
+        v_cache[:, :, positions] = v
         return self._out(attend(self.attention, q, k, v, mask=None))
 
-    def decode(self, x, pos, kv):
+    def decode(self, x, pos, k_cache, v_cache):
         q, k, v = self._qkv(x)  # T == 1
-        kv[self.layer, 0].index_copy_(2, pos, k)
-        kv[self.layer, 1].index_copy_(2, pos, v)
-        block_size = kv.shape[4]
+        k_cache[:, :, pos] = k
+        v_cache[:, :, pos] = v
+        block_size = k_cache.shape[2]
         visible = torch.arange(block_size, device=x.device) <= pos  # (S,)
         mask = visible.view(1, 1, 1, block_size)
-        return self._out(attend(self.attention, q, kv[self.layer, 0], kv[self.layer, 1], mask=mask))
+        return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
 
 
 class MLP(nn.Module):
@@ -143,12 +153,12 @@ class Block(nn.Module):
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
-    def prefill(self, x, kv):
-        x = x + self.attn.prefill(self.ln_1(x), kv)
+    def prefill(self, x, k_cache, v_cache):
+        x = x + self.attn.prefill(self.ln_1(x), k_cache, v_cache)
         return x + self.mlp(self.ln_2(x))
 
-    def decode(self, x, pos, kv):
-        x = x + self.attn.decode(self.ln_1(x), pos, kv)
+    def decode(self, x, pos, k_cache, v_cache):
+        x = x + self.attn.decode(self.ln_1(x), pos, k_cache, v_cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -216,17 +226,20 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         return logits, loss
 
+    # `kv` is the cache tensor or its layer_caches views (what the graphs take).
     def prefill(self, idx, kv):
-        """idx (B, T) → logits of the last position (B, Vp); writes kv[..., :T, :]."""
+        """idx (B, T) → logits of the last position (B, Vp); writes cache positions [0, T)."""
+        caches = layer_caches(kv) if isinstance(kv, torch.Tensor) else kv
         T = idx.shape[1]
         x = self._embed(idx, torch.arange(T, device=idx.device))
-        for block in self.transformer.h:
-            x = block.prefill(x, kv)
+        for i, block in enumerate(self.transformer.h):
+            x = block.prefill(x, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))
 
     def decode(self, idx, pos, kv):
-        """idx (B, 1), pos (1,) int64 → logits (B, Vp); writes kv[..., pos, :]."""
+        """idx (B, 1), pos (1,) int64 → logits (B, Vp); writes cache position `pos`."""
+        caches = layer_caches(kv) if isinstance(kv, torch.Tensor) else kv
         x = self._embed(idx, pos)
-        for block in self.transformer.h:
-            x = block.decode(x, pos, kv)
+        for i, block in enumerate(self.transformer.h):
+            x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))

@@ -1,6 +1,7 @@
 """Compiled artifacts: manifest, hashes, kernel choice, and logits against eager PyTorch."""
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -43,16 +44,30 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
         assert (directory / name).stat().st_size == entry["size"]
     for graph in ("prefill", "decode"):
         assert manifest["graphs"][graph]["inputs"][0]["name"] == "idx"
-        assert manifest["graphs"][graph]["mutates"] == ["kv"]
+        caches = [f"{kind}_cache.{layer}" for layer in range(fixtures.CONFIG.n_layer) for kind in ("k", "v")]
+        assert [i["name"] for i in manifest["graphs"][graph]["inputs"]][-len(caches) :] == caches
+        assert manifest["graphs"][graph]["mutates"] == caches
+
+
+def wrapper_source(artifacts, kind: str, graph: str) -> str:
+    with zipfile.ZipFile(artifact_dir(artifacts, kind) / f"{graph}.pt2") as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_graph_calls_the_chosen_attention_kernel(artifacts, kind):
-    code = ""
-    for graph in ("prefill", "decode"):
-        with zipfile.ZipFile(artifact_dir(artifacts, kind) / f"{graph}.pt2") as z:
-            code += "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+    code = wrapper_source(artifacts, kind, "prefill") + wrapper_source(artifacts, kind, "decode")
     assert ("_scaled_dot_product_flash_attention_for_cpu" in code) == (kind == "flash")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_compiled_graphs_write_the_kv_cache_in_place(artifacts, fixtures, kind):
+    # A buffer shaped like a layer's cache (batch, n_head, block_size, head_dim) means
+    # Inductor copies the cache instead of updating the input: 10x slower decode.
+    c = fixtures.CONFIG
+    cache_shaped = re.compile(rf"\b{c.n_head}L, {c.block_size}L, {c.n_embd // c.n_head}L\}}")
+    for graph in ("prefill", "decode"):
+        assert not cache_shaped.search(wrapper_source(artifacts, kind, graph)), f"{kind} {graph} copies the KV cache"
 
 
 def test_check_kernel_rejects_a_graph_without_the_expected_kernel(artifacts):
