@@ -24,18 +24,8 @@ gpt_status load(const std::filesystem::path &dir) {
     return s;
 }
 
-bool error_mentions(const std::string &needle) {
-    return std::string(gpt_last_error()).find(needle) != std::string::npos;
-}
-
-void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(offset);
-    char c = 0;
-    f.get(c);
-    f.seekp(offset);
-    f.put(static_cast<char>(c ^ 0x20));
-}
+using test::error_mentions;
+using test::flip_byte;
 
 void truncate_file(const std::filesystem::path &file, uintmax_t keep) { std::filesystem::resize_file(file, keep); }
 

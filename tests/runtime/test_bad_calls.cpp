@@ -7,9 +7,7 @@
 
 namespace {
 
-bool error_mentions(const std::string &needle) {
-    return std::string(gpt_last_error()).find(needle) != std::string::npos;
-}
+using test::error_mentions;
 
 }  // namespace
 

@@ -56,14 +56,7 @@ std::vector<gpt_token> greedy(gpt_model *model, const std::vector<gpt_token> &pr
     return out;
 }
 
-void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(offset);
-    char c = 0;
-    f.get(c);
-    f.seekp(offset);
-    f.put(static_cast<char>(c ^ 0x20));
-}
+using test::flip_byte;
 
 }  // namespace
 

@@ -76,9 +76,7 @@ gpt_status load_with_keys(const std::filesystem::path &dir, const char *trusted_
     return s;
 }
 
-bool error_mentions(const std::string &needle) {
-    return std::string(gpt_last_error()).find(needle) != std::string::npos;
-}
+using test::error_mentions;
 
 // A scratch artifact signed by `key`, with `key`'s public file beside it (outside the artifact).
 struct SignedArtifact {

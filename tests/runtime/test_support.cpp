@@ -117,6 +117,19 @@ void ScratchArtifact::rehash(const std::string &name) const {
     write_manifest(m);
 }
 
+bool error_mentions(const std::string &needle) {
+    return std::string(gpt_last_error()).find(needle) != std::string::npos;
+}
+
+void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(offset);
+    char c = 0;
+    f.get(c);
+    f.seekp(offset);
+    f.put(static_cast<char>(c ^ 0x20));
+}
+
 std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n,
                                     gpt_status *status) {
     gpt_session *session = nullptr;

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <ios>
 #include <map>
 #include <mutex>
 #include <string>
@@ -60,6 +61,11 @@ private:
 
 // The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).
 gpt_trainer_params reference_trainer_params();
+
+// Whether this thread's gpt_last_error() contains `needle`.
+bool error_mentions(const std::string &needle);
+// Flips one bit (0x20) of the byte at `offset` in place.
+void flip_byte(const std::filesystem::path &file, std::streamoff offset);
 
 // Samples `n` tokens after `prompt` in a fresh session (temperature 1, top-k 20,
 // top-p 0.95). Sets *status; no Catch2 assertions, so worker threads may call it.
