@@ -175,6 +175,9 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
                 art = work / f"train-{attention}"
                 compile_s = compile_artifact(model, attention, art, device, True, tokenizer)
                 row = run_row([str(RUNTIME_BENCH), "train", str(art), *common])
+                # Compile falls back to another kernel when this one's compiled backward is wrong.
+                manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
+                row["trained_with"] = manifest["training"]["attention"]
             else:
                 mode = "eager" if impl == "eager" else "compile"
                 cmd = [PY, str(ROOT / "bench" / "peers.py"), "train", "--mode", mode, "--attention", attention]
