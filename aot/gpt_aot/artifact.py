@@ -17,10 +17,11 @@ class ArtifactGraphs:
     def __init__(self, directory: Path):
         self.directory = directory = Path(directory)
         self.manifest = read_manifest(directory)
+        self.device = torch.device("cuda" if self.manifest["target"]["device"] == "cuda" else "cpu")
         for name, entry in self.manifest["files"].items():
             if sha256_file(directory / name) != entry["sha256"]:
                 raise ValueError(f"{directory / name}: sha256 mismatch")
-        self.weights = load_file(str(directory / self.manifest["weights"]["file"]))
+        self.weights = load_file(str(directory / self.manifest["weights"]["file"]), device=str(self.device))
         for alias, stored in self.manifest["weights"]["tied"].items():
             self.weights[alias] = self.weights[stored]
         self.graphs = {}
@@ -36,7 +37,7 @@ class ArtifactGraphs:
     def new_kv_cache(self, batch: int) -> torch.Tensor:
         m = self.manifest["model"]
         shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"], m["n_embd"] // m["n_head"])
-        return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]))
+        return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]), device=self.device)
 
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         return self.graphs["prefill"](idx, layer_caches(kv))

@@ -14,7 +14,10 @@ abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$src/../../i
 lib=$(ls "$prefix"/lib*/libgpt_runtime.so."$abi")
 leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || true)
 [ -z "$leaked" ] || { echo "exported beyond the C API: $leaked"; exit 1; }
-readelf -d "$lib" | grep -q "SONAME.*libgpt_runtime.so.$abi\]" || { echo "SONAME is not libgpt_runtime.so.$abi"; exit 1; }
+# grep -q reads the output whole from a variable: fed by a pipe it may quit early,
+# and the writer's SIGPIPE fails the pipeline under pipefail.
+dynamic=$(readelf -d "$lib")
+grep -q "SONAME.*libgpt_runtime.so.$abi\]" <<<"$dynamic" || { echo "SONAME is not libgpt_runtime.so.$abi"; exit 1; }
 
 cmake -S "$src/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/consumer" >/dev/null
@@ -23,8 +26,10 @@ cmake --build "$prefix/consumer" >/dev/null
 # The example server is an outside consumer too: it builds against the install alone.
 cmake -S "$src/../../deploy/server" -B "$prefix/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$prefix/server" >/dev/null
-"$prefix/server/gpt-server" --help | grep -q -- "--model" || { echo "installed-library gpt-server does not run"; exit 1; }
-ldd "$prefix/server/gpt-server" | grep -q "$prefix/lib.*libgpt_runtime.so.$abi" || { echo "gpt-server did not link the install"; exit 1; }
+usage=$("$prefix/server/gpt-server" --help)
+grep -q -- "--model" <<<"$usage" || { echo "installed-library gpt-server does not run"; exit 1; }
+linked=$(ldd "$prefix/server/gpt-server")
+grep -q "$prefix/lib.*libgpt_runtime.so.$abi" <<<"$linked" || { echo "gpt-server did not link the install"; exit 1; }
 
 export PKG_CONFIG_PATH="$(dirname "$lib")/pkgconfig"
 cc "$src/consumer/main.c" $(pkg-config --cflags --libs gpt_runtime) -Wl,-rpath,"$(dirname "$lib")" -o "$prefix/pc_consumer"

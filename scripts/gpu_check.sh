@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# On a GPU machine that reaches no package registry, from a copy of the working
+# tree with .carry/ (scripts/gpu_carry.sh) beside it: build the runtime against
+# the torch found there, compile the test artifacts, run the whole suite with
+# its GPU tests, measure the attention pick for GPT-2 124M on this GPU, and
+# write logs and a summary under $OUT (./gpu-results when unset).
+# Lint, fuzzing and TSan stay with the CPU suite (scripts/test.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+OUT=${OUT:-$ROOT/gpu-results}
+CARRY=$ROOT/.carry
+PY=${GPT_PYTHON:-$(command -v python3)}  # the machine's own, which holds torch
+mkdir -p "$OUT"
+if [ ! -d "$CARRY/root" ]; then
+  echo "gpu_check: $CARRY is missing: run scripts/gpu_carry.sh on a CPU machine and carry .carry" >&2
+  exit 2
+fi
+
+# The carried Debian packages on every search path the build and tests use.
+SYSROOT=$CARRY/root
+LIBDIR=$SYSROOT/usr/lib/x86_64-linux-gnu
+export CMAKE_PREFIX_PATH=$SYSROOT/usr
+export CPLUS_INCLUDE_PATH=$SYSROOT/usr/include${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}
+export LIBRARY_PATH=$LIBDIR${LIBRARY_PATH:+:$LIBRARY_PATH}
+export PKG_CONFIG_PATH=$LIBDIR/pkgconfig:$SYSROOT/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+# Fallback libraries only where the machine lacks its own copy.
+mkdir -p "$CARRY/missing" "$CARRY/bin"
+known=$(ldconfig -p)
+for lib in "$CARRY"/fallback/usr/lib/x86_64-linux-gnu/*.so.[0-9]; do
+  grep -q " $(basename "$lib") " <<<"$known" || ln -sf "$lib" "$CARRY/missing/"
+done
+export LD_LIBRARY_PATH=$LIBDIR:$CARRY/missing${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$SYSROOT/usr/bin/pkgconf" >"$CARRY/bin/pkg-config"
+printf '#!/bin/sh\nexec "%s" -p "%s" "$@"\n' "$SYSROOT/usr/bin/bible" "$SYSROOT/usr/lib" >"$CARRY/bin/bible"
+chmod +x "$CARRY/bin/pkg-config" "$CARRY/bin/bible"
+export PATH=$CARRY/bin:$PATH
+
+# The project's scripts use .venv/bin/python: here it is the machine's python3 with aot/ on its path.
+mkdir -p .venv/bin
+printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' "$ROOT/aot" "$PY" >.venv/bin/python
+chmod +x .venv/bin/python
+export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}" PYTHONUNBUFFERED=1
+ARTIFACTS=$ROOT/build/test_artifacts
+
+failed=()
+step() {  # step NAME LOG COMMAND...: runs COMMAND, appends to LOG, records a failure
+  local name=$1 log=$2
+  shift 2
+  echo "== $name" | tee -a "$log"
+  local t0=$SECONDS
+  "$@" >>"$log" 2>&1 || failed+=("$name")
+  echo "   $name: $((SECONDS - t0)) s" | tee -a "$log"
+}
+
+{
+  nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader || echo "no nvidia-smi"
+  .venv/bin/python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', \
+torch.backends.cudnn.version(), 'gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
+  nvcc --version | tail -1
+  g++ --version | head -1
+  cmake --version | head -1
+} >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+# A newer compiler than CI's may warn where CI's does not: warnings stay visible, not fatal.
+step build "$OUT/setup.log" env GPT_CMAKE_ARGS="-DGPT_WERROR=OFF" scripts/build.sh -j "$(nproc)"
+step fixtures "$OUT/setup.log" bash -c "rm -rf '$ARTIFACTS' && .venv/bin/python tests/fixtures/build_artifacts.py '$ARTIFACTS'"
+step pytest "$OUT/pytest.log" env GPT_TEST_ARTIFACTS="$ARTIFACTS" .venv/bin/python -m pytest -q -rs \
+  --junitxml="$OUT/pytest.xml" tests/aot tests/deploy
+step ctest "$OUT/ctest.log" ctest --test-dir build --output-on-failure -j 8 --output-junit "$OUT/ctest.xml"
+# The attention pick: every kernel timed on GPT-2 124M's shapes, bf16, recorded in the manifest.
+PICK=$ROOT/build/gpu_check/gpt2
+step attention-pick "$OUT/setup.log" .venv/bin/python -m gpt_aot compile --config gpt2 --target cuda --arch auto \
+  --dtype bf16 --attention auto -o "$PICK"
+cp "$PICK"/sm_*/manifest.json "$OUT/gpt2-manifest.json" 2>/dev/null
+
+.venv/bin/python scripts/gpu_summary.py "$OUT" "${failed[@]}"
+((${#failed[@]} == 0))

@@ -1,0 +1,72 @@
+"""scripts/gpu_check.sh's summary: machine, tests passed/skipped/failed per suite
+(from the JUnit files pytest and ctest wrote), the attention pick and every
+candidate's time, as summary.json and summary.md in the results folder.
+
+Usage: gpu_summary.py OUT [FAILED_STEP ...]
+"""
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+
+def junit_counts(path: Path) -> dict:
+    if not path.exists():
+        return {"missing": True}
+    counts = {"passed": 0, "skipped": 0, "failed": 0}
+    skipped, failed = [], []
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+        if case.find("skipped") is not None:
+            counts["skipped"] += 1
+            skipped.append(f"{name}: {case.find('skipped').get('message', '')}")
+        elif case.find("failure") is not None or case.find("error") is not None:
+            counts["failed"] += 1
+            failed.append(name)
+        else:
+            counts["passed"] += 1
+    return {**counts, "failed_tests": failed, "skipped_tests": skipped}
+
+
+def attention_pick(manifest_path: Path) -> dict | None:
+    if not manifest_path.exists():
+        return None
+    m = json.loads(manifest_path.read_text())
+    return {"target": m["target"], "dtype": m["dtype"], **m["attention"]}
+
+
+def markdown(s: dict) -> str:
+    lines = ["# GPU check", "", "```", s["machine"].strip(), "```", ""]
+    lines += ["| suite | passed | skipped | failed |", "| --- | --- | --- | --- |"]
+    for suite in ("pytest", "ctest"):
+        c = s["tests"][suite]
+        lines.append(f"| {suite} | " + " | ".join(str(c.get(k, "—")) for k in ("passed", "skipped", "failed")) + " |")
+    failing = [t for suite in s["tests"].values() for t in suite.get("failed_tests", [])]
+    lines += ["", f"Failed steps: {', '.join(s['failed_steps']) or 'none'}."]
+    lines += [f"- failed: {t}" for t in failing]
+    pick = s["attention"]
+    if pick:
+        where = f"GPT-2 124M, {pick['dtype']}, {pick['target']['arch']}"
+        lines += ["", f"## Attention pick ({where}): **{pick['backend']}**"]
+        lines += ["", "| kernel | runs | prefill ms | max abs err vs math |", "| --- | --- | --- | --- |"]
+        for kind, c in pick.get("candidates", {}).items():
+            lines.append(f"| {kind} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(out: Path, failed_steps: list[str]) -> None:
+    summary = {
+        "machine": (out / "machine.txt").read_text() if (out / "machine.txt").exists() else "",
+        "failed_steps": failed_steps,
+        "tests": {suite: junit_counts(out / f"{suite}.xml") for suite in ("pytest", "ctest")},
+        "attention": attention_pick(out / "gpt2-manifest.json"),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    text = markdown(summary)
+    (out / "summary.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2:])

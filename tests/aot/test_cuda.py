@@ -1,0 +1,155 @@
+"""CUDA artifacts against eager PyTorch on the same GPU: every attention kernel the
+GPU has, inference in fp32 and bf16, training in fp32, and the runtime's own
+generation and arch check. Skipped without a GPU; scripts/gpu_check.sh runs them
+on a GPU machine."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt_aot import training
+from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.attention import attention_runs_on
+from gpt_aot.compile import compile_artifact
+from gpt_aot.graphs import EntryModule
+from gpt_aot.target import resolve
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA GPU here (scripts/gpu_check.sh runs these on a GPU machine)"
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
+# Flash and cuDNN attention have no fp32 kernels; math and efficient run both.
+CASES = [("math", "fp32"), ("efficient", "fp32"), ("math", "bf16"), ("flash", "bf16"), ("cudnn", "bf16")]
+# fp32 without TF32: only the order of reductions differs. bf16: 8 mantissa bits
+# through a few layers, as attention_pick's tolerance.
+TOL = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
+
+
+def eager_on_gpu(fixtures, attention: str, dtype: torch.dtype):
+    return fixtures.tiny_model(attention).to("cuda", dtype).eval()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_tf32():
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+@pytest.fixture(scope="module")
+def cuda_artifacts(tmp_path_factory, fixtures) -> dict:
+    """(attention, dtype) -> artifact directory; kernels this GPU lacks are left out."""
+    out = tmp_path_factory.mktemp("cuda")
+    built = {}
+    for attention, dtype in CASES:
+        target = resolve("cuda", "auto", dtype)
+        if not attention_runs_on(attention, torch.device("cuda"), target.dtype):
+            continue
+        train = fixtures.OPTIMIZER if dtype == "fp32" else None
+        directory = out / f"tiny-{attention}-{dtype}" / target.dir_name
+        compile_artifact(
+            fixtures.tiny_model(attention),
+            target,
+            directory,
+            f"tiny-{attention}-{dtype}",
+            fixtures.tokenizer(),
+            attention=attention,
+            max_batch=4,
+            quiet=True,
+            train=train,
+        )
+        built[(attention, dtype)] = directory
+    return built
+
+
+def artifact(cuda_artifacts, attention: str, dtype: str) -> Path:
+    if (attention, dtype) not in cuda_artifacts:
+        pytest.skip(f"{torch.cuda.get_device_name()} has no {attention} attention kernel for {dtype}")
+    return cuda_artifacts[(attention, dtype)]
+
+
+def test_manifest_records_the_gpu_and_its_versions(cuda_artifacts):
+    manifest = json.loads((artifact(cuda_artifacts, "math", "fp32") / "manifest.json").read_text())
+    major, minor = torch.cuda.get_device_capability()
+    t = manifest["target"]
+    assert t["device"] == "cuda" and t["arch"] == f"sm_{major}{minor}"
+    assert t["compute_capability"] == f"{major}.{minor}" and t["gpu_name"] == torch.cuda.get_device_name()
+    assert t["cuda_version"] == torch.version.cuda and t["cudnn_version"] == torch.backends.cudnn.version()
+
+
+@pytest.mark.parametrize("attention,dtype", CASES)
+def test_cuda_prefill_and_decode_match_eager_on_the_gpu(cuda_artifacts, fixtures, attention, dtype):
+    graphs = ArtifactGraphs(artifact(cuda_artifacts, attention, dtype))
+    torch_dtype = resolve("cuda", "auto", dtype).dtype
+    eager = eager_on_gpu(fixtures, attention, torch_dtype)
+    tol = TOL[torch_dtype]
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), device="cuda")
+    kv_c, kv_e = graphs.new_kv_cache(3), eager.new_kv_cache(3)
+    with torch.no_grad():
+        torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=tol, rtol=tol)
+        for t in range(7, 12):
+            tok = torch.full((3, 1), t, device="cuda")
+            pos = torch.tensor([t], device="cuda")
+            torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("attention", ["math", "efficient"])
+def test_cuda_train_step_gives_eager_loss_and_every_gradient(cuda_artifacts, fixtures, attention):
+    directory = artifact(cuda_artifacts, attention, "fp32")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    model = eager_on_gpu(fixtures, attention, torch.float32).train()
+    package = torch._inductor.aoti_load_package(str(directory / manifest["training"]["train_step"]["file"]))
+    params = dict(EntryModule(model).named_parameters())
+    package.load_constants(
+        {n: params[n].detach() for n in package.get_constant_fqns()}, check_full_update=True, user_managed=True
+    )
+    gen = torch.Generator().manual_seed(7)
+    x, y = (torch.randint(0, fixtures.CONFIG.vocab_size, (3, 17), generator=gen).cuda() for _ in "xy")
+    out = package.loader.run([x, y])
+    _, loss = model(x, y)
+    loss.backward()
+    torch.testing.assert_close(out[0], loss.detach(), atol=1e-5, rtol=1e-5)
+    for name, grad in zip(training.param_names(model), out[1:], strict=True):
+        torch.testing.assert_close(grad, params[name].grad, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    if not CLI.exists():
+        pytest.skip(f"{CLI} is not built (scripts/build.sh)")
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=300)
+
+
+def test_runtime_generates_the_eager_greedy_tokens_on_the_gpu(cuda_artifacts, fixtures):
+    directory = artifact(cuda_artifacts, "math", "fp32")
+    done = run_cli("generate", str(directory), "-p", fixtures.PROMPT, "-n", "24", "--temperature", "0")
+    assert done.returncode == 0, done.stderr
+    model = eager_on_gpu(fixtures, "math", torch.float32)
+    stoi = {ch: i for i, ch in enumerate(fixtures.VOCAB)}
+    idx = torch.tensor([[stoi[ch] for ch in fixtures.PROMPT]], device="cuda")
+    with torch.no_grad():
+        for _ in range(24):
+            logits, _ = model(idx)
+            idx = torch.cat([idx, logits[:, -1, : fixtures.CONFIG.vocab_size].argmax(-1, keepdim=True)], dim=1)
+    expected = "".join(fixtures.VOCAB[i] for i in idx[0, len(fixtures.PROMPT) :].tolist())
+    assert expected in done.stdout
+
+
+def test_runtime_refuses_an_artifact_for_another_arch(cuda_artifacts, tmp_path):
+    source = artifact(cuda_artifacts, "math", "fp32")
+    foreign = tmp_path / "sm_10"
+    subprocess.run(["cp", "-r", str(source), str(foreign)], check=True)
+    manifest = json.loads((foreign / "manifest.json").read_text())
+    present = manifest["target"]["arch"]
+    other = "sm_80" if present != "sm_80" else "sm_90"
+    manifest["target"]["arch"] = other
+    (foreign / "manifest.json").write_text(json.dumps(manifest))
+    done = run_cli("verify", str(foreign))
+    assert done.returncode != 0
+    assert "GPT_ERR_DEVICE_MISMATCH" in done.stderr and f"artifact is {other}, this GPU is {present}" in done.stderr
