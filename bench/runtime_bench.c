@@ -48,6 +48,13 @@ static void print_list(const char *name, const double *v, int n) {
     printf("]");
 }
 
+/* Peak GPU memory of the whole run (0 on CPU), as the peers report torch.cuda.max_memory_allocated. */
+static void print_peak_device_bytes(const struct gpt_model *model) {
+    struct gpt_memory_stats stats;
+    if (gpt_model_get_memory(model, &stats) == GPT_OK)
+        printf(", \"peak_device_bytes\": %llu", (unsigned long long)stats.device_peak_bytes);
+}
+
 static int bench_generate(struct gpt_model *model, const struct gpt_model_info *info, int argc, char **argv) {
     const int context = arg_int(argc, argv, "--context", 128);
     const int tokens = arg_int(argc, argv, "--tokens", 32);
@@ -85,7 +92,9 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     print_list("decode_ms_per_token", decode_ms, reps);
     printf(", \"tokens\": [");
     for (int i = 0; i < tokens; ++i) printf("%s%d", i ? ", " : "", generated[i]);
-    printf("]}\n");
+    printf("]");
+    print_peak_device_bytes(model);
+    printf("}\n");
     gpt_session_free(session);
     free(prompt), free(generated), free(logits), free(prefill_ms), free(decode_ms);
     return 0;
@@ -122,6 +131,7 @@ static int bench_train(struct gpt_model *model, int argc, char **argv) {
     print_list("iter_ms", ms, iters);
     printf(", ");
     print_list("loss", losses, iters);
+    print_peak_device_bytes(model);
     printf("}\n");
     gpt_trainer_free(trainer);
     free(x), free(y), free(ms), free(losses);

@@ -48,7 +48,8 @@ extern "C" {
 #endif
 
 /* 2: artifact selection, data-parallel training, signed artifacts (gpt_model_params grew
- *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO. */
+ *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO;
+ *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory. */
 #define GPT_RUNTIME_ABI_VERSION 2
 
 typedef int32_t gpt_token;
@@ -151,6 +152,19 @@ GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_
  * logits with those recorded at compile time. GPT_ERR_VERIFY_FAILED on mismatch;
  * the largest absolute difference is reported either way when out_max_abs_err != NULL. */
 GPT_API gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_err);
+
+/* Memory in bytes. Device figures are the process's for the model's GPU (torch's
+ * caching allocator serves every model and trainer on it) and 0 for a CPU model. */
+struct gpt_memory_stats {
+    uint64_t weights_bytes;          /* this model's weights, tied ones counted once */
+    uint64_t device_allocated_bytes; /* in live tensors now */
+    uint64_t device_peak_bytes;      /* highest device_allocated_bytes since start-up or gpt_model_reset_peak_memory */
+    uint64_t device_reserved_bytes;  /* held from the driver, allocated or cached */
+    uint64_t host_peak_rss_bytes;    /* the process's peak resident set */
+};
+GPT_API gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats);
+/* Starts a new peak: device_peak_bytes becomes device_allocated_bytes. */
+GPT_API gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model);
 
 /* ---- artifacts ---------------------------------------------------------------- */
 

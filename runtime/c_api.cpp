@@ -13,6 +13,7 @@
 #include "error.h"
 #include "gpt_runtime.h"
 #include "log.h"
+#include "memory.h"
 #include "model.h"
 #include "session.h"
 #include "trainer.h"
@@ -178,6 +179,22 @@ gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_e
         // Reported on failure too: the distance helps the operator judge it.
         if (out_max_abs_err != nullptr) *out_max_abs_err = result.max_abs_err;
         if (!result.failure.empty()) gpt::fail(GPT_ERR_VERIFY_FAILED, result.failure);
+    });
+}
+
+gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_stats != nullptr, "model and out_stats must not be NULL");
+        const gpt::DeviceMemory device = gpt::device_memory(model->impl->device());
+        *out_stats = {model->impl->weights_bytes(), device.allocated, device.peak, device.reserved,
+                      gpt::host_peak_rss()};
+    });
+}
+
+gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model) {
+    return guarded(__func__, [&] {
+        require(model != nullptr, "model must not be NULL");
+        gpt::reset_device_peak(model->impl->device());
     });
 }
 

@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <limits>
+#include <set>
 
 #include "device.h"
 #include "error.h"
@@ -125,6 +126,14 @@ const at::Tensor &Model::weight(const std::string &name) const {
     auto it = weights_.find(name);
     if (it == weights_.end()) fail(GPT_ERR_INTERNAL, "no weight named '" + name + "'");
     return it->second;
+}
+
+uint64_t Model::weights_bytes() const {
+    std::set<const void *> counted;
+    uint64_t bytes = 0;
+    for (const auto &[name, tensor] : weights_)
+        if (counted.insert(tensor.storage().data()).second) bytes += tensor.storage().nbytes();
+    return bytes;
 }
 
 VerifyResult Model::verify() const {

@@ -47,6 +47,8 @@ public:
     at::Tensor adamw(const std::vector<at::Tensor> &inputs) const;
     // The tensor bound to the graphs under `name` (shared: in-place updates reach every graph).
     const at::Tensor &weight(const std::string &name) const;
+    // Bytes of the bound weights, each storage once (tied weights share one).
+    uint64_t weights_bytes() const;
 
     // Runs the golden vector (prefill + one decode step) against the eager logits
     // recorded at compile time, within the manifest's tolerance.
