@@ -39,6 +39,9 @@ gpt_status guarded(const char *function, Body &&body) noexcept {
     } catch (const std::bad_alloc &) {
         status = GPT_ERR_OUT_OF_MEMORY;
         message = "out of host memory";
+    } catch (const c10::AcceleratorError &e) {
+        status = GPT_ERR_CUDA;
+        message = std::string("CUDA error: ") + e.what_without_backtrace();
     } catch (const c10::Error &e) {
         status = GPT_ERR_INTERNAL;
         message = std::string("torch error: ") + e.what_without_backtrace();

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "files.h"
 #include "log.h"
+#include "memory.h"
 
 namespace gpt {
 
@@ -37,6 +38,21 @@ void Graph::bind(const std::map<std::string, at::Tensor> &weights) {
     log(GPT_LOG_DEBUG, "bound " + std::to_string(constants.size()) + " weights to graph " + name_);
 }
 
-std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const { return loader_->run(inputs); }
+std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const {
+    // The compiled code reports a failed allocation as a generic error; the
+    // allocator's count of failures tells the caller it was memory (another
+    // thread's failure in the same instant could be taken for this one's).
+    const c10::Device device = inputs.empty() ? c10::Device(c10::kCPU) : inputs.front().device();
+    const int64_t ooms_before = device_oom_count(device);
+    try {
+        return loader_->run(inputs);
+    } catch (const c10::OutOfMemoryError &) {
+        throw;
+    } catch (const std::exception &e) {
+        if (device_oom_count(device) != ooms_before)
+            fail(GPT_ERR_OUT_OF_MEMORY, "graph " + name_ + " ran out of device memory: " + e.what());
+        throw;
+    }
+}
 
 }  // namespace gpt

@@ -26,6 +26,15 @@ DeviceMemory device_memory(c10::Device device) {
     return m;
 }
 
+int64_t device_oom_count(c10::Device device) {
+#ifdef GPT_WITH_CUDA
+    if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).num_ooms;
+#else
+    (void)device;
+#endif
+    return 0;
+}
+
 void reset_device_peak(c10::Device device) {
 #ifdef GPT_WITH_CUDA
     if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());

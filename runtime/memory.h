@@ -16,6 +16,8 @@ struct DeviceMemory {
 
 // Zeros for a CPU device, or when the runtime was built without CUDA.
 DeviceMemory device_memory(c10::Device device);
+// How many allocations on `device` have failed so far (0 for a CPU device).
+int64_t device_oom_count(c10::Device device);
 void reset_device_peak(c10::Device device);
 
 // The process's peak resident set size, in bytes.

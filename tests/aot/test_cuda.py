@@ -5,6 +5,8 @@ on a GPU machine."""
 
 import json
 import os
+import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -120,10 +122,10 @@ def test_cuda_train_step_gives_eager_loss_and_every_gradient(cuda_artifacts, fix
         torch.testing.assert_close(grad, params[name].grad, atol=1e-4, rtol=1e-4, msg=name)
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     if not CLI.exists():
         pytest.skip(f"{CLI} is not built (scripts/build.sh)")
-    return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=300, env=env)
 
 
 def test_runtime_generates_the_eager_greedy_tokens_on_the_gpu(cuda_artifacts, fixtures):
@@ -153,3 +155,21 @@ def test_runtime_refuses_an_artifact_for_another_arch(cuda_artifacts, tmp_path):
     done = run_cli("verify", str(foreign))
     assert done.returncode != 0
     assert "GPT_ERR_DEVICE_MISMATCH" in done.stderr and f"artifact is {other}, this GPU is {present}" in done.stderr
+
+
+def test_nccl_with_world_size_1_trains_like_the_plain_trainer(cuda_artifacts, artifacts):
+    """The distributed path on one GPU: c10d's TCPStore and NCCL, an all-reduce over one rank."""
+    directory = artifact(cuda_artifacts, "math", "fp32")
+    args = ["train", str(directory), "--data", str(artifacts / "corpus"), "--iters", "4", "--warmup", "1"]
+    args += ["--batch", "4", "--eval-every", "2", "--eval-iters", "2", "--seed", "3"]
+    plain = run_cli(*args, env={k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK")})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    rank = {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    nccl = run_cli(*args, env={**os.environ, "GPT_LOG": "info", **rank})
+    assert plain.returncode == 0, plain.stderr
+    assert nccl.returncode == 0, nccl.stderr
+    assert "rank 0 of 1 joined" in nccl.stderr and "(nccl)" in nccl.stderr
+    losses = [re.search(r"^done: .*; (val loss .*)$", run.stdout, re.M).group(1) for run in (plain, nccl)]
+    assert losses[0] == losses[1]

@@ -1,7 +1,12 @@
-// Memory figures through the C ABI: weights counted once, no device memory on CPU.
+// Memory through the C ABI: the figures (weights counted once, none on the
+// device for a CPU model, the GPU's for a CUDA one) and out of GPU memory as a
+// status after which the same model serves the next request.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <vector>
 
 #include "test_support.h"
 
@@ -29,4 +34,55 @@ TEST_CASE("memory stats count each stored weight once and no device memory for a
     CHECK(gpt_model_get_memory(model.handle, nullptr) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_model_get_memory(nullptr, &stats) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_model_reset_peak_memory(nullptr) == GPT_ERR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("a CUDA model reports its GPU memory, and a reset starts a new peak", "[memory][cuda]") {
+    std::filesystem::path dir;
+    if (!test::have_cuda_artifact(&dir)) return;
+    test::Model model(dir);
+    REQUIRE(model.status == GPT_OK);
+    gpt_status status = GPT_OK;
+    test::try_generate(model.handle, {1, 2, 3}, 1, 8, &status);
+    REQUIRE(status == GPT_OK);
+
+    gpt_memory_stats stats{};
+    REQUIRE(gpt_model_get_memory(model.handle, &stats) == GPT_OK);
+    CHECK(stats.weights_bytes > 0);
+    CHECK(stats.device_allocated_bytes >= stats.weights_bytes);  // the weights live on the GPU
+    CHECK(stats.device_peak_bytes >= stats.device_allocated_bytes);
+    CHECK(stats.device_reserved_bytes >= stats.device_allocated_bytes);
+
+    REQUIRE(gpt_model_reset_peak_memory(model.handle) == GPT_OK);
+    REQUIRE(gpt_model_get_memory(model.handle, &stats) == GPT_OK);
+    CHECK(stats.device_peak_bytes == stats.device_allocated_bytes);
+}
+
+TEST_CASE("out of GPU memory is GPT_ERR_OUT_OF_MEMORY and the next request on the model succeeds", "[memory][cuda]") {
+    std::filesystem::path dir;
+    if (!test::have_cuda_artifact(&dir)) return;
+    test::Model model(dir);
+    REQUIRE(model.status == GPT_OK);
+    const std::vector<gpt_token> prompt = {1, 2, 3, 4};
+    gpt_status status = GPT_OK;
+    const auto expected = test::try_generate(model.handle, prompt, 5, 16, &status);
+    REQUIRE(status == GPT_OK);
+
+    {
+        // Take every byte torch's allocator can get, in halving chunks down to its
+        // smallest block, so that the request's next allocation has nowhere to go.
+        std::vector<at::Tensor> hog;
+        const auto on_gpu = at::TensorOptions().dtype(at::kByte).device(at::kCUDA);
+        for (int64_t chunk = int64_t{1} << 30; chunk >= 512; chunk /= 2) {
+            try {
+                for (;;) hog.push_back(at::empty({chunk}, on_gpu));
+            } catch (const c10::OutOfMemoryError &) {
+            }
+        }
+        test::try_generate(model.handle, prompt, 5, 16, &status);
+        CHECK(status == GPT_ERR_OUT_OF_MEMORY);
+        CHECK(test::error_mentions("out of device memory"));
+    }
+
+    CHECK(test::try_generate(model.handle, prompt, 5, 16, &status) == expected);
+    CHECK(status == GPT_OK);
 }
