@@ -1,8 +1,9 @@
 """Pick the attention kernel for a target by measuring it.
 
-Every kind that has a kernel for the device runs the model's prefill at its
-own shapes; results are checked against the math backend and the fastest
-correct kind wins. All candidates are returned so the manifest can say why.
+Every kind that has a kernel for the device runs the model at its own shapes:
+the prefill for inference, forward + backward of the loss for training. Results
+(logits, or every gradient) are checked against the math backend and the
+fastest correct kind wins. All candidates are returned so the manifest can say why.
 """
 
 import time
@@ -54,6 +55,44 @@ def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
             ms = _time_ms(lambda: _prefill_once(model, idx), repeats)
             results[kind] = {"runs": True, "ms": round(ms, 4), "max_abs_err": err}
     model.set_attention(saved)
+    return results
+
+
+def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    _, loss = model(x, y)
+    loss.backward()
+    return [p.grad.float() for p in model.parameters() if p.grad is not None]
+
+
+def measure_training(model: GPT, seq: int | None = None, repeats: int = 3) -> dict:
+    """{kind: {"runs", "ms", "max_abs_err"}}: one forward + backward of the loss
+    (batch 1, `seq` tokens, dropout off) per kind, every gradient against math's."""
+    weight = model.lm_head.weight
+    seq = seq or model.config.block_size
+    gen = torch.Generator().manual_seed(0)
+    x, y = (torch.randint(0, model.config.vocab_size, (1, seq), generator=gen).to(weight.device) for _ in "xy")
+    saved_attention, saved_mode = model.attention, model.training
+    model.eval()  # dropout off: gradients of every kind are comparable
+    model.set_attention("math")
+    reference = _gradients(model, x, y)
+    results = {}
+    for kind in ATTENTION_KINDS:
+        if not attention_runs_on(kind, weight.device, weight.dtype):
+            results[kind] = {"runs": False}
+            continue
+        model.set_attention(kind)
+        try:
+            grads = _gradients(model, x, y)  # warm-up and correctness
+        except RuntimeError as e:  # a forward kernel without a backward for these shapes
+            results[kind] = {"runs": False, "error": str(e).splitlines()[0]}
+            continue
+        err = max((g - r).abs().max().item() for g, r in zip(grads, reference, strict=True))
+        ms = _time_ms(lambda: _gradients(model, x, y), repeats)
+        results[kind] = {"runs": True, "ms": round(ms, 4), "max_abs_err": err}
+    model.zero_grad(set_to_none=True)
+    model.set_attention(saved_attention)
+    model.train(saved_mode)
     return results
 
 

@@ -78,6 +78,18 @@ def choose_attention(model: GPT, target: Target, requested: str) -> dict:
     }
 
 
+def choose_training_attention(model: GPT, target: Target, requested: str, inference: str) -> dict:
+    """A pinned kernel trains with itself; `auto` measures forward + backward."""
+    if requested != "auto":
+        return {"backend": inference, "selected_by": "user"}
+    candidates = attention_pick.measure_training(model)
+    return {
+        "backend": attention_pick.pick(candidates, target.dtype),
+        "selected_by": "measurement",
+        "candidates": candidates,
+    }
+
+
 def _wrapper_source(package: Path) -> str:
     with zipfile.ZipFile(package) as z:
         return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
@@ -102,14 +114,15 @@ def compile_package(program, package: Path, target: Target, attention: str) -> N
     check_kernel(package, target.device, attention)
 
 
-def compile_training(model: GPT, target: Target, work: Path, attention: str, max_batch: int, cfg, progress) -> dict:
+def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_batch: int, cfg, progress) -> dict:
     """train_step, eval_loss and adamw graphs, and the manifest's "training" section.
 
     Each compiled train_step is checked against eager autograd; a kernel whose
     compiled backward disagrees (CPU flash attention's backward misreads some
     gradient layouts) is replaced by math, and the manifest says so.
     """
-    section = {"attention": attention, "rejected": {}}
+    attention, inference_attention = choice["backend"], model.attention
+    section = {"attention": attention, "rejected": {}, "attention_choice": choice}
     gen = torch.Generator().manual_seed(0)
     c = model.config
     probe = [torch.randint(0, c.vocab_size, (2, c.block_size), generator=gen).to(target.torch_device) for _ in "xy"]
@@ -130,7 +143,7 @@ def compile_training(model: GPT, target: Target, work: Path, attention: str, max
         section["rejected"][kind] = f"compiled gradients differ from eager by {err:.3g} (tolerance {tol:.3g})"
     else:
         raise RuntimeError(f"no attention kernel gives correct compiled gradients: {section['rejected']}")
-    model.set_attention(attention)
+    model.set_attention(inference_attention)
     with progress.stage("export + compile eval_loss"):
         with attention_context(section["attention"]):
             compile_package(
@@ -207,9 +220,11 @@ def compile_artifact(
             with progress.stage(f"AOTInductor compile {graph}"):
                 compile_package(program, work / f"{graph}.pt2", target, choice["backend"])
                 specs[graph].update(file=f"{graph}.pt2", max_batch=max_batch)
-        training_section = (
-            compile_training(model, target, work, choice["backend"], max_batch, train, progress) if train else None
-        )
+        training_section = None
+        if train:
+            with progress.stage("choose training attention"):
+                train_choice = choose_training_attention(model, target, attention, choice["backend"])
+            training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
         with progress.stage("write weights, golden vector, manifest"):
             tensors, tied = weights_for_runtime(model)
             save_file(tensors, str(work / "weights.safetensors"))

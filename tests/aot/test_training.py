@@ -38,6 +38,7 @@ def test_manifest_describes_the_training_graphs(manifest, fixtures):
     assert t["weight_decay_params"] == [n for n, p in EntryModule(model).named_parameters() if p.dim() >= 2]
     assert t["optimizer"] == {"kind": "adamw", **fixtures.OPTIMIZER.to_dict()}
     assert t["verified"] is True and t["max_grad_error"] < 1e-4
+    assert t["attention_choice"] == {"backend": "math", "selected_by": "user"}
     for graph in ("train_step", "eval_loss", "adamw"):
         assert t[graph]["file"] in manifest["files"]
 
@@ -158,3 +159,32 @@ def test_runtime_checkpoint_exports_to_nanogpt_layout(artifacts, tmp_path, fixtu
     torch.testing.assert_close(
         model.transformer.h[0].attn.c_attn.weight, imported["param.transformer.h.0.attn.c_attn.weight"]
     )
+
+
+def test_training_attention_is_measured_by_forward_and_backward_against_math(fixtures):
+    from gpt_aot import attention_pick
+    from gpt_aot.attention import ATTENTION_KINDS
+
+    model = fixtures.tiny_model("flash").train()
+    candidates = attention_pick.measure_training(model)
+    assert set(candidates) == set(ATTENTION_KINDS)
+    assert candidates["math"]["max_abs_err"] == 0.0
+    for kind in ("naive", "math", "flash"):  # every kind with a CPU kernel
+        assert candidates[kind]["runs"] and candidates[kind]["ms"] > 0
+        assert candidates[kind]["max_abs_err"] < 1e-4, kind
+    assert not candidates["cudnn"]["runs"]
+    assert model.attention == "flash" and model.training  # the model is left as it came
+    assert all(p.grad is None for p in model.parameters())
+    assert attention_pick.pick(candidates, torch.float32) in ("math", "flash")
+
+
+def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itself(fixtures):
+    from gpt_aot.compile import choose_training_attention
+    from gpt_aot.target import resolve
+
+    target = resolve("cpu", "auto", "fp32")
+    auto = choose_training_attention(fixtures.tiny_model("math"), target, "auto", "flash")
+    assert auto["selected_by"] == "measurement" and auto["candidates"]["math"]["runs"]
+    assert auto["backend"] in ("math", "flash")  # naive is a reference, picked only when nothing else runs
+    pinned = choose_training_attention(fixtures.tiny_model("naive"), target, "naive", "naive")
+    assert pinned == {"backend": "naive", "selected_by": "user"}
