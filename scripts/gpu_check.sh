@@ -5,6 +5,9 @@
 # its GPU tests, measure the attention pick for GPT-2 124M on this GPU, and
 # write logs and a summary under $OUT (./gpu-results when unset).
 # Lint, fuzzing and TSan stay with the CPU suite (scripts/test.sh).
+# Arguments name the steps to run (default: all, in this order), so a machine
+# that limits one command's time can take them in several calls over one build:
+#   build fixtures pytest ctest pick
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -43,10 +46,12 @@ chmod +x .venv/bin/python
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}" PYTHONUNBUFFERED=1
 ARTIFACTS=$ROOT/build/test_artifacts
 
+STEPS=" ${*:-build fixtures pytest ctest pick} "
 failed=()
-step() {  # step NAME LOG COMMAND...: runs COMMAND, appends to LOG, records a failure
+step() {  # step NAME LOG COMMAND...: runs COMMAND if NAME was asked for, appends to LOG, records a failure
   local name=$1 log=$2
   shift 2
+  [[ $STEPS == *" $name "* ]] || return 0
   echo "== $name" | tee -a "$log"
   local t0=$SECONDS
   "$@" >>"$log" 2>&1 || failed+=("$name")
@@ -69,10 +74,11 @@ step fixtures "$OUT/setup.log" bash -c "rm -rf '$ARTIFACTS' && .venv/bin/python 
 step pytest "$OUT/pytest.log" env GPT_TEST_ARTIFACTS="$ARTIFACTS" .venv/bin/python -m pytest -q -rs \
   --junitxml="$OUT/pytest.xml" tests/aot tests/deploy
 step ctest "$OUT/ctest.log" ctest --test-dir build --output-on-failure -j 8 --output-junit "$OUT/ctest.xml"
-# The attention pick: every kernel timed on GPT-2 124M's shapes, bf16, recorded in the manifest.
+# The attention pick: every kernel timed on GPT-2 124M's shapes, bf16, for inference and for
+# training (forward + backward), recorded in the manifest.
 PICK=$ROOT/build/gpu_check/gpt2
-step attention-pick "$OUT/setup.log" .venv/bin/python -m gpt_aot compile --config gpt2 --target cuda --arch auto \
-  --dtype bf16 --attention auto -o "$PICK"
+step pick "$OUT/setup.log" .venv/bin/python -m gpt_aot compile --config gpt2 --target cuda --arch auto \
+  --dtype bf16 --attention auto --train -o "$PICK"
 cp "$PICK"/sm_*/manifest.json "$OUT/gpt2-manifest.json" 2>/dev/null
 
 .venv/bin/python scripts/gpu_summary.py "$OUT" "${failed[@]}"

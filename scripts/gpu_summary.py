@@ -33,7 +33,13 @@ def attention_pick(manifest_path: Path) -> dict | None:
     if not manifest_path.exists():
         return None
     m = json.loads(manifest_path.read_text())
-    return {"target": m["target"], "dtype": m["dtype"], **m["attention"]}
+    training = m.get("training", {})
+    return {
+        "target": m["target"],
+        "dtype": m["dtype"],
+        "inference": m["attention"],
+        "training": {**training.get("attention_choice", {}), "trains_with": training.get("attention")},
+    }
 
 
 def markdown(s: dict) -> str:
@@ -48,10 +54,14 @@ def markdown(s: dict) -> str:
     pick = s["attention"]
     if pick:
         where = f"GPT-2 124M, {pick['dtype']}, {pick['target']['arch']}"
-        lines += ["", f"## Attention pick ({where}): **{pick['backend']}**"]
-        lines += ["", "| kernel | runs | prefill ms | max abs err vs math |", "| --- | --- | --- | --- |"]
-        for kind, c in pick.get("candidates", {}).items():
-            lines.append(f"| {kind} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
+        for use, measured in (("inference", "prefill"), ("training", "forward + backward")):
+            choice = pick[use]
+            lines += ["", f"## Attention pick for {use} ({where}): **{choice.get('backend')}**"]
+            if choice.get("trains_with") not in (None, choice.get("backend")):
+                lines.append(f"(compiled backward refused; trains with {choice['trains_with']})")
+            lines += ["", f"| kernel | runs | {measured} ms | max abs err vs math |", "| --- | --- | --- | --- |"]
+            for kind, c in choice.get("candidates", {}).items():
+                lines.append(f"| {kind} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
     return "\n".join(lines) + "\n"
 
 
