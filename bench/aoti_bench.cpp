@@ -42,7 +42,8 @@ std::vector<at::Tensor> with_cache(std::vector<at::Tensor> inputs, const at::Ten
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: aoti_bench DIR [--threads N] [--context C] [--tokens T] [--reps R] --vocab V\n");
+        std::fprintf(
+            stderr, "usage: aoti_bench DIR [--threads N] [--context C] [--tokens T] [--reps R] [--bf16 1] --vocab V\n");
         return 2;
     }
     const std::string dir = argv[1];
@@ -51,6 +52,7 @@ int main(int argc, char **argv) {
     const int reps = arg_int(argc, argv, "--reps", 3), vocab = arg_int(argc, argv, "--vocab", 0);
     const int n_layer = arg_int(argc, argv, "--n-layer", 0), n_head = arg_int(argc, argv, "--n-head", 0);
     const int head_dim = arg_int(argc, argv, "--head-dim", 0), block = arg_int(argc, argv, "--block", 0);
+    const bool bf16 = arg_int(argc, argv, "--bf16", 0) != 0;  // the graphs' dtype, for the cache
     try {
         torch::inductor::AOTIModelPackageLoader prefill(dir + "/prefill.pt2");
         torch::inductor::AOTIModelPackageLoader decode(dir + "/decode.pt2");
@@ -60,7 +62,7 @@ int main(int argc, char **argv) {
         std::vector<double> prefill_ms, decode_ms;
         std::vector<long> generated;
         for (int r = 0; r < reps; ++r) {
-            at::Tensor kv = at::zeros({n_layer, 2, 1, n_head, block, head_dim});
+            at::Tensor kv = at::zeros({n_layer, 2, 1, n_head, block, head_dim}, bf16 ? at::kBFloat16 : at::kFloat);
             const double t0 = now_ms();
             at::Tensor logits = prefill.run(with_cache({prompt}, kv)).at(0);
             const double t1 = now_ms();

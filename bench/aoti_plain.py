@@ -2,7 +2,7 @@
 compiled with AOTInductor's defaults (weights packaged with the code), for
 bench/aoti_bench.cpp to run through AOTIModelPackageLoader alone.
 
-  python bench/aoti_plain.py --config JSON --attention K --seed S --device cpu -o DIR
+  python bench/aoti_plain.py --config JSON --attention K --seed S --device cpu --dtype fp32 -o DIR
 """
 
 import argparse
@@ -15,6 +15,7 @@ import torch
 from gpt_aot.compile import attention_context
 from gpt_aot.graphs import export_graphs
 from gpt_aot.model import GPT, GPTConfig
+from gpt_aot.target import DTYPES
 
 
 def main() -> None:
@@ -23,12 +24,13 @@ def main() -> None:
     p.add_argument("--attention", required=True)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="fp32")
     p.add_argument("-o", "--output", required=True)
     args = p.parse_args()
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     model = GPT(GPTConfig.from_dict(json.loads(args.config)), args.attention).init_weights(args.seed)
-    model = model.to(args.device).eval()
+    model = model.to(args.device, DTYPES[args.dtype]).eval()
     t0 = time.perf_counter()
     with attention_context(args.attention):
         for name, program in export_graphs(model, max_batch=8).items():

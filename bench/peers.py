@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from gpt_aot.model import GPT, GPTConfig, layer_caches
+from gpt_aot.target import DTYPES
 
 
 def sync(device: torch.device) -> None:
@@ -71,7 +72,7 @@ def train(args, device) -> dict:
 
 @torch.no_grad()
 def generate(args, device) -> dict:
-    model = build(args, device).eval()
+    model = build(args, device).to(DTYPES[args.dtype]).eval()
     prefill, decode = model.prefill, model.decode
     if args.mode == "compile":
         prefill, decode = torch.compile(model.prefill), torch.compile(model.decode)
@@ -103,6 +104,7 @@ def main() -> None:
     p.add_argument("--attention", required=True)
     p.add_argument("--config", required=True, help="GPTConfig as JSON")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="fp32", help="generate: the weights' dtype (fp32, bf16)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--batches", help="bench/suite.py's training batches")

@@ -42,19 +42,23 @@ def training_table(rows: list[dict]) -> list[str]:
 
 def inference_table(rows: list[dict]) -> list[str]:
     lines = [
-        "| model | context | implementation | prefill tokens/s | decode ms/token [min–max] | runtime speed-up "
-        "(decode) | same tokens as runtime | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | dtype | context | implementation | prefill tokens/s | decode ms/token [min–max] | runtime "
+        "speed-up (decode) | same tokens as runtime | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    ours = {r["context"]: r for r in rows if r["impl"] == RUNTIME and "decode_ms" in r}
+    # Results from before the dtype column were fp32.
+    ours = {(r.get("dtype", "fp32"), r["context"]): r for r in rows if r["impl"] == RUNTIME and "decode_ms" in r}
     for r in rows:
+        dtype = r.get("dtype", "fp32")
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['context']} | {r['impl']} | failed: {r['error'][:80]} |" + " |" * 4)
+            lines.append(
+                f"| {r['model']} | {dtype} | {r['context']} | {r['impl']} | failed: {r['error'][:80]} |" + " |" * 4
+            )
             continue
-        mine = ours.get(r["context"], {})
+        mine = ours.get((dtype, r["context"]), {})
         same = "—" if not mine else ("yes" if mine.get("tokens") == r["tokens"] else "no")
         lines.append(
-            f"| {r['model']} | {r['context']} | {r['impl']} | {_fmt(r['prefill_tokens_per_s'], '.0f')} "
+            f"| {r['model']} | {dtype} | {r['context']} | {r['impl']} | {_fmt(r['prefill_tokens_per_s'], '.0f')} "
             f"| {_fmt(r['decode_ms'], '.2f')} [{_fmt(r['decode_min_ms'], '.2f')}–{_fmt(r['decode_max_ms'], '.2f')}] "
             f"| {_ratio(mine.get('decode_ms'), r['decode_ms'])} | {same} | {_fmt(r['peak_rss_mib'], '.0f')} |"
         )
@@ -70,7 +74,12 @@ def charts(results: dict, out: Path) -> list[str]:
     made = []
     for key, label, value, name in (
         ("training", lambda r: f"{r['attention']}\n{r['impl']}", "median_ms", "training_ms_per_iter.png"),
-        ("inference", lambda r: f"ctx {r['context']}\n{r['impl']}", "decode_ms", "decode_ms_per_token.png"),
+        (
+            "inference",
+            lambda r: f"{r.get('dtype', 'fp32')} ctx {r['context']}\n{r['impl']}",
+            "decode_ms",
+            "decode_ms_per_token.png",
+        ),
     ):
         rows = [r for r in results.get(key, []) if value in r]
         if not rows:

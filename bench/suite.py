@@ -40,7 +40,8 @@ CPU_TRAIN = dict(
     batch=4, seq=256, accum=2, iters=8, attention=("naive", "math", "flash"),
 )  # fmt: skip
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50304, dropout=0.0)
-INFER = dict(model=GPT2, contexts=(128, 1024), tokens=32, reps=3)
+# Each dtype compares every implementation on the same weights in that dtype.
+INFER = dict(model=GPT2, contexts=(128, 1024), tokens=32, reps=3, dtypes={"cpu": ("fp32", "bf16"), "cuda": ("bf16",)})
 
 
 def machine() -> dict:
@@ -104,7 +105,7 @@ def train_flops_per_iter(model: dict, batch: int, seq: int, accum: int, vocab: i
     return per_token * seq * batch * accum
 
 
-def compile_artifact(config: dict, attention: str, out: Path, device: str, train: bool, tokenizer) -> float:
+def compile_artifact(config: dict, attention: str, out: Path, device: str, dtype: str, train: bool, tokenizer) -> float:
     """Compiles `out` once (later runs reuse it) and returns how long the compile took, in seconds."""
     timing = out.parent / f"{out.name}.compile.json"
     if timing.exists():
@@ -113,7 +114,7 @@ def compile_artifact(config: dict, attention: str, out: Path, device: str, train
     config_file = out.parent / f"{out.name}.config.json"
     config_file.write_text(json.dumps(config))
     cmd = [PY, "-m", "gpt_aot", "compile", "--config", str(config_file), "--target", device, "-o", str(out)]
-    cmd += ["--attention", attention, "--dtype", "bf16" if device == "cuda" else "fp32"]
+    cmd += ["--attention", attention, "--dtype", dtype]
     cmd += ["--train"] if train else []
     cmd += ["--tokenizer", str(tokenizer)] if tokenizer else []
     t0 = time.perf_counter()
@@ -123,12 +124,13 @@ def compile_artifact(config: dict, attention: str, out: Path, device: str, train
     return seconds
 
 
-def compile_plain_aoti(config: dict, attention: str, out: Path, device: str) -> float:
+def compile_plain_aoti(config: dict, attention: str, out: Path, device: str, dtype: str) -> float:
     """bench/aoti_plain.py once; returns its compile time in seconds."""
     timing = out / "compile.json"
     if not timing.exists():
         cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config), "--attention", attention]
-        subprocess.run([*cmd, "--device", device, "-o", str(out)], check=True, stdout=subprocess.DEVNULL)
+        cmd += ["--device", device, "--dtype", dtype, "-o", str(out)]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return json.loads(timing.read_text())["seconds"]
 
 
@@ -173,7 +175,8 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
             compile_s = None
             if impl == "gpt-aot runtime":
                 art = work / f"train-{attention}"
-                compile_s = compile_artifact(model, attention, art, device, True, tokenizer)
+                dtype = "bf16" if device == "cuda" else "fp32"  # the peers train fp32 with bf16 autocast on a GPU
+                compile_s = compile_artifact(model, attention, art, device, dtype, True, tokenizer)
                 row = run_row([str(RUNTIME_BENCH), "train", str(art), *common])
                 # Compile falls back to another kernel when this one's compiled backward is wrong.
                 manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
@@ -193,31 +196,41 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
 def bench_inference(device: str, work: Path, threads: int) -> list[dict]:
     spec = INFER
     rows = []
+    for dtype in spec["dtypes"][device]:
+        rows += bench_inference_dtype(spec, device, dtype, work, threads)
+    return rows
+
+
+def bench_inference_dtype(spec: dict, device: str, dtype: str, work: Path, threads: int) -> list[dict]:
+    rows = []
     attention = "flash"
-    art = work / "gpt2-infer"
-    compile_s = {"gpt-aot runtime": compile_artifact(spec["model"], attention, art, device, False, None)}
+    art = work / f"gpt2-infer-{dtype}"
+    compile_s = {"gpt-aot runtime": compile_artifact(spec["model"], attention, art, device, dtype, False, None)}
     impls = ["eager", "torch.compile", "gpt-aot runtime"]
     if device == "cpu":  # aoti_bench drives CPU tensors only
         impls.insert(2, "plain AOTInductor")
-        compile_s["plain AOTInductor"] = compile_plain_aoti(spec["model"], attention, work / "gpt2-plain", device)
+        plain = work / f"gpt2-plain-{dtype}"
+        compile_s["plain AOTInductor"] = compile_plain_aoti(spec["model"], attention, plain, device, dtype)
     m = spec["model"]
     shape = ["--vocab", str(m["vocab_size"]), "--n-layer", str(m["n_layer"]), "--n-head", str(m["n_head"])]
     shape += ["--head-dim", str(m["n_embd"] // m["n_head"]), "--block", str(m["block_size"])]
+    shape += ["--bf16", str(int(dtype == "bf16"))]
     for context in spec["contexts"]:
         # The prompt fills the context but for the decoded tokens: decode runs at positions up to `context`.
         prompt = context - spec["tokens"]
         common = ["--context", str(prompt), "--tokens", str(spec["tokens"]), "--reps", str(spec["reps"])]
         common += ["--threads", str(threads)]
         for impl in impls:
-            print(f"generate context {context:5} {impl}", flush=True)
+            print(f"generate {dtype} context {context:5} {impl}", flush=True)
             if impl == "gpt-aot runtime":
                 row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common])
             elif impl == "plain AOTInductor":
-                row = run_row([str(AOTI_BENCH), str(work / "gpt2-plain"), *common, *shape])
+                row = run_row([str(AOTI_BENCH), str(plain), *common, *shape])
             else:
                 mode = "eager" if impl == "eager" else "compile"
                 cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode, "--attention", attention]
-                row = run_row([*cmd, "--config", json.dumps(spec["model"]), "--device", device, *common])
+                cmd += ["--config", json.dumps(spec["model"]), "--device", device, "--dtype", dtype]
+                row = run_row([*cmd, *common])
             if "decode_ms_per_token" in row:
                 rest = row["decode_ms_per_token"][1:] or row["decode_ms_per_token"]
                 row["decode_ms"] = statistics.median(rest)
@@ -225,8 +238,8 @@ def bench_inference(device: str, work: Path, threads: int) -> list[dict]:
                 prefill = statistics.median(row["prefill_ms"][1:] or row["prefill_ms"])
                 row["prefill_tokens_per_s"] = prompt / (prefill / 1e3)
             rows.append(
-                {"model": "gpt2-124M", "batch": 1, "context": context, "attention": attention, "impl": impl,
-                 "compile_s": compile_s.get(impl), **row}
+                {"model": "gpt2-124M", "dtype": dtype, "batch": 1, "context": context, "attention": attention,
+                 "impl": impl, "compile_s": compile_s.get(impl), **row}
             )  # fmt: skip
     return rows
 
