@@ -65,24 +65,14 @@ def attention_context(kind: str):
     return nullcontext() if kind == "naive" else sdpa_kernel([SDPA_BACKENDS[kind]])
 
 
-def choose_attention(model: GPT, target: Target, requested: str) -> dict:
+def choose_attention(model: GPT, target: Target, requested: str, measure=attention_pick.measure) -> dict:
+    """The pinned kernel, or the fastest correct one by `measure` (the prefill for
+    inference, attention_pick.measure_training for training)."""
     if requested != "auto":
         if not attention_runs_on(requested, target.torch_device, target.dtype):
             raise ValueError(f"attention {requested!r} has no kernel for {target.device}/{target.dtype}")
         return {"backend": requested, "selected_by": "user"}
-    candidates = attention_pick.measure(model)
-    return {
-        "backend": attention_pick.pick(candidates, target.dtype),
-        "selected_by": "measurement",
-        "candidates": candidates,
-    }
-
-
-def choose_training_attention(model: GPT, target: Target, requested: str, inference: str) -> dict:
-    """A pinned kernel trains with itself; `auto` measures forward + backward."""
-    if requested != "auto":
-        return {"backend": inference, "selected_by": "user"}
-    candidates = attention_pick.measure_training(model)
+    candidates = measure(model)
     return {
         "backend": attention_pick.pick(candidates, target.dtype),
         "selected_by": "measurement",
@@ -223,7 +213,7 @@ def compile_artifact(
         training_section = None
         if train:
             with progress.stage("choose training attention"):
-                train_choice = choose_training_attention(model, target, attention, choice["backend"])
+                train_choice = choose_attention(model, target, attention, attention_pick.measure_training)
             training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
         with progress.stage("write weights, golden vector, manifest"):
             tensors, tied = weights_for_runtime(model)

@@ -179,12 +179,14 @@ def test_training_attention_is_measured_by_forward_and_backward_against_math(fix
 
 
 def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itself(fixtures):
-    from gpt_aot.compile import choose_training_attention
+    from gpt_aot import attention_pick
+    from gpt_aot.compile import choose_attention
     from gpt_aot.target import resolve
 
     target = resolve("cpu", "auto", "fp32")
-    auto = choose_training_attention(fixtures.tiny_model("math"), target, "auto", "flash")
+    auto = choose_attention(fixtures.tiny_model("math"), target, "auto", attention_pick.measure_training)
     assert auto["selected_by"] == "measurement" and auto["candidates"]["math"]["runs"]
+    assert "max_abs_err" in auto["candidates"]["flash"]  # gradients, not the prefill's logits, were compared
     assert auto["backend"] in ("math", "flash")  # naive is a reference, picked only when nothing else runs
-    pinned = choose_training_attention(fixtures.tiny_model("naive"), target, "naive", "naive")
+    pinned = choose_attention(fixtures.tiny_model("naive"), target, "naive", attention_pick.measure_training)
     assert pinned == {"backend": "naive", "selected_by": "user"}
