@@ -9,39 +9,33 @@
 
 namespace gpt {
 
-DeviceMemory device_memory(c10::Device device) {
-    DeviceMemory m;
 #ifdef GPT_WITH_CUDA
-    if (device.is_cuda()) {
-        using c10::CachingAllocator::StatType;
-        const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
-        const auto all = static_cast<size_t>(StatType::AGGREGATE);
-        m.allocated = static_cast<uint64_t>(stats.allocated_bytes[all].current);
-        m.peak = static_cast<uint64_t>(stats.allocated_bytes[all].peak);
-        m.reserved = static_cast<uint64_t>(stats.reserved_bytes[all].current);
-    }
-#else
-    (void)device;
-#endif
-    return m;
+
+DeviceMemory device_memory(c10::Device device) {
+    if (!device.is_cuda()) return {};
+    using c10::CachingAllocator::StatType;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    const auto all = static_cast<size_t>(StatType::AGGREGATE);
+    return {static_cast<uint64_t>(stats.allocated_bytes[all].current),
+            static_cast<uint64_t>(stats.allocated_bytes[all].peak),
+            static_cast<uint64_t>(stats.reserved_bytes[all].current)};
 }
 
 int64_t device_oom_count(c10::Device device) {
-#ifdef GPT_WITH_CUDA
-    if (device.is_cuda()) return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).num_ooms;
-#else
-    (void)device;
-#endif
-    return 0;
+    return device.is_cuda() ? c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).num_ooms : 0;
 }
 
 void reset_device_peak(c10::Device device) {
-#ifdef GPT_WITH_CUDA
     if (device.is_cuda()) c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
-#else
-    (void)device;
-#endif
 }
+
+#else  // built without CUDA: no model can be on a GPU
+
+DeviceMemory device_memory(c10::Device) { return {}; }
+int64_t device_oom_count(c10::Device) { return 0; }
+void reset_device_peak(c10::Device) {}
+
+#endif
 
 uint64_t host_peak_rss() {
     struct rusage usage {};

@@ -34,48 +34,21 @@ def _time_ms(fn, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
-    """{kind: {"runs", "ms", "max_abs_err"}} for every attention kind."""
-    weight = model.lm_head.weight
-    seq = seq or model.config.block_size
+def _tokens(model: GPT, seq: int | None, rows: int) -> list[torch.Tensor]:
+    """`rows` fixed random (1, seq) token sequences on the model's device."""
     gen = torch.Generator().manual_seed(0)
-    idx = torch.randint(0, model.config.vocab_size, (1, seq), generator=gen).to(weight.device)
+    shape = (1, seq or model.config.block_size)
+    device = model.lm_head.weight.device
+    return [torch.randint(0, model.config.vocab_size, shape, generator=gen).to(device) for _ in range(rows)]
+
+
+def _each_kind(model: GPT, run, repeats: int) -> dict:
+    """{kind: {"runs", "ms", "max_abs_err"}}: `run(model)` (a list of tensors)
+    under every kind with a kernel here, against its result under math."""
+    weight = model.lm_head.weight
     saved = model.attention
-    results = {}
-    with torch.no_grad():
-        model.set_attention("math")
-        reference = _prefill_once(model, idx).float()
-        for kind in ATTENTION_KINDS:
-            if not attention_runs_on(kind, weight.device, weight.dtype):
-                results[kind] = {"runs": False}
-                continue
-            model.set_attention(kind)
-            out = _prefill_once(model, idx)  # warm-up and correctness
-            err = (out.float() - reference).abs().max().item()
-            ms = _time_ms(lambda: _prefill_once(model, idx), repeats)
-            results[kind] = {"runs": True, "ms": round(ms, 4), "max_abs_err": err}
-    model.set_attention(saved)
-    return results
-
-
-def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
-    model.zero_grad(set_to_none=True)
-    _, loss = model(x, y)
-    loss.backward()
-    return [p.grad.float() for p in model.parameters() if p.grad is not None]
-
-
-def measure_training(model: GPT, seq: int | None = None, repeats: int = 3) -> dict:
-    """{kind: {"runs", "ms", "max_abs_err"}}: one forward + backward of the loss
-    (batch 1, `seq` tokens, dropout off) per kind, every gradient against math's."""
-    weight = model.lm_head.weight
-    seq = seq or model.config.block_size
-    gen = torch.Generator().manual_seed(0)
-    x, y = (torch.randint(0, model.config.vocab_size, (1, seq), generator=gen).to(weight.device) for _ in "xy")
-    saved_attention, saved_mode = model.attention, model.training
-    model.eval()  # dropout off: gradients of every kind are comparable
     model.set_attention("math")
-    reference = _gradients(model, x, y)
+    reference = [t.float() for t in run(model)]
     results = {}
     for kind in ATTENTION_KINDS:
         if not attention_runs_on(kind, weight.device, weight.dtype):
@@ -83,17 +56,42 @@ def measure_training(model: GPT, seq: int | None = None, repeats: int = 3) -> di
             continue
         model.set_attention(kind)
         try:
-            grads = _gradients(model, x, y)  # warm-up and correctness
-        except RuntimeError as e:  # a forward kernel without a backward for these shapes
+            out = run(model)  # warm-up and correctness
+        except RuntimeError as e:  # a kernel that refuses these shapes (e.g. has no backward for them)
             results[kind] = {"runs": False, "error": str(e).splitlines()[0]}
             continue
-        err = max((g - r).abs().max().item() for g, r in zip(grads, reference, strict=True))
-        ms = _time_ms(lambda: _gradients(model, x, y), repeats)
+        err = max((o.float() - r).abs().max().item() for o, r in zip(out, reference, strict=True))
+        ms = _time_ms(lambda: run(model), repeats)
         results[kind] = {"runs": True, "ms": round(ms, 4), "max_abs_err": err}
-    model.zero_grad(set_to_none=True)
-    model.set_attention(saved_attention)
-    model.train(saved_mode)
+    model.set_attention(saved)
     return results
+
+
+def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
+    """Every kind's prefill of `seq` tokens (batch 1), logits against math's."""
+    (idx,) = _tokens(model, seq, 1)
+    with torch.no_grad():
+        return _each_kind(model, lambda m: [_prefill_once(m, idx)], repeats)
+
+
+def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    _, loss = model(x, y)
+    loss.backward()
+    return [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def measure_training(model: GPT, seq: int | None = None, repeats: int = 3) -> dict:
+    """Every kind's forward + backward of the loss (batch 1, `seq` tokens, dropout
+    off), every gradient against math's."""
+    x, y = _tokens(model, seq, 2)
+    saved_mode = model.training
+    model.eval()  # dropout off: gradients of every kind are comparable
+    try:
+        return _each_kind(model, lambda m: _gradients(m, x, y), repeats)
+    finally:
+        model.zero_grad(set_to_none=True)
+        model.train(saved_mode)
 
 
 def pick(candidates: dict, dtype: torch.dtype) -> str:

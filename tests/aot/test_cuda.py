@@ -6,6 +6,7 @@ on a GPU machine."""
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 from pathlib import Path
@@ -17,7 +18,6 @@ from gpt_aot import training
 from gpt_aot.artifact import ArtifactGraphs
 from gpt_aot.attention import attention_runs_on
 from gpt_aot.compile import compile_artifact
-from gpt_aot.graphs import EntryModule
 from gpt_aot.target import resolve
 
 pytestmark = pytest.mark.skipif(
@@ -106,20 +106,11 @@ def test_cuda_prefill_and_decode_match_eager_on_the_gpu(cuda_artifacts, fixtures
 def test_cuda_train_step_gives_eager_loss_and_every_gradient(cuda_artifacts, fixtures, attention):
     directory = artifact(cuda_artifacts, attention, "fp32")
     manifest = json.loads((directory / "manifest.json").read_text())
-    model = eager_on_gpu(fixtures, attention, torch.float32).train()
     package = torch._inductor.aoti_load_package(str(directory / manifest["training"]["train_step"]["file"]))
-    params = dict(EntryModule(model).named_parameters())
-    package.load_constants(
-        {n: params[n].detach() for n in package.get_constant_fqns()}, check_full_update=True, user_managed=True
-    )
+    model = eager_on_gpu(fixtures, attention, torch.float32).train()
     gen = torch.Generator().manual_seed(7)
     x, y = (torch.randint(0, fixtures.CONFIG.vocab_size, (3, 17), generator=gen).cuda() for _ in "xy")
-    out = package.loader.run([x, y])
-    _, loss = model(x, y)
-    loss.backward()
-    torch.testing.assert_close(out[0], loss.detach(), atol=1e-5, rtol=1e-5)
-    for name, grad in zip(training.param_names(model), out[1:], strict=True):
-        torch.testing.assert_close(grad, params[name].grad, atol=1e-4, rtol=1e-4, msg=name)
+    assert training.train_step_error(package, model, x, y) < 1e-4  # loss and every gradient, fp32 without TF32
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -146,7 +137,7 @@ def test_runtime_generates_the_eager_greedy_tokens_on_the_gpu(cuda_artifacts, fi
 def test_runtime_refuses_an_artifact_for_another_arch(cuda_artifacts, tmp_path):
     source = artifact(cuda_artifacts, "math", "fp32")
     foreign = tmp_path / "sm_10"
-    subprocess.run(["cp", "-r", str(source), str(foreign)], check=True)
+    shutil.copytree(source, foreign)
     manifest = json.loads((foreign / "manifest.json").read_text())
     present = manifest["target"]["arch"]
     other = "sm_80" if present != "sm_80" else "sm_90"

@@ -35,18 +35,16 @@ std::filesystem::path artifact(const std::string &attention) {
     return artifacts_root() / ("tiny-" + attention) / "cpu";
 }
 
-std::filesystem::path cuda_artifact() {
-    const auto root = artifacts_root() / "tiny-cuda";
-    if (!std::filesystem::is_directory(root)) return {};
-    for (const auto &entry : std::filesystem::directory_iterator(root))
-        if (std::filesystem::exists(entry.path() / "manifest.json")) return entry.path();
-    return {};
-}
-
 bool have_cuda_artifact(std::filesystem::path *dir) {
-    *dir = cuda_artifact();
-    if (dir->empty()) WARN("skipped: no CUDA test artifact (tests/fixtures/build_artifacts.py builds one on a GPU)");
-    return !dir->empty();
+    const auto root = artifacts_root() / "tiny-cuda";
+    if (std::filesystem::is_directory(root))
+        for (const auto &entry : std::filesystem::directory_iterator(root))
+            if (std::filesystem::exists(entry.path() / "manifest.json")) {
+                *dir = entry.path();
+                return true;
+            }
+    WARN("skipped: no CUDA test artifact (tests/fixtures/build_artifacts.py builds one on a GPU)");
+    return false;
 }
 
 std::map<std::string, at::Tensor> reference() { return read_safetensors(artifacts_root() / "reference.safetensors"); }

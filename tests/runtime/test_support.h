@@ -19,9 +19,8 @@ namespace test {
 
 // build/test_artifacts/tiny-<attention>/cpu, from GPT_TEST_ARTIFACTS.
 std::filesystem::path artifact(const std::string &attention = "flash");
-// build/test_artifacts/tiny-cuda/<sm_XX>, compiled only where a GPU is present; empty otherwise.
-std::filesystem::path cuda_artifact();
-// cuda_artifact() into *dir, or false after a printed notice that the case is skipped.
+// build/test_artifacts/tiny-cuda/<sm_XX> into *dir; it is compiled only where a GPU
+// is present, so otherwise false after a printed notice that the case is skipped.
 bool have_cuda_artifact(std::filesystem::path *dir);
 // Eager PyTorch references written beside the artifacts.
 std::map<std::string, at::Tensor> reference();
