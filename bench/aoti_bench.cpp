@@ -1,7 +1,7 @@
 // aoti_bench — the "plain AOTInductor" peer of bench/runtime_bench.c: the same
 // prefill + greedy decode loop over packages from bench/aoti_plain.py, run by
 // torch's AOTIModelPackageLoader directly (no runtime, no checks). Prints JSON.
-//   aoti_bench DIR --threads N --context C --tokens T --reps R
+//   aoti_bench DIR --threads N --batch B --context C --tokens T --reps R
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -42,14 +42,16 @@ std::vector<at::Tensor> with_cache(std::vector<at::Tensor> inputs, const at::Ten
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        std::fprintf(
-            stderr, "usage: aoti_bench DIR [--threads N] [--context C] [--tokens T] [--reps R] [--bf16 1] --vocab V\n");
+        std::fprintf(stderr,
+                     "usage: aoti_bench DIR [--threads N] [--batch B] [--context C] [--tokens T] [--reps R] [--bf16 1] "
+                     "--vocab V\n");
         return 2;
     }
     const std::string dir = argv[1];
     if (const int threads = arg_int(argc, argv, "--threads", 0); threads > 0) at::set_num_threads(threads);
     const int context = arg_int(argc, argv, "--context", 128), tokens = arg_int(argc, argv, "--tokens", 32);
     const int reps = arg_int(argc, argv, "--reps", 3), vocab = arg_int(argc, argv, "--vocab", 0);
+    const int batch = arg_int(argc, argv, "--batch", 1);
     const int n_layer = arg_int(argc, argv, "--n-layer", 0), n_head = arg_int(argc, argv, "--n-head", 0);
     const int head_dim = arg_int(argc, argv, "--head-dim", 0), block = arg_int(argc, argv, "--block", 0);
     const bool bf16 = arg_int(argc, argv, "--bf16", 0) != 0;  // the graphs' dtype, for the cache
@@ -59,18 +61,19 @@ int main(int argc, char **argv) {
         const auto i64 = at::TensorOptions().dtype(at::kLong);
         at::Tensor prompt = at::empty({1, context}, i64);
         for (int i = 0; i < context; ++i) prompt[0][i] = (i * 7 + 3) % vocab;
+        prompt = prompt.expand({batch, context}).contiguous();  // the same prompt in every row
         std::vector<double> prefill_ms, decode_ms;
         std::vector<long> generated;
         for (int r = 0; r < reps; ++r) {
-            at::Tensor kv = at::zeros({n_layer, 2, 1, n_head, block, head_dim}, bf16 ? at::kBFloat16 : at::kFloat);
+            at::Tensor kv = at::zeros({n_layer, 2, batch, n_head, block, head_dim}, bf16 ? at::kBFloat16 : at::kFloat);
             const double t0 = now_ms();
             at::Tensor logits = prefill.run(with_cache({prompt}, kv)).at(0);
             const double t1 = now_ms();
             generated.clear();
             at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
             for (int i = 0; i < tokens; ++i) {
-                generated.push_back(next.item<long>());
-                logits = decode.run(with_cache({next, at::full({1}, context + i, i64)}, kv)).at(0);
+                generated.push_back(next[0][0].item<long>());
+                logits = decode.run(with_cache({next, at::full({batch}, context + i, i64)}, kv)).at(0);
                 next = logits.slice(1, 0, vocab).argmax(-1, true);
             }
             prefill_ms.push_back(t1 - t0);

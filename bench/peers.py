@@ -6,7 +6,7 @@
 Prints one JSON object on stdout. Training is nanoGPT's loop (AdamW lr 1e-3 with
 decay 0.1 on >= 2-D tensors, loss / accum, clipping at 1.0, bf16 autocast on a GPU); generation
 is a prefill and greedy decode steps over the same static KV cache the compiled
-graphs use, with the same prompt as bench/runtime_bench.c.
+graphs use, with the same prompt as bench/runtime_bench.c in every row of the batch.
 """
 
 import argparse
@@ -88,7 +88,7 @@ def generate(args, device) -> dict:
         next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         for i in range(args.tokens):
             tokens.append(int(next_token[0, 0]))
-            pos = torch.tensor([args.context + i], device=device)
+            pos = torch.full((args.batch,), args.context + i, device=device)
             logits = decode(next_token, pos, kv)
             next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         t2 = now_ms(device)

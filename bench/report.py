@@ -42,24 +42,28 @@ def training_table(rows: list[dict]) -> list[str]:
 
 def inference_table(rows: list[dict]) -> list[str]:
     lines = [
-        "| model | dtype | context | implementation | prefill tokens/s | decode ms/token [min–max] | runtime "
-        "speed-up (decode) | same tokens as runtime | peak RSS MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | dtype | batch | context | implementation | prefill tokens/s | decode ms/step [min–max] "
+        "| decode tokens/s | roofline | runtime speed-up (decode) | same tokens as runtime | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    # Results from before the dtype column were fp32.
-    ours = {(r.get("dtype", "fp32"), r["context"]): r for r in rows if r["impl"] == RUNTIME and "decode_ms" in r}
+
+    def key(r):  # results from before the dtype and batch columns were fp32 at batch 1
+        return r["model"], r.get("dtype", "fp32"), r.get("batch", 1), r["context"]
+
+    ours = {key(r): r for r in rows if r["impl"] == RUNTIME and "decode_ms" in r}
     for r in rows:
-        dtype = r.get("dtype", "fp32")
+        model, dtype, batch, context = key(r)
+        head = f"| {model} | {dtype} | {batch} | {context} | {r['impl']} "
         if "error" in r:
-            lines.append(
-                f"| {r['model']} | {dtype} | {r['context']} | {r['impl']} | failed: {r['error'][:80]} |" + " |" * 4
-            )
+            lines.append(head + f"| failed: {r['error'][:80]} |" + " |" * 6)
             continue
-        mine = ours.get((dtype, r["context"]), {})
+        mine = ours.get(key(r), {})
         same = "—" if not mine else ("yes" if mine.get("tokens") == r["tokens"] else "no")
+        roofline = r.get("roofline_fraction")
         lines.append(
-            f"| {r['model']} | {dtype} | {r['context']} | {r['impl']} | {_fmt(r['prefill_tokens_per_s'], '.0f')} "
+            head + f"| {_fmt(r['prefill_tokens_per_s'], '.0f')} "
             f"| {_fmt(r['decode_ms'], '.2f')} [{_fmt(r['decode_min_ms'], '.2f')}–{_fmt(r['decode_max_ms'], '.2f')}] "
+            f"| {_fmt(r.get('decode_tokens_per_s'), '.0f')} | {_fmt(roofline and 100 * roofline, '.0f')}% "
             f"| {_ratio(mine.get('decode_ms'), r['decode_ms'])} | {same} | {_fmt(r['peak_rss_mib'], '.0f')} |"
         )
     return lines
@@ -76,7 +80,7 @@ def charts(results: dict, out: Path) -> list[str]:
         ("training", lambda r: f"{r['attention']}\n{r['impl']}", "median_ms", "training_ms_per_iter.png"),
         (
             "inference",
-            lambda r: f"{r.get('dtype', 'fp32')} ctx {r['context']}\n{r['impl']}",
+            lambda r: f"{r['model']} {r.get('dtype', 'fp32')}\nb{r.get('batch', 1)} ctx {r['context']}\n{r['impl']}",
             "decode_ms",
             "decode_ms_per_token.png",
         ),
@@ -116,8 +120,17 @@ def write(results: dict, out: Path) -> None:
         lines += ["", f"## Training ({c['model']}, batch {c['batch']} × {c['seq']}, accum {c['accum']})", ""]
         lines += training_table(results["training"])
     if "inference" in results:
-        lines += ["", "## Inference (batch 1, greedy; context = prompt + generated tokens)", ""]
+        lines += ["", "## Inference (greedy; context = prompt + generated tokens)", ""]
         lines += inference_table(results["inference"])
+        if "read_bandwidth" in results:
+            lines += [
+                "",
+                "A decode step reads every weight and each sequence's whole KV cache; at the measured read "
+                f"bandwidth ({results['read_bandwidth'] / 1e9:.1f} GB/s, torch.sum over a tensor far larger than the "
+                "caches) that takes the row's "
+                "`roofline_ms` (results.json) at the least. Roofline = that floor / the row's decode time: "
+                "100% is as fast as memory allows, for every implementation alike.",
+            ]
     lines += ["", "Speed-up = peer's median time / runtime's median time (> 1: the runtime is faster)."]
     if any(r.get("trained_with", r["attention"]) != r["attention"] for r in results.get("training", [])):
         lines.append(

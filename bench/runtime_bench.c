@@ -1,6 +1,7 @@
 /* runtime_bench — times libgpt_runtime through its public C API; prints JSON.
- *   runtime_bench generate ART --threads N --batch 1 --context C --tokens T --reps R
- *       prefill of C tokens, then T greedy decode steps (argmax in C), R times
+ *   runtime_bench generate ART --threads N --batch B --context C --tokens T --reps R
+ *       B sequences in one session: a prefill of C tokens each, then T greedy decode
+ *       steps of all B together (argmax in C), R times
  *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --batches FILE
  *       I optimizer steps (lr 1e-3, constant) over the batches bench/suite.py wrote: int32
  *       x then y, each (iters, accum, batch, seq); bench/peers.py reads the same file
@@ -55,32 +56,38 @@ static void print_peak_device_bytes(const struct gpt_model *model) {
         printf(", \"peak_device_bytes\": %llu", (unsigned long long)stats.device_peak_bytes);
 }
 
+/* `batch` sequences in one session, each prefilled with the same prompt, then decoded together. */
 static int bench_generate(struct gpt_model *model, const struct gpt_model_info *info, int argc, char **argv) {
     const int context = arg_int(argc, argv, "--context", 128);
     const int tokens = arg_int(argc, argv, "--tokens", 32);
     const int reps = arg_int(argc, argv, "--reps", 3);
-    if (context < 1 || context + tokens > info->block_size || reps < 1) {
-        fprintf(stderr, "runtime_bench: need 1 <= context and context + tokens <= %d\n", info->block_size);
+    const int batch = arg_int(argc, argv, "--batch", 1);
+    const int vocab = info->vocab_size;
+    if (context < 1 || context + tokens > info->block_size || reps < 1 || batch < 1) {
+        fprintf(stderr, "runtime_bench: need 1 <= batch, 1 <= context and context + tokens <= %d\n", info->block_size);
         return 1;
     }
     gpt_token *prompt = malloc(sizeof(gpt_token) * (size_t)context);
-    gpt_token *generated = malloc(sizeof(gpt_token) * (size_t)tokens);
-    float *logits = malloc(sizeof(float) * (size_t)info->vocab_size);
+    gpt_token *next = malloc(sizeof(gpt_token) * (size_t)batch);
+    gpt_token *generated = malloc(sizeof(gpt_token) * (size_t)tokens); /* sequence 0's */
+    float *logits = malloc(sizeof(float) * (size_t)vocab * (size_t)batch);
     double *prefill_ms = malloc(sizeof(double) * (size_t)reps);
-    double *decode_ms = malloc(sizeof(double) * (size_t)reps); /* per token */
-    for (int i = 0; i < context; ++i) prompt[i] = (gpt_token)((i * 7 + 3) % info->vocab_size);
+    double *decode_ms = malloc(sizeof(double) * (size_t)reps); /* per step of the whole batch */
+    for (int i = 0; i < context; ++i) prompt[i] = (gpt_token)((i * 7 + 3) % vocab);
     struct gpt_session *session = NULL;
-    gpt_status s = gpt_session_create(model, &session);
+    gpt_status s = gpt_session_create_batch(model, batch, &session);
     if (s != GPT_OK) return die("session", s);
     for (int r = 0; r < reps; ++r) {
         double t0 = now_ms();
-        if ((s = gpt_session_prefill(session, prompt, context, logits)) != GPT_OK) return die("prefill", s);
+        for (int b = 0; b < batch; ++b)
+            if ((s = gpt_session_prefill_seq(session, b, prompt, context, logits + (size_t)b * vocab)) != GPT_OK)
+                return die("prefill", s);
         double t1 = now_ms();
-        gpt_token next = argmax(logits, info->vocab_size);
+        for (int b = 0; b < batch; ++b) next[b] = argmax(logits + (size_t)b * vocab, vocab);
         for (int i = 0; i < tokens; ++i) {
-            generated[i] = next;
-            if ((s = gpt_session_decode(session, next, logits)) != GPT_OK) return die("decode", s);
-            next = argmax(logits, info->vocab_size);
+            generated[i] = next[0];
+            if ((s = gpt_session_decode_batch(session, next, logits)) != GPT_OK) return die("decode", s);
+            for (int b = 0; b < batch; ++b) next[b] = argmax(logits + (size_t)b * vocab, vocab);
         }
         double t2 = now_ms();
         prefill_ms[r] = t1 - t0;
@@ -96,7 +103,7 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     print_peak_device_bytes(model);
     printf("}\n");
     gpt_session_free(session);
-    free(prompt), free(generated), free(logits), free(prefill_ms), free(decode_ms);
+    free(prompt), free(next), free(generated), free(logits), free(prefill_ms), free(decode_ms);
     return 0;
 }
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gpt_aot.model import GPT, GPTConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 RUNTIME_BENCH = ROOT / "build" / "bench" / "runtime_bench"
@@ -40,8 +42,12 @@ CPU_TRAIN = dict(
     batch=4, seq=256, accum=2, iters=8, attention=("naive", "math", "flash"),
 )  # fmt: skip
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50304, dropout=0.0)
+NANOGPT_85M = {**GPU_TRAIN["model"], "vocab_size": 65}  # the seed's shakespeare_char model
 # Each dtype compares every implementation on the same weights in that dtype.
-INFER = dict(model=GPT2, contexts=(128, 1024), tokens=32, reps=3, dtypes={"cpu": ("fp32", "bf16"), "cuda": ("bf16",)})
+INFER = dict(
+    models={"gpt2-124M": GPT2, "nanogpt-85M": NANOGPT_85M}, batches=(1, 8), contexts=(128, 1024), tokens=32, reps=5,
+    dtypes={"cpu": ("fp32", "bf16"), "cuda": ("bf16",)},
+)  # fmt: skip
 
 
 def machine() -> dict:
@@ -95,6 +101,32 @@ def peak_matmul_flops(device: str) -> float:
     if device == "cuda":
         torch.cuda.synchronize()
     return 2 * n**3 * reps / (time.perf_counter() - t0)
+
+
+def read_bandwidth(device: str) -> float:
+    """Measured memory read bandwidth in bytes/s (torch.sum over a tensor far larger than the caches):
+    the decode roofline's denominator, since a decode step reads every weight once."""
+    x = torch.ones((1 << 30 if device == "cuda" else 1 << 27), device=device)  # 4 GiB / 512 MiB of fp32
+    best = float("inf")
+    for _ in range(8):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        x.sum()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t0)
+    return x.numel() * x.element_size() / best
+
+
+def decode_bytes_per_step(model: dict, dtype: str, batch: int) -> int:
+    """What one decode step must read: every weight but the position table (one row of it is used), and
+    each row's whole KV cache (every implementation here attends over the static cache with a mask)."""
+    with torch.device("meta"):
+        gpt = GPT(GPTConfig.from_dict(model))
+    weights = sum(p.numel() for p in gpt.parameters()) - gpt.transformer.wpe.weight.numel()
+    cache = 2 * model["n_layer"] * batch * model["block_size"] * model["n_embd"]
+    return (weights + cache) * (2 if dtype == "bf16" else 4)
 
 
 def train_flops_per_iter(model: dict, batch: int, seq: int, accum: int, vocab: int) -> float:
@@ -193,54 +225,60 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
     return rows
 
 
-def bench_inference(device: str, work: Path, threads: int) -> list[dict]:
+def bench_inference(device: str, work: Path, threads: int, bandwidth: float) -> list[dict]:
     spec = INFER
     rows = []
-    for dtype in spec["dtypes"][device]:
-        rows += bench_inference_dtype(spec, device, dtype, work, threads)
+    for name, model in spec["models"].items():
+        for dtype in spec["dtypes"][device]:
+            rows += bench_inference_model(spec, name, model, device, dtype, work, threads, bandwidth)
     return rows
 
 
-def bench_inference_dtype(spec: dict, device: str, dtype: str, work: Path, threads: int) -> list[dict]:
+def bench_inference_model(
+    spec: dict, name: str, m: dict, device: str, dtype: str, work: Path, threads: int, bandwidth: float
+) -> list[dict]:
     rows = []
     attention = "flash"
-    art = work / f"gpt2-infer-{dtype}"
-    compile_s = {"gpt-aot runtime": compile_artifact(spec["model"], attention, art, device, dtype, False, None)}
+    art = work / f"{name}-infer-{dtype}"
+    compile_s = {"gpt-aot runtime": compile_artifact(m, attention, art, device, dtype, False, None)}
     impls = ["eager", "torch.compile", "gpt-aot runtime"]
     if device == "cpu":  # aoti_bench drives CPU tensors only
         impls.insert(2, "plain AOTInductor")
-        plain = work / f"gpt2-plain-{dtype}"
-        compile_s["plain AOTInductor"] = compile_plain_aoti(spec["model"], attention, plain, device, dtype)
-    m = spec["model"]
+        plain = work / f"{name}-plain-{dtype}"
+        compile_s["plain AOTInductor"] = compile_plain_aoti(m, attention, plain, device, dtype)
     shape = ["--vocab", str(m["vocab_size"]), "--n-layer", str(m["n_layer"]), "--n-head", str(m["n_head"])]
     shape += ["--head-dim", str(m["n_embd"] // m["n_head"]), "--block", str(m["block_size"])]
     shape += ["--bf16", str(int(dtype == "bf16"))]
-    for context in spec["contexts"]:
-        # The prompt fills the context but for the decoded tokens: decode runs at positions up to `context`.
-        prompt = context - spec["tokens"]
-        common = ["--context", str(prompt), "--tokens", str(spec["tokens"]), "--reps", str(spec["reps"])]
-        common += ["--threads", str(threads)]
-        for impl in impls:
-            print(f"generate {dtype} context {context:5} {impl}", flush=True)
-            if impl == "gpt-aot runtime":
-                row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common])
-            elif impl == "plain AOTInductor":
-                row = run_row([str(AOTI_BENCH), str(plain), *common, *shape])
-            else:
-                mode = "eager" if impl == "eager" else "compile"
-                cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode, "--attention", attention]
-                cmd += ["--config", json.dumps(spec["model"]), "--device", device, "--dtype", dtype]
-                row = run_row([*cmd, *common])
-            if "decode_ms_per_token" in row:
-                rest = row["decode_ms_per_token"][1:] or row["decode_ms_per_token"]
-                row["decode_ms"] = statistics.median(rest)
-                row["decode_min_ms"], row["decode_max_ms"] = min(rest), max(rest)
-                prefill = statistics.median(row["prefill_ms"][1:] or row["prefill_ms"])
-                row["prefill_tokens_per_s"] = prompt / (prefill / 1e3)
-            rows.append(
-                {"model": "gpt2-124M", "dtype": dtype, "batch": 1, "context": context, "attention": attention,
-                 "impl": impl, "compile_s": compile_s.get(impl), **row}
-            )  # fmt: skip
+    for batch in spec["batches"]:
+        floor_ms = decode_bytes_per_step(m, dtype, batch) / bandwidth * 1e3
+        for context in spec["contexts"]:
+            # The prompt fills the context but for the decoded tokens: decode runs at positions up to `context`.
+            prompt = context - spec["tokens"]
+            common = ["--batch", str(batch), "--context", str(prompt), "--tokens", str(spec["tokens"])]
+            common += ["--reps", str(spec["reps"]), "--threads", str(threads)]
+            for impl in impls:
+                print(f"generate {name} {dtype} batch {batch} context {context:5} {impl}", flush=True)
+                if impl == "gpt-aot runtime":
+                    row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common])
+                elif impl == "plain AOTInductor":
+                    row = run_row([str(AOTI_BENCH), str(plain), *common, *shape])
+                else:
+                    mode = "eager" if impl == "eager" else "compile"
+                    cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode, "--attention", attention]
+                    cmd += ["--config", json.dumps(m), "--device", device, "--dtype", dtype]
+                    row = run_row([*cmd, *common])
+                if "decode_ms_per_token" in row:  # per step of the whole batch
+                    rest = row["decode_ms_per_token"][1:] or row["decode_ms_per_token"]
+                    row["decode_ms"] = statistics.median(rest)
+                    row["decode_min_ms"], row["decode_max_ms"] = min(rest), max(rest)
+                    row["decode_tokens_per_s"] = batch / (row["decode_ms"] / 1e3)
+                    row["roofline_fraction"] = floor_ms / row["decode_ms"]
+                    prefill = statistics.median(row["prefill_ms"][1:] or row["prefill_ms"])
+                    row["prefill_tokens_per_s"] = batch * prompt / (prefill / 1e3)
+                rows.append(
+                    {"model": name, "dtype": dtype, "batch": batch, "context": context, "attention": attention,
+                     "impl": impl, "compile_s": compile_s.get(impl), "roofline_ms": floor_ms, **row}
+                )  # fmt: skip
     return rows
 
 
@@ -253,19 +291,23 @@ def main() -> None:
     info = machine()
     device = info["device"]
     threads = args.threads or os.cpu_count()
+    torch.set_num_threads(threads)  # the peak and bandwidth figures use the rows' threads
     info["threads"] = threads
     out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"{device}-{info['date']}"
     out.mkdir(parents=True, exist_ok=True)
     work = ROOT / "bench" / "work" / device
     data = ROOT / "data" / "bible_char"
-    peak = peak_matmul_flops(device)
-    print(f"device {device} ({info['gpu'] or info['cpu']}), {threads} threads, matmul peak {peak / 1e9:.0f} GFLOP/s")
-    results = {"machine": info, "matmul_peak_flops": peak, "scaled": device == "cpu"}
+    peak, bandwidth = peak_matmul_flops(device), read_bandwidth(device)
+    print(
+        f"device {device} ({info['gpu'] or info['cpu']}), {threads} threads, matmul peak {peak / 1e9:.0f} GFLOP/s, "
+        f"read bandwidth {bandwidth / 1e9:.1f} GB/s"
+    )
+    results = {"machine": info, "matmul_peak_flops": peak, "read_bandwidth": bandwidth, "scaled": device == "cpu"}
     results["config"] = {"train": CPU_TRAIN if device == "cpu" else GPU_TRAIN, "infer": INFER}
     if args.only in (None, "train"):
         results["training"] = bench_training(device, work, data, data / "meta.json", threads, peak)
     if args.only in (None, "infer"):
-        results["inference"] = bench_inference(device, work, threads)
+        results["inference"] = bench_inference(device, work, threads, bandwidth)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     report.write(results, out)
     print(f"results in {out}")

@@ -5,8 +5,9 @@
  * Objects and threads
  *   struct gpt_model    Loaded, verified artifact: weights and compiled graphs.
  *                       Immutable after load and safe to share between threads.
- *   struct gpt_session  One sequence's state (KV cache, position, RNG). Use a
- *                       session from one thread at a time; give each thread its own.
+ *   struct gpt_session  State of one sequence, or of several decoded together
+ *                       (KV cache, positions). Use a session from one thread at
+ *                       a time; give each thread its own.
  *   struct gpt_trainer  Optimizer state over a model compiled with training graphs,
  *                       alone or as one rank of data-parallel training.
  *                       It updates the model's weights in place: sessions see the
@@ -49,7 +50,8 @@ extern "C" {
 
 /* 2: artifact selection, data-parallel training, signed artifacts (gpt_model_params grew
  *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO;
- *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory. */
+ *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory; batched
+ *    sessions (gpt_session_create_batch, _prefill_seq, _position_seq, _decode_batch). */
 #define GPT_RUNTIME_ABI_VERSION 2
 
 typedef int32_t gpt_token;
@@ -210,17 +212,36 @@ GPT_API gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token
 
 GPT_API gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session);
 GPT_API void gpt_session_free(struct gpt_session *session); /* NULL is a no-op */
-/* Forget the sequence: position back to 0. */
+/* Forget the sequence (every sequence of a batched session): positions back to 0. */
 GPT_API gpt_status gpt_session_reset(struct gpt_session *session);
-/* Tokens currently in the KV cache. */
+/* Tokens currently in the KV cache (of sequence 0 in a batched session). */
 GPT_API gpt_status gpt_session_position(const struct gpt_session *session, int32_t *out_position);
 
 /* Low level: start a sequence with `tokens` (1..block_size of them) and write the
- * next-token logits (vocab_size floats) to `logits`. */
+ * next-token logits (vocab_size floats) to `logits`. Prefill, decode and generate
+ * act on sequence 0 of a batched session. */
 GPT_API gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens,
                                        float *logits);
 /* Low level: append one token to the sequence and write the next-token logits. */
 GPT_API gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits);
+
+/* Batched decoding. A decode step reads every weight once whatever the batch, so
+ * stepping several sequences in one call costs little more than stepping one:
+ * a session of `n_seq` independent sequences (each with its own prompt, position
+ * and cache; 1..max_batch of gpt_model_info) multiplies tokens/s for concurrent
+ * requests. gpt_session_create is gpt_session_create_batch with n_seq 1. */
+#define GPT_TOKEN_NONE (-1) /* in gpt_session_decode_batch: this sequence sits out the step */
+GPT_API gpt_status gpt_session_create_batch(struct gpt_model *model, int32_t n_seq, struct gpt_session **out_session);
+/* gpt_session_prefill for sequence `seq` in [0, n_seq); the others are untouched. */
+GPT_API gpt_status gpt_session_prefill_seq(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
+                                           int32_t n_tokens, float *logits);
+GPT_API gpt_status gpt_session_position_seq(const struct gpt_session *session, int32_t seq, int32_t *out_position);
+/* One step of every sequence: tokens[i] (n_seq of them) is appended to sequence i
+ * and its next-token logits go to logits + i * vocab_size (n_seq rows in all).
+ * GPT_TOKEN_NONE leaves sequence i as it is, its logits row unwritten: finished or
+ * idle sequences sit out while the others go on. Every token and position is
+ * checked before anything runs; at least one sequence must step. */
+GPT_API gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token *tokens, float *logits);
 
 /* Called once per generated token; return false to stop (the call then returns GPT_ERR_ABORTED). */
 typedef bool (*gpt_token_callback)(gpt_token token, void *user_data);

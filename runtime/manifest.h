@@ -16,7 +16,7 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion = 2;  // 2: the KV cache goes into the graphs as per-layer views
+inline constexpr int kFormatVersion = 3;  // 3: decode takes a position per row (aot/gpt_aot/manifest.py)
 
 struct FileEntry {
     std::string sha256;  // lowercase hex

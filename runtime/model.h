@@ -36,7 +36,7 @@ public:
     at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size, head_dim)
     // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
     at::Tensor prefill(const at::Tensor &idx, const at::Tensor &kv) const;
-    // idx (B, 1) int64, pos (1,) int64 -> logits (B, padded_vocab); writes kv[..., pos, :].
+    // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b].
     at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const;
 
     // Training graphs, present when manifest().training is (compiled with --train).

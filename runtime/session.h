@@ -1,8 +1,9 @@
-// session.h — one sequence over a shared model: its KV cache, position and generation loop.
+// session.h — sequences over a shared model: their KV cache, positions and the generation loop.
 #pragma once
 
 #include <ATen/Tensor.h>
 
+#include <string>
 #include <vector>
 
 #include "gpt_runtime.h"
@@ -10,37 +11,45 @@
 
 namespace gpt {
 
+// n_seq independent sequences in one KV cache, so one decode call steps them all
+// (decode reads every weight once per call whatever the batch). The single-sequence
+// calls (prefill without a sequence, decode, generate) act on sequence 0.
 class Session {
 public:
-    explicit Session(Model &model);
+    Session(Model &model, int32_t n_seq);
     ~Session();
     Session(const Session &) = delete;
     Session &operator=(const Session &) = delete;
 
-    void reset() { position_ = 0; }
-    int32_t position() const { return position_; }
+    int32_t n_seq() const { return static_cast<int32_t>(positions_.size()); }
+    void reset();  // every sequence
+    int32_t position(int32_t seq) const;
 
     // `logits` receives vocab_size floats.
-    void prefill(const gpt_token *tokens, int32_t n_tokens, float *logits);
+    void prefill(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits);
     void decode(gpt_token token, float *logits);
+    // tokens[n_seq]; GPT_TOKEN_NONE leaves that sequence (and its logits row) as it is.
+    // `logits` receives n_seq rows of vocab_size floats.
+    void decode_batch(const gpt_token *tokens, float *logits);
 
     // The generated tokens (at most params.max_new_tokens). Memory grows with the
     // tokens produced, not with the requested maximum.
     std::vector<gpt_token> generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
 
 private:
-    void check_token(gpt_token token) const;
+    void check_seq(int32_t seq) const;
+    void check_token(gpt_token token, const std::string &which = {}) const;
     void check_prompt_length(int32_t n_tokens) const;
-    void copy_logits(const at::Tensor &logits, float *out) const;
+    at::Tensor host_logits(const at::Tensor &logits) const;
 
     Model &model_;
-    at::Tensor kv_;  // (n_layer, 2, 1, n_head, block_size, head_dim)
-    int32_t position_ = 0;
+    at::Tensor kv_;                   // (n_layer, 2, n_seq, n_head, block_size, head_dim)
+    std::vector<int32_t> positions_;  // tokens in each sequence's cache
 };
 
 }  // namespace gpt
 
 struct gpt_session {
-    explicit gpt_session(gpt::Model &m) : impl(m) {}
+    gpt_session(gpt::Model &m, int32_t n_seq) : impl(m, n_seq) {}
     gpt::Session impl;
 };

@@ -59,7 +59,7 @@ def graph_specs(gpt: GPT) -> dict:
             "mutates": mutated,
         },
         "decode": {
-            "inputs": [_tensor_sig("idx", torch.int64, ["batch", 1]), _tensor_sig("pos", torch.int64, [1]), *kv],
+            "inputs": [_tensor_sig("idx", torch.int64, ["batch", 1]), _tensor_sig("pos", torch.int64, ["batch"]), *kv],
             "outputs": [logits],
             "mutates": mutated,
         },
@@ -84,10 +84,10 @@ def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedPro
     cache_dims = [{0: batch}] * len(caches)
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
-    pos = torch.zeros(1, dtype=torch.int64, device=device)
+    pos = torch.tensor([min(1, c.block_size - 1), 0], dtype=torch.int64, device=device)  # rows at different positions
     with torch.no_grad():
         prefill = torch.export.export(PrefillGraph(gpt), (idx, caches), dynamic_shapes=({0: batch, 1: seq}, cache_dims))
         decode = torch.export.export(
-            DecodeGraph(gpt), (step, pos, caches), dynamic_shapes=({0: batch}, None, cache_dims)
+            DecodeGraph(gpt), (step, pos, caches), dynamic_shapes=({0: batch}, {0: batch}, cache_dims)
         )
     return {"prefill": prefill, "decode": decode}

@@ -10,7 +10,9 @@ import os
 from pathlib import Path
 
 FORMAT_NAME = "gpt-aot"
-FORMAT_VERSION = 2  # 2: the KV cache goes into the graphs as per-layer k and v views
+# 2: the KV cache goes into the graphs as per-layer k and v views.
+# 3: decode takes one position per row (pos (batch,)), so a batch holds sequences of different lengths.
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

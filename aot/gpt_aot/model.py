@@ -4,7 +4,8 @@ The module layout and parameter names follow nanoGPT exactly so its checkpoints
 load unchanged. Three entry points share one set of weights:
   forward(idx, targets)      full-sequence logits (+ loss), as nanoGPT trains
   prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
-  decode(idx, pos, kv)       one token per row at position `pos`, its logits
+  decode(idx, pos, kv)       one token per row b at position pos[b], its logits
+Rows of a batch are independent sequences, each at its own position.
 The KV cache is one tensor (n_layer, 2, B, n_head, block_size, head_dim), and
 the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
 of it (`layer_caches`). A cache each graph writes once is one Inductor updates
@@ -119,13 +120,15 @@ class CausalSelfAttention(nn.Module):
         v_cache[:, :, positions] = v
         return self._out(attend(self.attention, q, k, v, mask=None))
 
+    # pos (B,): row b's token goes to cache position pos[b] and sees positions <= pos[b].
     def decode(self, x, pos, k_cache, v_cache):
         q, k, v = self._qkv(x)  # T == 1
-        k_cache[:, :, pos] = k
-        v_cache[:, :, pos] = v
+        rows = torch.arange(x.shape[0], device=x.device)
+        k_cache[rows, :, pos] = k[:, :, 0]
+        v_cache[rows, :, pos] = v[:, :, 0]
         block_size = k_cache.shape[2]
-        visible = torch.arange(block_size, device=x.device) <= pos  # (S,)
-        mask = visible.view(1, 1, 1, block_size)
+        visible = torch.arange(block_size, device=x.device).view(1, block_size) <= pos.view(-1, 1)  # (B, S)
+        mask = visible.view(-1, 1, 1, block_size)
         return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
 
 
@@ -237,9 +240,9 @@ class GPT(nn.Module):
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))
 
     def decode(self, idx, pos, kv):
-        """idx (B, 1), pos (1,) int64 → logits (B, Vp); writes cache position `pos`."""
+        """idx (B, 1), pos (B,) int64 → logits (B, Vp); writes row b's cache at pos[b]."""
         caches = layer_caches(kv) if isinstance(kv, torch.Tensor) else kv
-        x = self._embed(idx, pos)
+        x = self._embed(idx, pos.view(-1, 1))
         for i, block in enumerate(self.transformer.h):
             x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))

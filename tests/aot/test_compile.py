@@ -86,7 +86,7 @@ def test_compiled_prefill_and_decode_match_eager(loaded, fixtures, kind):
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
         for t in range(7, 12):
             tok = torch.full((3, 1), t)
-            pos = torch.tensor([t])
+            pos = torch.tensor([t, t + 3, t - 5])  # each row at its own position
             torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
     torch.testing.assert_close(kv_c, kv_e, atol=TOL, rtol=TOL)
 

@@ -98,7 +98,7 @@ def test_cuda_prefill_and_decode_match_eager_on_the_gpu(cuda_artifacts, fixtures
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=tol, rtol=tol)
         for t in range(7, 12):
             tok = torch.full((3, 1), t, device="cuda")
-            pos = torch.tensor([t], device="cuda")
+            pos = torch.tensor([t, t + 3, t - 5], device="cuda")  # each row at its own position
             torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=tol, rtol=tol)
 
 

@@ -59,7 +59,26 @@ def test_decode_with_kv_cache_equals_full_recompute(kind):
         for t in range(5, 24):
             full, _ = m(idx[:, :t])
             torch.testing.assert_close(logits, full[:, -1], atol=TOL, rtol=TOL)
-            logits = m.decode(idx[:, t : t + 1], torch.tensor([t]), kv)
+            logits = m.decode(idx[:, t : t + 1], torch.full((3,), t), kv)
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_rows_of_a_decode_batch_are_sequences_at_their_own_positions(kind):
+    """Each row is prefilled alone to its own length, then every row decodes in one call."""
+    m = model(kind)
+    lengths = [3, 9, 6]
+    idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
+    kv = m.new_kv_cache(3)
+    with torch.no_grad():
+        for row, n in enumerate(lengths):
+            m.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
+        pos = torch.tensor(lengths)
+        for _ in range(5):
+            logits = m.decode(idx.gather(1, pos.view(-1, 1)), pos, kv)
+            for row, n in enumerate(pos.tolist()):
+                full, _ = m(idx[row : row + 1, : n + 1])
+                torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
+            pos = pos + 1
 
 
 def test_loss_ignores_targets_of_minus_one():

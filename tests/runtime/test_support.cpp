@@ -177,6 +177,9 @@ Model::Model(const std::filesystem::path &dir, int num_runners) {
     if (status == GPT_OK) REQUIRE(gpt_model_get_info(handle, &info) == GPT_OK);
 }
 
-Session::Session(gpt_model *model) { REQUIRE(gpt_session_create(model, &handle) == GPT_OK); }
+Session::Session(gpt_model *model, int32_t n_seq) {
+    REQUIRE((n_seq == 1 ? gpt_session_create(model, &handle) : gpt_session_create_batch(model, n_seq, &handle)) ==
+            GPT_OK);
+}
 
 }  // namespace test

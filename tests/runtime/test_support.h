@@ -85,7 +85,7 @@ struct Model {
 
 struct Session {
     gpt_session *handle = nullptr;
-    explicit Session(gpt_model *model);
+    explicit Session(gpt_model *model, int32_t n_seq = 1);  // n_seq > 1: gpt_session_create_batch
     ~Session() { gpt_session_free(handle); }
 };
 

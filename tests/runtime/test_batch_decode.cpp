@@ -1,0 +1,200 @@
+// Batched sessions: sequences of different lengths decoded in one call, each
+// against eager PyTorch or its own single-sequence session; sitting out; bad calls.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "test_support.h"
+
+namespace {
+
+constexpr float kTolerance = 1e-4f;  // compiled fp32 kernels differ from eager by reduction order only
+
+std::vector<gpt_token> tokens_of(const at::Tensor &t) {
+    const at::Tensor c = t.to(at::kInt).contiguous();
+    return std::vector<gpt_token>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
+}
+
+float max_abs_diff(const float *a, const float *b, int32_t n) {
+    float worst = 0.0f;
+    for (int32_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    return worst;
+}
+
+// A deterministic token stream per sequence, different for each.
+std::vector<gpt_token> stream(int32_t seed, int32_t n, int32_t vocab) {
+    std::vector<gpt_token> out(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = (seed * 31 + i * 7 + 3) % vocab;
+    return out;
+}
+
+int32_t position_of(gpt_session *session, int32_t seq) {
+    int32_t position = -1;
+    REQUIRE(gpt_session_position_seq(session, seq, &position) == GPT_OK);
+    return position;
+}
+
+}  // namespace
+
+TEST_CASE("a batched session decodes sequences of different lengths in one call, each as if alone",
+          "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size;
+    const auto ref = test::reference();
+    const auto ref_prompt = tokens_of(ref.at("prompt"));
+    const auto ref_steps = tokens_of(ref.at("decode_tokens"));
+    const at::Tensor ref_logits = ref.at("logits").to(at::kFloat).contiguous();  // (1 + steps, vocab), eager
+
+    // Sequence 1 is the eager reference's; 0 and 2 are longer and shorter streams.
+    const int32_t n_seq = 3, steps = static_cast<int32_t>(ref_steps.size());
+    const std::vector<int32_t> prompt_len = {9, static_cast<int32_t>(ref_prompt.size()), 2};
+    std::vector<std::vector<gpt_token>> seqs = {stream(1, 9 + steps, vocab), {}, stream(2, 2 + steps, vocab)};
+    seqs[1] = ref_prompt;
+    seqs[1].insert(seqs[1].end(), ref_steps.begin(), ref_steps.end());
+
+    test::Session batch(model.handle, n_seq);
+    std::vector<float> logits(static_cast<size_t>(n_seq * vocab));
+    std::vector<std::vector<float>> batched(n_seq);  // every row's logits after prefill and each step, in order
+    for (int32_t s = 0; s < n_seq; ++s) {
+        float *row = logits.data() + s * vocab;
+        REQUIRE(gpt_session_prefill_seq(batch.handle, s, seqs[s].data(), prompt_len[s], row) == GPT_OK);
+        batched[s].assign(row, row + vocab);
+    }
+    for (int32_t i = 0; i < steps; ++i) {
+        std::vector<gpt_token> tokens(n_seq);
+        for (int32_t s = 0; s < n_seq; ++s) tokens[s] = seqs[s][prompt_len[s] + i];
+        REQUIRE(gpt_session_decode_batch(batch.handle, tokens.data(), logits.data()) == GPT_OK);
+        for (int32_t s = 0; s < n_seq; ++s)
+            batched[s].insert(batched[s].end(), logits.data() + s * vocab, logits.data() + (s + 1) * vocab);
+    }
+    for (int32_t s = 0; s < n_seq; ++s) CHECK(position_of(batch.handle, s) == prompt_len[s] + steps);
+
+    SECTION("the reference sequence's rows equal eager PyTorch") {
+        for (int32_t i = 0; i <= steps; ++i)
+            CHECK(max_abs_diff(batched[1].data() + i * vocab, ref_logits[i].data_ptr<float>(), vocab) < kTolerance);
+    }
+    SECTION("every sequence's rows equal its own single-sequence session") {
+        for (int32_t s = 0; s < n_seq; ++s) {
+            test::Session alone(model.handle);
+            std::vector<float> expected(static_cast<size_t>(vocab));
+            REQUIRE(gpt_session_prefill(alone.handle, seqs[s].data(), prompt_len[s], expected.data()) == GPT_OK);
+            CHECK(max_abs_diff(batched[s].data(), expected.data(), vocab) < kTolerance);
+            for (int32_t i = 0; i < steps; ++i) {
+                REQUIRE(gpt_session_decode(alone.handle, seqs[s][prompt_len[s] + i], expected.data()) == GPT_OK);
+                CHECK(max_abs_diff(batched[s].data() + (i + 1) * vocab, expected.data(), vocab) < kTolerance);
+            }
+        }
+    }
+}
+
+TEST_CASE("a sequence that sits out keeps its position, its logits row and its cache", "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size, n_seq = 2;
+    const auto a = stream(3, 12, vocab), b = stream(4, 12, vocab);
+    test::Session batch(model.handle, n_seq), alone(model.handle);
+    std::vector<float> logits(static_cast<size_t>(n_seq * vocab)), expected(static_cast<size_t>(vocab));
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 0, a.data(), 4, logits.data()) == GPT_OK);
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 1, b.data(), 4, logits.data() + vocab) == GPT_OK);
+    REQUIRE(gpt_session_prefill(alone.handle, b.data(), 4, expected.data()) == GPT_OK);
+
+    // Sequence 1 sits out three steps of sequence 0; its row must stay as the sentinel left it.
+    const float sentinel = std::numeric_limits<float>::quiet_NaN();
+    for (int32_t i = 0; i < 3; ++i) {
+        std::fill(logits.begin() + vocab, logits.end(), sentinel);
+        const gpt_token tokens[] = {a[static_cast<size_t>(4 + i)], GPT_TOKEN_NONE};
+        REQUIRE(gpt_session_decode_batch(batch.handle, tokens, logits.data()) == GPT_OK);
+        CHECK(std::isnan(logits[static_cast<size_t>(vocab)]));
+        CHECK(std::isnan(logits.back()));
+        CHECK(!std::isnan(logits[0]));
+    }
+    CHECK(position_of(batch.handle, 0) == 7);
+    CHECK(position_of(batch.handle, 1) == 4);
+
+    // Then both step: sequence 1 goes on exactly as a session that never paused.
+    for (int32_t i = 0; i < 4; ++i) {
+        const gpt_token tokens[] = {a[static_cast<size_t>(7 + i)], b[static_cast<size_t>(4 + i)]};
+        REQUIRE(gpt_session_decode_batch(batch.handle, tokens, logits.data()) == GPT_OK);
+        REQUIRE(gpt_session_decode(alone.handle, tokens[1], expected.data()) == GPT_OK);
+        CHECK(max_abs_diff(logits.data() + vocab, expected.data(), vocab) < kTolerance);
+    }
+}
+
+TEST_CASE("the single-sequence calls act on sequence 0 of a batched session", "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size;
+    const auto a = stream(5, 8, vocab), b = stream(6, 8, vocab);
+    test::Session batch(model.handle, 4), alone(model.handle);
+    std::vector<float> got(static_cast<size_t>(vocab)), expected(static_cast<size_t>(vocab));
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 3, b.data(), 6, got.data()) == GPT_OK);
+    REQUIRE(gpt_session_prefill(batch.handle, a.data(), 5, got.data()) == GPT_OK);
+    REQUIRE(gpt_session_decode(batch.handle, a[5], got.data()) == GPT_OK);
+    REQUIRE(gpt_session_prefill(alone.handle, a.data(), 5, expected.data()) == GPT_OK);
+    REQUIRE(gpt_session_decode(alone.handle, a[5], expected.data()) == GPT_OK);
+    CHECK(max_abs_diff(got.data(), expected.data(), vocab) < kTolerance);
+    int32_t position = 0;
+    REQUIRE(gpt_session_position(batch.handle, &position) == GPT_OK);
+    CHECK(position == 6);
+    CHECK(position_of(batch.handle, 3) == 6);  // untouched by sequence 0's calls
+    REQUIRE(gpt_session_reset(batch.handle) == GPT_OK);
+    CHECK(position_of(batch.handle, 0) == 0);
+    CHECK(position_of(batch.handle, 3) == 0);
+}
+
+TEST_CASE("bad batched calls are refused before anything changes", "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size, block = model.info.block_size;
+    gpt_session *none = nullptr;
+    CHECK(gpt_session_create_batch(model.handle, 0, &none) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(gpt_session_create_batch(model.handle, model.info.max_batch + 1, &none) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("max_batch"));
+    CHECK(none == nullptr);
+    {
+        test::Session largest(model.handle, model.info.max_batch);
+        CHECK(largest.handle != nullptr);
+    }
+
+    test::Session batch(model.handle, 3);
+    const auto a = stream(7, block, vocab);
+    std::vector<float> logits(static_cast<size_t>(3 * vocab), 0.5f);
+    CHECK(gpt_session_prefill_seq(batch.handle, 3, a.data(), 4, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(gpt_session_prefill_seq(batch.handle, -1, a.data(), 4, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    int32_t position = 0;
+    CHECK(gpt_session_position_seq(batch.handle, 3, &position) == GPT_ERR_OUT_OF_RANGE);
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 0, a.data(), 4, logits.data()) == GPT_OK);
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 2, a.data(), block, logits.data() + 2 * vocab) == GPT_OK);
+    std::fill(logits.begin(), logits.end(), 0.5f);
+
+    const gpt_token bad_token[] = {a[4], GPT_TOKEN_NONE, vocab};
+    CHECK(gpt_session_decode_batch(batch.handle, bad_token, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("sequence 2"));
+    const gpt_token not_prefilled[] = {a[4], a[4], GPT_TOKEN_NONE};
+    CHECK(gpt_session_decode_batch(batch.handle, not_prefilled, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(test::error_mentions("sequence 1"));
+    const gpt_token full[] = {a[4], GPT_TOKEN_NONE, a[4]};
+    CHECK(gpt_session_decode_batch(batch.handle, full, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("full"));
+    const gpt_token idle[] = {GPT_TOKEN_NONE, GPT_TOKEN_NONE, GPT_TOKEN_NONE};
+    CHECK(gpt_session_decode_batch(batch.handle, idle, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_session_decode(batch.handle, GPT_TOKEN_NONE, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(gpt_session_decode_batch(batch.handle, nullptr, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+
+    // Nothing moved and no output was written.
+    CHECK(position_of(batch.handle, 0) == 4);
+    CHECK(position_of(batch.handle, 1) == 0);
+    CHECK(position_of(batch.handle, 2) == block);
+    CHECK(std::all_of(logits.begin(), logits.end(), [](float v) { return v == 0.5f; }));
+    // The full sequence sits out while sequence 0 steps, then starts again from a prefill.
+    const gpt_token step[] = {a[4], GPT_TOKEN_NONE, GPT_TOKEN_NONE};
+    CHECK(gpt_session_decode_batch(batch.handle, step, logits.data()) == GPT_OK);
+    CHECK(position_of(batch.handle, 0) == 5);
+    CHECK(gpt_session_prefill_seq(batch.handle, 2, a.data(), 3, logits.data() + 2 * vocab) == GPT_OK);
+    CHECK(position_of(batch.handle, 2) == 3);
+}
