@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gpt_aot.compile import attention_context
+from gpt_aot.attention import attention_context
 from gpt_aot.graphs import export_graphs
 from gpt_aot.model import GPT, GPTConfig
 from gpt_aot.target import DTYPES
@@ -21,7 +21,8 @@ from gpt_aot.target import DTYPES
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--config", required=True, help="GPTConfig as JSON")
-    p.add_argument("--attention", required=True)
+    p.add_argument("--attention", required=True, help="the prefill's kind (and the decode's by default)")
+    p.add_argument("--decode-attention", help="the decode's kind")
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="fp32")
@@ -32,8 +33,9 @@ def main() -> None:
     model = GPT(GPTConfig.from_dict(json.loads(args.config)), args.attention).init_weights(args.seed)
     model = model.to(args.device, DTYPES[args.dtype]).eval()
     t0 = time.perf_counter()
-    with attention_context(args.attention):
-        for name, program in export_graphs(model, max_batch=8).items():
+    kinds = {"prefill": args.attention, "decode": args.decode_attention or args.attention}
+    for name, program in export_graphs(model, kinds, max_batch=8).items():
+        with attention_context(kinds[name]):
             torch._inductor.aoti_compile_and_package(program, package_path=str(out / f"{name}.pt2"))
     (out / "compile.json").write_text(json.dumps({"seconds": time.perf_counter() - t0}))
 

@@ -5,8 +5,9 @@
 
 Prints one JSON object on stdout. Training is nanoGPT's loop (AdamW lr 1e-3 with
 decay 0.1 on >= 2-D tensors, loss / accum, clipping at 1.0, bf16 autocast on a GPU); generation
-is a prefill and greedy decode steps over the same static KV cache the compiled
-graphs use, with the same prompt as bench/runtime_bench.c in every row of the batch.
+is a prefill and greedy decode steps, each with the artifact's kernel for it, over
+the same static KV cache the compiled graphs use, with bench/runtime_bench.c's
+prompt in every row of the batch.
 """
 
 import argparse
@@ -76,20 +77,30 @@ def generate(args, device) -> dict:
     prefill, decode = model.prefill, model.decode
     if args.mode == "compile":
         prefill, decode = torch.compile(model.prefill), torch.compile(model.decode)
+    decode_attention = args.decode_attention or args.attention
+
+    def prefill_with_its_kernel(*a):
+        model.set_attention(args.attention)
+        return prefill(*a)
+
+    def decode_with_its_kernel(*a):
+        model.set_attention(decode_attention)
+        return decode(*a)
+
     vocab = model.config.vocab_size
     prompt = torch.tensor([[(i * 7 + 3) % vocab for i in range(args.context)]], device=device).repeat(args.batch, 1)
     prefill_ms, decode_ms, tokens = [], [], []
     for _ in range(args.reps):
         kv = layer_caches(model.new_kv_cache(args.batch))  # as the compiled graphs take it
         t0 = now_ms(device)
-        logits = prefill(prompt, kv)
+        logits = prefill_with_its_kernel(prompt, kv)
         t1 = now_ms(device)
         tokens = []
         next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         for i in range(args.tokens):
             tokens.append(int(next_token[0, 0]))
             pos = torch.full((args.batch,), args.context + i, device=device)
-            logits = decode(next_token, pos, kv)
+            logits = decode_with_its_kernel(next_token, pos, kv)
             next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         t2 = now_ms(device)
         prefill_ms.append(t1 - t0)
@@ -101,7 +112,8 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=["train", "generate"])
     p.add_argument("--mode", choices=["eager", "compile"], required=True)
-    p.add_argument("--attention", required=True)
+    p.add_argument("--attention", required=True, help="generate: the prefill's kind (and the decode's by default)")
+    p.add_argument("--decode-attention", help="generate: the decode's kind")
     p.add_argument("--config", required=True, help="GPTConfig as JSON")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="fp32", help="generate: the weights' dtype (fp32, bf16)")

@@ -122,6 +122,13 @@ def write(results: dict, out: Path) -> None:
     if "inference" in results:
         lines += ["", "## Inference (greedy; context = prompt + generated tokens)", ""]
         lines += inference_table(results["inference"])
+        picks = {(r["model"], r.get("dtype", "fp32")): r for r in results["inference"] if "decode_attention" in r}
+        if picks:
+            lines += ["", "Attention kernels, as the artifact's compile measured and picked them; every row uses them:"]
+            lines += [
+                f"{model} {dtype}: prefill {r['attention']}, decode {r['decode_attention']}."
+                for (model, dtype), r in picks.items()
+            ]
         if "read_bandwidth" in results:
             lines += [
                 "",

@@ -156,11 +156,12 @@ def compile_artifact(config: dict, attention: str, out: Path, device: str, dtype
     return seconds
 
 
-def compile_plain_aoti(config: dict, attention: str, out: Path, device: str, dtype: str) -> float:
+def compile_plain_aoti(config: dict, kernels: dict, out: Path, device: str, dtype: str) -> float:
     """bench/aoti_plain.py once; returns its compile time in seconds."""
     timing = out / "compile.json"
     if not timing.exists():
-        cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config), "--attention", attention]
+        cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config)]
+        cmd += ["--attention", kernels["attention"], "--decode-attention", kernels["decode_attention"]]
         cmd += ["--device", device, "--dtype", dtype, "-o", str(out)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return json.loads(timing.read_text())["seconds"]
@@ -238,14 +239,16 @@ def bench_inference_model(
     spec: dict, name: str, m: dict, device: str, dtype: str, work: Path, threads: int, bandwidth: float
 ) -> list[dict]:
     rows = []
-    attention = "flash"
     art = work / f"{name}-infer-{dtype}"
-    compile_s = {"gpt-aot runtime": compile_artifact(m, attention, art, device, dtype, False, None)}
+    compile_s = {"gpt-aot runtime": compile_artifact(m, "auto", art, device, dtype, False, None)}
+    # Every row runs the kernels the artifact's measurement picked, for prefill and for decode.
+    picked = json.loads(next(art.glob("*/manifest.json")).read_text())["attention"]
+    kernels = {"attention": picked["backend"], "decode_attention": picked["decode"]["backend"]}
     impls = ["eager", "torch.compile", "gpt-aot runtime"]
     if device == "cpu":  # aoti_bench drives CPU tensors only
         impls.insert(2, "plain AOTInductor")
-        plain = work / f"{name}-plain-{dtype}"
-        compile_s["plain AOTInductor"] = compile_plain_aoti(m, attention, plain, device, dtype)
+        plain = work / f"{name}-plain-{dtype}-{kernels['attention']}-{kernels['decode_attention']}"
+        compile_s["plain AOTInductor"] = compile_plain_aoti(m, kernels, plain, device, dtype)
     shape = ["--vocab", str(m["vocab_size"]), "--n-layer", str(m["n_layer"]), "--n-head", str(m["n_head"])]
     shape += ["--head-dim", str(m["n_embd"] // m["n_head"]), "--block", str(m["block_size"])]
     shape += ["--bf16", str(int(dtype == "bf16"))]
@@ -264,7 +267,8 @@ def bench_inference_model(
                     row = run_row([str(AOTI_BENCH), str(plain), *common, *shape])
                 else:
                     mode = "eager" if impl == "eager" else "compile"
-                    cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode, "--attention", attention]
+                    cmd = [PY, str(ROOT / "bench" / "peers.py"), "generate", "--mode", mode]
+                    cmd += ["--attention", kernels["attention"], "--decode-attention", kernels["decode_attention"]]
                     cmd += ["--config", json.dumps(m), "--device", device, "--dtype", dtype]
                     row = run_row([*cmd, *common])
                 if "decode_ms_per_token" in row:  # per step of the whole batch
@@ -276,7 +280,7 @@ def bench_inference_model(
                     prefill = statistics.median(row["prefill_ms"][1:] or row["prefill_ms"])
                     row["prefill_tokens_per_s"] = batch * prompt / (prefill / 1e3)
                 rows.append(
-                    {"model": name, "dtype": dtype, "batch": batch, "context": context, "attention": attention,
+                    {"model": name, "dtype": dtype, "batch": batch, "context": context, **kernels,
                      "impl": impl, "compile_s": compile_s.get(impl), "roofline_ms": floor_ms, **row}
                 )  # fmt: skip
     return rows

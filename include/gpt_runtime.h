@@ -140,7 +140,8 @@ struct gpt_model_info {
     const char *device;        /* "cpu" or "cuda" */
     const char *arch;          /* "x86_64", "sm_90", ... */
     const char *dtype;         /* "float32", "bfloat16", ... */
-    const char *attention;     /* attention kernel compiled in: "flash", "math", ... */
+    const char *attention;     /* attention kernel compiled in: "flash", "math", ..., or
+                                  "prefill flash, decode math" when the graphs differ */
     const char *torch_version; /* torch the artifact was compiled with */
     const char *tokenizer;     /* "char" or "none" */
     int32_t vocab_size;        /* valid token ids are [0, vocab_size) */

@@ -143,6 +143,7 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                           {"isa", m->target.isa},
                           {"dtype", m->dtype},
                           {"attention", m->attention},
+                          {"decode_attention", m->decode_attention},
                           {"training", m->training.has_value()},
                           {"model",
                            {{"n_layer", m->model.n_layer},

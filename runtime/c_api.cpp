@@ -144,7 +144,10 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         info.device = m.target.device.c_str();
         info.arch = m.target.arch.c_str();
         info.dtype = m.dtype.c_str();
-        info.attention = m.attention.c_str();
+        model->attention = m.attention == m.decode_attention
+                               ? m.attention
+                               : "prefill " + m.attention + ", decode " + m.decode_attention;
+        info.attention = model->attention.c_str();
         info.torch_version = m.torch_version.c_str();
         info.tokenizer = m.tokenizer_kind.c_str();
         info.vocab_size = m.model.vocab_size;

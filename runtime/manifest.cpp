@@ -136,6 +136,7 @@ Manifest parse_manifest(const Bytes &text) {
     m.torch_version = string_field(j, "torch_version");
     m.dtype = string_field(j, "dtype");
     m.attention = string_field(field(j, "attention"), "backend");
+    m.decode_attention = string_field(field(field(j, "attention"), "decode"), "backend");
 
     const json &target = field(j, "target");
     m.target.device = string_field(target, "device");

@@ -64,7 +64,8 @@ struct Manifest {
     std::string name;
     std::string torch_version;
     std::string dtype;
-    std::string attention;
+    std::string attention;         // the prefill's kernel
+    std::string decode_attention;  // picked apart: one query over the cache favours other kernels
     TargetSpec target;
     ModelConfig model;
     std::string weights_file;

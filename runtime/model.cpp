@@ -81,7 +81,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
         for (Graph *g : {train_step_.get(), eval_loss_.get(), adamw_.get()}) g->bind(weights_);
     }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +
-                          manifest_.dtype + ", attention " + manifest_.attention + ") from " + dir.string());
+                          manifest_.dtype + ", attention " + manifest_.attention + ", decode attention " +
+                          manifest_.decode_attention + ") from " + dir.string());
     if (params.verify_golden) {
         const VerifyResult result = verify();
         if (!result.failure.empty()) fail(GPT_ERR_VERIFY_FAILED, result.failure);

@@ -76,4 +76,5 @@ struct gpt_model {
     explicit gpt_model(std::unique_ptr<gpt::Model> m) : impl(std::move(m)) {}
     std::unique_ptr<gpt::Model> impl;
     gpt_model_info info{};
+    std::string attention;  // info.attention's text
 };

@@ -37,7 +37,8 @@ def attention_pick(manifest_path: Path) -> dict | None:
     return {
         "target": m["target"],
         "dtype": m["dtype"],
-        "inference": m["attention"],
+        "prefill": {k: v for k, v in m["attention"].items() if k != "decode"},
+        "decode": m["attention"]["decode"],
         "training": {**training.get("attention_choice", {}), "trains_with": training.get("attention")},
     }
 
@@ -54,7 +55,7 @@ def markdown(s: dict) -> str:
     pick = s["attention"]
     if pick:
         where = f"GPT-2 124M, {pick['dtype']}, {pick['target']['arch']}"
-        for use, measured in (("inference", "prefill"), ("training", "forward + backward")):
+        for use, measured in (("prefill", "prefill"), ("decode", "4 decode steps"), ("training", "forward + backward")):
             choice = pick[use]
             lines += ["", f"## Attention pick for {use} ({where}): **{choice.get('backend')}**"]
             if choice.get("trains_with") not in (None, choice.get("backend")):

@@ -39,7 +39,8 @@ def _compile(args) -> int:
         train=train,
     )
     print(
-        f"artifact {out}: attention={manifest['attention']['backend']}, "
+        f"artifact {out}: attention prefill={manifest['attention']['backend']} "
+        f"decode={manifest['attention']['decode']['backend']}, "
         f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB"
     )
     return 0

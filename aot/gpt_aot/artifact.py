@@ -39,8 +39,10 @@ class ArtifactGraphs:
         shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"], m["n_embd"] // m["n_head"])
         return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]), device=self.device)
 
+    # Compiled graphs assume the contiguous strides they were traced with and do not
+    # check them: a strided view (idx[:, :1]) would be misread, so inputs are made contiguous.
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return self.graphs["prefill"](idx, layer_caches(kv))
+        return self.graphs["prefill"](idx.contiguous(), layer_caches(kv))
 
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return self.graphs["decode"](idx, pos, layer_caches(kv))
+        return self.graphs["decode"](idx.contiguous(), pos.contiguous(), layer_caches(kv))

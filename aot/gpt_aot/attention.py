@@ -6,6 +6,7 @@ fallback. `attention_runs_on` probes whether a kind has a kernel for a device.
 """
 
 import math
+from contextlib import nullcontext
 
 import torch
 from torch.nn import functional as F
@@ -28,6 +29,11 @@ def attend(kind: str, q, k, v, mask=None, dropout_p: float = 0.0):
         if mask is None:
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
+def attention_context(kind: str):
+    """Pins `kind`'s SDPA backend (tracing and compiling resolve the backend from it)."""
+    return nullcontext() if kind == "naive" else sdpa_kernel([SDPA_BACKENDS[kind]])
 
 
 def _naive(q, k, v, mask, dropout_p):

@@ -1,7 +1,8 @@
 """Pick the attention kernel for a target by measuring it.
 
 Every kind that has a kernel for the device runs the model at its own shapes:
-the prefill for inference, forward + backward of the loss for training. Results
+the prefill, decode steps over a half-full cache, forward + backward of the loss
+for training; each graph gets its own pick. Results
 (logits, or every gradient) are checked against the math backend and the
 fastest correct kind wins. All candidates are returned so the manifest can say why.
 """
@@ -72,6 +73,25 @@ def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
     (idx,) = _tokens(model, seq, 1)
     with torch.no_grad():
         return _each_kind(model, lambda m: [_prefill_once(m, idx)], repeats)
+
+
+def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
+    """Every kind's `steps` decode steps (batch 1) over a cache filled to half the
+    context, logits against math's. Decode attends one query over the whole cache,
+    where the best kernel is often not the prefill's."""
+    n = max(1, model.config.block_size // 2)
+    steps = min(steps, model.config.block_size - n)
+    (idx,) = _tokens(model, n + steps, 1)
+    positions = [torch.tensor([n + i], device=idx.device) for i in range(steps)]
+    kv = model.new_kv_cache(1)
+    saved = model.attention
+    with torch.no_grad():
+        model.set_attention("math")
+        model.prefill(idx[:, :n], kv)
+        model.set_attention(saved)
+        # Each run rewrites the same cache positions before reading them: runs are interchangeable.
+        run = lambda m: [m.decode(idx[:, n + i : n + i + 1], positions[i], kv) for i in range(steps)]  # noqa: E731
+        return _each_kind(model, run, repeats)
 
 
 def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:

@@ -9,15 +9,14 @@ import shutil
 import tempfile
 import time
 import zipfile
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
-from torch.nn.attention import sdpa_kernel
 
 from . import attention_pick, training
-from .attention import SDPA_BACKENDS, attention_runs_on
+from .attention import attention_context, attention_runs_on
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .manifest import write_manifest
 from .model import GPT
@@ -61,13 +60,9 @@ class Progress:
             print(f" {time.perf_counter() - start:.1f}s", flush=True)
 
 
-def attention_context(kind: str):
-    return nullcontext() if kind == "naive" else sdpa_kernel([SDPA_BACKENDS[kind]])
-
-
 def choose_attention(model: GPT, target: Target, requested: str, measure=attention_pick.measure) -> dict:
-    """The pinned kernel, or the fastest correct one by `measure` (the prefill for
-    inference, attention_pick.measure_training for training)."""
+    """The pinned kernel, or the fastest correct one by `measure` (attention_pick's
+    measure for the prefill, measure_decode, measure_training)."""
     if requested != "auto":
         if not attention_runs_on(requested, target.torch_device, target.dtype):
             raise ValueError(f"attention {requested!r} has no kernel for {target.device}/{target.dtype}")
@@ -201,14 +196,14 @@ def compile_artifact(
     try:
         with progress.stage("choose attention"):
             choice = choose_attention(model, target, attention)
-            model.set_attention(choice["backend"])
-        with progress.stage(f"export graphs (attention={choice['backend']})"):
-            with attention_context(choice["backend"]):
-                programs = export_graphs(model, max_batch)
+            choice["decode"] = choose_attention(model, target, attention, attention_pick.measure_decode)
+            kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
+        with progress.stage(f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']})"):
+            programs = export_graphs(model, kinds, max_batch)
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):
-                compile_package(program, work / f"{graph}.pt2", target, choice["backend"])
+                compile_package(program, work / f"{graph}.pt2", target, kinds[graph])
                 specs[graph].update(file=f"{graph}.pt2", max_batch=max_batch)
         training_section = None
         if train:

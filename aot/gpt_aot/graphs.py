@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
+from .attention import attention_context
 from .model import GPT, layer_caches
 
 MAX_BATCH = 64
@@ -66,12 +67,10 @@ def graph_specs(gpt: GPT) -> dict:
     }
 
 
-def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedProgram]:
-    """Export prefill and decode with dynamic batch and prompt length.
-
-    Call under the attention backend's sdpa_kernel context: the backend is
-    resolved from the global flags while tracing and again while compiling.
-    """
+def export_graphs(gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH) -> dict[str, ExportedProgram]:
+    """Export prefill and decode with dynamic batch and prompt length, each with
+    its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing.
+    The model is left with the prefill's kind."""
     c = gpt.config
     device = gpt.lm_head.weight.device
     batch = Dim("batch", min=1, max=max_batch)
@@ -85,9 +84,14 @@ def export_graphs(gpt: GPT, max_batch: int = MAX_BATCH) -> dict[str, ExportedPro
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.tensor([min(1, c.block_size - 1), 0], dtype=torch.int64, device=device)  # rows at different positions
+    entries = {
+        "decode": (DecodeGraph(gpt), (step, pos, caches), ({0: batch}, {0: batch}, cache_dims)),
+        "prefill": (PrefillGraph(gpt), (idx, caches), ({0: batch, 1: seq}, cache_dims)),
+    }
+    programs = {}
     with torch.no_grad():
-        prefill = torch.export.export(PrefillGraph(gpt), (idx, caches), dynamic_shapes=({0: batch, 1: seq}, cache_dims))
-        decode = torch.export.export(
-            DecodeGraph(gpt), (step, pos, caches), dynamic_shapes=({0: batch}, {0: batch}, cache_dims)
-        )
-    return {"prefill": prefill, "decode": decode}
+        for name, (module, args, dims) in entries.items():
+            gpt.set_attention(attention[name])
+            with attention_context(attention[name]):
+                programs[name] = torch.export.export(module, args, dynamic_shapes=dims)
+    return {"prefill": programs["prefill"], "decode": programs["decode"]}

@@ -2,7 +2,6 @@
 
 import json
 import re
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -50,8 +49,7 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
 
 
 def wrapper_source(artifacts, kind: str, graph: str) -> str:
-    with zipfile.ZipFile(artifact_dir(artifacts, kind) / f"{graph}.pt2") as z:
-        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+    return compile_mod._wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -149,3 +147,46 @@ def test_failed_compile_leaves_the_previous_artifact_intact(tmp_path, fixtures, 
         )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in out.parent.iterdir()) == ["cpu"]  # no temporary left behind
+
+
+def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
+    from gpt_aot import attention_pick
+    from gpt_aot.attention import ATTENTION_KINDS
+
+    model = fixtures.tiny_model("flash")
+    candidates = attention_pick.measure_decode(model)
+    assert set(candidates) == set(ATTENTION_KINDS)
+    assert candidates["math"]["max_abs_err"] == 0.0
+    for kind in KINDS:  # every kind with a CPU kernel
+        assert candidates[kind]["runs"] and candidates[kind]["ms"] > 0
+        assert candidates[kind]["max_abs_err"] < TOL, kind
+    assert not candidates["cudnn"]["runs"]
+    assert model.attention == "flash"  # the model is left as it came
+
+
+def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures, monkeypatch):
+    """auto picks a kernel per graph; each package calls its own and the manifest records both."""
+    from gpt_aot import attention_pick
+
+    def pick_per_graph(model, target, requested, measure=attention_pick.measure):
+        assert requested == "auto"
+        kind = "math" if measure is attention_pick.measure_decode else "flash"
+        return {"backend": kind, "selected_by": "measurement"}
+
+    monkeypatch.setattr(compile_mod, "choose_attention", pick_per_graph)
+    out = tmp_path / "m" / "cpu"
+    target = resolve("cpu", "auto", "fp32")
+    manifest = compile_mod.compile_artifact(
+        fixtures.tiny_model("math"), target, out, "m", fixtures.tokenizer(), attention="auto", max_batch=4, quiet=True
+    )
+    assert manifest["attention"]["backend"] == "flash" and manifest["attention"]["decode"]["backend"] == "math"
+    flash_kernel = compile_mod.KERNEL_SYMBOLS[("cpu", "flash")]
+    assert flash_kernel in compile_mod._wrapper_source(out / "prefill.pt2")
+    assert flash_kernel not in compile_mod._wrapper_source(out / "decode.pt2")
+    graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("math")
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 6))
+    kv_c, kv_e = graphs.new_kv_cache(2), eager.new_kv_cache(2)
+    with torch.no_grad():
+        torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
+        tok, pos = idx[:, :1], torch.tensor([6, 6])
+        torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)

@@ -82,6 +82,17 @@ TEST_CASE("the golden vector verifies for every CPU attention kernel", "[inferen
     }
 }
 
+TEST_CASE("the model info names both kernels when decode's differs from the prefill's", "[inference]") {
+    test::ScratchArtifact art(test::artifact("flash"));
+    auto manifest = art.manifest();
+    CHECK(manifest["attention"]["decode"]["backend"] == "flash");
+    manifest["attention"]["decode"]["backend"] = "math";
+    art.write_manifest(manifest);
+    test::Model model(art.dir());
+    REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.attention) == "prefill flash, decode math");
+}
+
 TEST_CASE("a golden vector that the model does not reproduce fails verify", "[inference]") {
     test::ScratchArtifact art(test::artifact("flash"));
     auto golden = test::read_safetensors(art.file("golden.safetensors"));
