@@ -11,8 +11,8 @@ import time
 
 import torch
 
-from .attention import ATTENTION_KINDS, attention_runs_on
-from .model import GPT
+from .attention import ATTENTION_KINDS, attention_context, attention_runs_on
+from .model import GPT, layer_caches
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 
@@ -77,21 +77,31 @@ def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
 
 def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
     """Every kind's `steps` decode steps (batch 1) over a cache filled to half the
-    context, logits against math's. Decode attends one query over the whole cache,
-    where the best kernel is often not the prefill's."""
+    context, as Inductor compiles them, logits against math's. Compiled, not eager:
+    one query over the whole cache is where Inductor's fusion decides the winner
+    (eager math runs as separate ops and loses to flash on CPU; fused, it wins)."""
     n = max(1, model.config.block_size // 2)
     steps = min(steps, model.config.block_size - n)
     (idx,) = _tokens(model, n + steps, 1)
     positions = [torch.tensor([n + i], device=idx.device) for i in range(steps)]
     kv = model.new_kv_cache(1)
+    caches = layer_caches(kv)  # as the graphs take it: one view per input, updated in place
     saved = model.attention
+    decode = torch.compile(model.decode, dynamic=False)  # guards on the kind: one compile per kind
+
+    def run(m):
+        with attention_context(m.attention):
+            # Each run rewrites the same cache positions before reading them: runs are interchangeable.
+            return [decode(idx[:, n + i : n + i + 1], positions[i], caches) for i in range(steps)]
+
     with torch.no_grad():
         model.set_attention("math")
         model.prefill(idx[:, :n], kv)
         model.set_attention(saved)
-        # Each run rewrites the same cache positions before reading them: runs are interchangeable.
-        run = lambda m: [m.decode(idx[:, n + i : n + i + 1], positions[i], kv) for i in range(steps)]  # noqa: E731
-        return _each_kind(model, run, repeats)
+        try:
+            return _each_kind(model, run, repeats)
+        finally:
+            torch._dynamo.reset()
 
 
 def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:
