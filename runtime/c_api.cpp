@@ -248,10 +248,7 @@ gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens
 }
 
 gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session) {
-    return guarded(__func__, [&] {
-        require(model != nullptr && out_session != nullptr, "model and out_session must not be NULL");
-        *out_session = new gpt_session(*model->impl, 1);
-    });
+    return gpt_session_create_batch(model, 1, out_session);
 }
 
 gpt_status gpt_session_create_batch(struct gpt_model *model, int32_t n_seq, struct gpt_session **out_session) {
@@ -271,10 +268,7 @@ gpt_status gpt_session_reset(struct gpt_session *session) {
 }
 
 gpt_status gpt_session_position(const struct gpt_session *session, int32_t *out_position) {
-    return guarded(__func__, [&] {
-        require(session != nullptr && out_position != nullptr, "session and out_position must not be NULL");
-        *out_position = session->impl.position(0);
-    });
+    return gpt_session_position_seq(session, 0, out_position);
 }
 
 gpt_status gpt_session_position_seq(const struct gpt_session *session, int32_t seq, int32_t *out_position) {
@@ -285,11 +279,7 @@ gpt_status gpt_session_position_seq(const struct gpt_session *session, int32_t s
 }
 
 gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens, float *logits) {
-    return guarded(__func__, [&] {
-        require(session != nullptr && tokens != nullptr && logits != nullptr,
-                "session, tokens and logits must not be NULL");
-        session->impl.prefill(0, tokens, n_tokens, logits);
-    });
+    return gpt_session_prefill_seq(session, 0, tokens, n_tokens, logits);
 }
 
 gpt_status gpt_session_prefill_seq(struct gpt_session *session, int32_t seq, const gpt_token *tokens, int32_t n_tokens,

@@ -45,11 +45,16 @@ int32_t Session::position(int32_t seq) const {
     return positions_[static_cast<size_t>(seq)];
 }
 
-void Session::check_token(gpt_token token, const std::string &which) const {
+// "sequence N: " before a message about one of several sequences; nothing for a single one.
+std::string Session::label(int32_t seq) const {
+    return seq < 0 || n_seq() == 1 ? std::string() : "sequence " + std::to_string(seq) + ": ";
+}
+
+void Session::check_token(gpt_token token, int32_t seq) const {
     const int32_t vocab = model_.config().vocab_size;
     if (token < 0 || token >= vocab)
-        fail(GPT_ERR_OUT_OF_RANGE, which + "token id " + std::to_string(token) + " is outside the vocabulary [0, " +
-                                       std::to_string(vocab) + ")");
+        fail(GPT_ERR_OUT_OF_RANGE, label(seq) + "token id " + std::to_string(token) +
+                                       " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
 // (rows, padded_vocab) logits on the device -> (rows, vocab_size) contiguous floats on the host.
@@ -97,13 +102,12 @@ void Session::decode_batch(const gpt_token *tokens, float *logits) {
     for (int32_t seq = 0; seq < n_seq(); ++seq) {
         const gpt_token token = tokens[seq];
         if (token == GPT_TOKEN_NONE) continue;
-        const std::string which = n_seq() > 1 ? "sequence " + std::to_string(seq) + ": " : "";
-        check_token(token, which);
+        check_token(token, seq);
         const int32_t position = positions_[static_cast<size_t>(seq)];
         if (position == 0)
-            fail(GPT_ERR_INVALID_ARGUMENT, which + "decode needs a prefilled sequence: call prefill first");
+            fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "decode needs a prefilled sequence: call prefill first");
         if (position >= block)
-            fail(GPT_ERR_OUT_OF_RANGE, which + "the context of " + std::to_string(block) +
+            fail(GPT_ERR_OUT_OF_RANGE, label(seq) + "the context of " + std::to_string(block) +
                                            " tokens is full: reset the session or start a shorter sequence");
         rows = seq + 1;
     }

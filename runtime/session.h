@@ -38,7 +38,8 @@ public:
 
 private:
     void check_seq(int32_t seq) const;
-    void check_token(gpt_token token, const std::string &which = {}) const;
+    std::string label(int32_t seq) const;
+    void check_token(gpt_token token, int32_t seq = -1) const;
     void check_prompt_length(int32_t n_tokens) const;
     at::Tensor host_logits(const at::Tensor &logits) const;
 
