@@ -85,6 +85,17 @@ def run_row(cmd: list[str]) -> dict:
     return row
 
 
+def seconds(fn, device: str) -> float:
+    """Wall time of one call of `fn`, the device's queued work included."""
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def peak_matmul_flops(device: str) -> float:
     """Measured dense matmul throughput: the MFU denominator (fp32 on CPU, bf16 on a GPU)."""
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
@@ -93,30 +104,14 @@ def peak_matmul_flops(device: str) -> float:
     for _ in range(3):
         a @ a
     reps = 50 if device == "cuda" else 10
-    if device == "cuda":
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        a @ a
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return 2 * n**3 * reps / (time.perf_counter() - t0)
+    return 2 * n**3 * reps / seconds(lambda: [a @ a for _ in range(reps)], device)
 
 
 def read_bandwidth(device: str) -> float:
     """Measured memory read bandwidth in bytes/s (torch.sum over a tensor far larger than the caches):
     the decode roofline's denominator, since a decode step reads every weight once."""
     x = torch.ones((1 << 30 if device == "cuda" else 1 << 27), device=device)  # 4 GiB / 512 MiB of fp32
-    best = float("inf")
-    for _ in range(8):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        x.sum()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
-    return x.numel() * x.element_size() / best
+    return x.numel() * x.element_size() / min(seconds(x.sum, device) for _ in range(8))
 
 
 def decode_bytes_per_step(model: dict, dtype: str, batch: int) -> int:
