@@ -126,7 +126,12 @@ def write(results: dict, out: Path) -> None:
         if picks:
             lines += ["", "Attention kernels, as the artifact's compile measured and picked them; every row uses them:"]
             lines += [
-                f"{model} {dtype}: prefill {r['attention']}, decode {r['decode_attention']}."
+                f"{model} {dtype}: prefill {r['attention']}, decode {r['decode_attention']}"
+                + (
+                    f"; the runtime's single-sequence decode runs its linears as {r['decode_linear']}s."
+                    if "decode_linear" in r
+                    else "."
+                )
                 for (model, dtype), r in picks.items()
             ]
         if "read_bandwidth" in results:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gpt_aot.manifest import FORMAT_VERSION
 from gpt_aot.model import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,9 +134,11 @@ def train_flops_per_iter(model: dict, batch: int, seq: int, accum: int, vocab: i
 
 
 def compile_artifact(config: dict, attention: str, out: Path, device: str, dtype: str, train: bool, tokenizer) -> float:
-    """Compiles `out` once (later runs reuse it) and returns how long the compile took, in seconds."""
+    """Compiles `out` once (later runs reuse it while its format is current) and returns how long
+    the compile took, in seconds."""
     timing = out.parent / f"{out.name}.compile.json"
-    if timing.exists():
+    manifests = list(out.glob("*/manifest.json"))
+    if timing.exists() and manifests and json.loads(manifests[0].read_text())["format_version"] == FORMAT_VERSION:
         return json.loads(timing.read_text())["seconds"]
     out.parent.mkdir(parents=True, exist_ok=True)
     config_file = out.parent / f"{out.name}.config.json"
@@ -237,8 +240,10 @@ def bench_inference_model(
     art = work / f"{name}-infer-{dtype}"
     compile_s = {"gpt-aot runtime": compile_artifact(m, "auto", art, device, dtype, False, None)}
     # Every row runs the kernels the artifact's measurement picked, for prefill and for decode.
-    picked = json.loads(next(art.glob("*/manifest.json")).read_text())["attention"]
+    manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
+    picked = manifest["attention"]
     kernels = {"attention": picked["backend"], "decode_attention": picked["decode"]["backend"]}
+    decode_linear = manifest["graphs"]["decode_one"]["linear"]["form"]  # the runtime's batch-1 decode only
     impls = ["eager", "torch.compile", "gpt-aot runtime"]
     if device == "cpu":  # aoti_bench drives CPU tensors only
         impls.insert(2, "plain AOTInductor")
@@ -276,7 +281,8 @@ def bench_inference_model(
                     row["prefill_tokens_per_s"] = batch * prompt / (prefill / 1e3)
                 rows.append(
                     {"model": name, "dtype": dtype, "batch": batch, "context": context, **kernels,
-                     "impl": impl, "compile_s": compile_s.get(impl), "roofline_ms": floor_ms, **row}
+                     "decode_linear": decode_linear, "impl": impl, "compile_s": compile_s.get(impl),
+                     "roofline_ms": floor_ms, **row}
                 )  # fmt: skip
     return rows
 

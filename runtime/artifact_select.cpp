@@ -144,6 +144,7 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                           {"dtype", m->dtype},
                           {"attention", m->attention},
                           {"decode_attention", m->decode_attention},
+                          {"decode_linear", m->decode_linear},
                           {"training", m->training.has_value()},
                           {"model",
                            {{"n_layer", m->model.n_layer},
@@ -157,6 +158,10 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
             const Bytes raw = read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes);
             const json manifest = json::parse(raw.begin(), raw.end(), nullptr, false);
             if (manifest.is_object() && manifest.contains("attention")) entry["attention_pick"] = manifest["attention"];
+            if (manifest.is_object()) {
+                const json linear = manifest.value(json::json_pointer("/graphs/decode_one/linear"), json());
+                if (!linear.is_null()) entry["decode_linear_pick"] = linear;
+            }
         }
         out["targets"].push_back(entry);
     }

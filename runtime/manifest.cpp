@@ -167,6 +167,9 @@ Manifest parse_manifest(const Bytes &text) {
     const json &graphs = field(j, "graphs");
     m.prefill = graph_spec(graphs, "prefill");
     m.decode = graph_spec(graphs, "decode");
+    m.decode_one = graph_spec(graphs, "decode_one");
+    if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
+    m.decode_linear = string_field(field(field(graphs, "decode_one"), "linear"), "form");
 
     const json &tokenizer = field(j, "tokenizer");
     m.tokenizer_kind = string_field(tokenizer, "kind");
@@ -191,8 +194,8 @@ Manifest parse_manifest(const Bytes &text) {
         fe.size = size.get<uint64_t>();
         m.files[name] = fe;
     }
-    std::vector<const std::string *> used = {&m.weights_file, &m.prefill.file, &m.decode.file, &m.tokenizer_file,
-                                             &m.golden_file};
+    std::vector<const std::string *> used = {&m.weights_file,    &m.prefill.file,   &m.decode.file,
+                                             &m.decode_one.file, &m.tokenizer_file, &m.golden_file};
     if (m.training) {
         for (const GraphSpec *g : {&m.training->train_step, &m.training->eval_loss, &m.training->adamw})
             used.push_back(&g->file);

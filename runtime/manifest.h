@@ -16,7 +16,7 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion = 3;  // 3: decode takes a position per row (aot/gpt_aot/manifest.py)
+inline constexpr int kFormatVersion = 4;  // 4: decode_one, a single sequence's decode (aot/gpt_aot/manifest.py)
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -72,6 +72,8 @@ struct Manifest {
     std::map<std::string, std::string> tied;  // alias name -> stored name
     GraphSpec prefill;
     GraphSpec decode;
+    GraphSpec decode_one;       // batch 1: what a step of one sequence runs
+    std::string decode_linear;  // decode_one's linears: "mm" or "reduction"
     std::string tokenizer_kind;
     std::string tokenizer_file;
     std::string golden_file;

@@ -69,8 +69,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
 
     prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners);
     decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners);
-    prefill_->bind(weights_);
-    decode_->bind(weights_);
+    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), runners);
+    for (Graph *g : {prefill_.get(), decode_.get(), decode_one_.get()}) g->bind(weights_);
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)
@@ -82,7 +82,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +
                           manifest_.dtype + ", attention " + manifest_.attention + ", decode attention " +
-                          manifest_.decode_attention + ") from " + dir.string());
+                          manifest_.decode_attention + ", single-sequence decode linears " + manifest_.decode_linear +
+                          ") from " + dir.string());
     if (params.verify_golden) {
         const VerifyResult result = verify();
         if (!result.failure.empty()) fail(GPT_ERR_VERIFY_FAILED, result.failure);
@@ -99,7 +100,8 @@ at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
 }
 
 at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const {
-    return decode_->run(graph_inputs({idx, pos}, kv)).at(0);
+    const Graph &graph = idx.size(0) == 1 ? *decode_one_ : *decode_;
+    return graph.run(graph_inputs({idx, pos}, kv)).at(0);
 }
 
 namespace {
@@ -139,14 +141,18 @@ uint64_t Model::weights_bytes() const {
 
 VerifyResult Model::verify() const {
     const auto opts = at::TensorOptions().dtype(at::kLong).device(device_);
-    const at::Tensor tokens = golden_.at("tokens").to(opts);
-    const at::Tensor kv = new_kv_cache(1);
     const double atol = manifest_.golden_atol, rtol = manifest_.golden_rtol;
     VerifyResult result;
-    compare(prefill(tokens, kv), golden_.at("prefill_logits"), atol, rtol, "prefill", &result);
-    const at::Tensor pos = at::full({1}, tokens.size(1), opts);
-    compare(decode(golden_.at("decode_token").to(opts), pos, kv), golden_.at("decode_logits"), atol, rtol, "decode",
-            &result);
+    for (const int64_t batch : {1, 2}) {  // decode_one, then the batched decode: every row is the golden sequence
+        if (batch > manifest_.decode.max_batch) break;
+        const at::Tensor tokens = golden_.at("tokens").to(opts).expand({batch, -1}).contiguous();
+        const at::Tensor kv = new_kv_cache(batch);
+        compare(prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill", &result);
+        const at::Tensor token = golden_.at("decode_token").to(opts).expand({batch, 1}).contiguous();
+        compare(decode(token, at::full({batch}, tokens.size(1), opts), kv),
+                golden_.at("decode_logits").expand({batch, -1}), atol, rtol, batch == 1 ? "decode_one" : "decode",
+                &result);
+    }
     if (result.failure.empty()) {
         log(GPT_LOG_INFO, "golden vector matches (max abs error " + std::to_string(result.max_abs_err) + ")");
     } else {

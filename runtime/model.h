@@ -37,6 +37,7 @@ public:
     // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
     at::Tensor prefill(const at::Tensor &idx, const at::Tensor &kv) const;
     // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b].
+    // One row runs decode_one (its own linear form), more run the batched decode.
     at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const;
 
     // Training graphs, present when manifest().training is (compiled with --train).
@@ -51,7 +52,8 @@ public:
     uint64_t weights_bytes() const;
 
     // Runs the golden vector (prefill + one decode step) against the eager logits
-    // recorded at compile time, within the manifest's tolerance.
+    // recorded at compile time, within the manifest's tolerance: as one sequence
+    // (decode_one) and as a batch of two (the batched decode).
     VerifyResult verify() const;
 
     std::atomic<int> &live_sessions() { return live_sessions_; }
@@ -64,6 +66,7 @@ private:
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<Graph> prefill_;
     std::unique_ptr<Graph> decode_;
+    std::unique_ptr<Graph> decode_one_;
     std::unique_ptr<Graph> train_step_;
     std::unique_ptr<Graph> eval_loss_;
     std::unique_ptr<Graph> adamw_;

@@ -40,6 +40,7 @@ def attention_pick(manifest_path: Path) -> dict | None:
         "prefill": {k: v for k, v in m["attention"].items() if k != "decode"},
         "decode": m["attention"]["decode"],
         "training": {**training.get("attention_choice", {}), "trains_with": training.get("attention")},
+        "decode_linear": m["graphs"]["decode_one"]["linear"],
     }
 
 
@@ -63,6 +64,11 @@ def markdown(s: dict) -> str:
             lines += ["", f"| kernel | runs | {measured} ms | max abs err vs math |", "| --- | --- | --- | --- |"]
             for kind, c in choice.get("candidates", {}).items():
                 lines.append(f"| {kind} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
+        linear = pick["decode_linear"]
+        lines += ["", f"## Single-sequence decode linears ({where}): **{linear['form']}**"]
+        lines += ["", "| form | runs | 4 decode steps ms | max abs err vs mm |", "| --- | --- | --- | --- |"]
+        for form, c in linear.get("candidates", {}).items():
+            lines.append(f"| {form} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
     return "\n".join(lines) + "\n"
 
 

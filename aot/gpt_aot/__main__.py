@@ -35,12 +35,14 @@ def _compile(args) -> int:
         name=Path(args.output).name,
         tokenizer=tokenizer,
         attention=args.attention,
+        decode_linear=args.decode_linear,
         max_batch=args.max_batch,
         train=train,
     )
     print(
         f"artifact {out}: attention prefill={manifest['attention']['backend']} "
         f"decode={manifest['attention']['decode']['backend']}, "
+        f"single-sequence decode linears={manifest['graphs']['decode_one']['linear']['form']}, "
         f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB"
     )
     return 0
@@ -63,6 +65,9 @@ def main(argv=None) -> int:
     p.add_argument("--arch", default="auto", help="auto, or e.g. x86_64, sm_80, sm_90")
     p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16")
     p.add_argument("--attention", default="auto", help="auto (measured), naive, math, flash, efficient, cudnn")
+    p.add_argument(
+        "--decode-linear", default="auto", help="auto (measured), mm or reduction: a single sequence's decode linears"
+    )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument("--train", action="store_true", help="also compile train_step, eval_loss and AdamW graphs")
     defaults = OptimizerConfig()

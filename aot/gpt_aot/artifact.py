@@ -44,5 +44,7 @@ class ArtifactGraphs:
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         return self.graphs["prefill"](idx.contiguous(), layer_caches(kv))
 
+    # One row runs decode_one, as the runtime does (runtime/model.cpp).
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return self.graphs["decode"](idx.contiguous(), pos.contiguous(), layer_caches(kv))
+        graph = self.graphs["decode_one" if idx.shape[0] == 1 else "decode"]
+        return graph(idx.contiguous(), pos.contiguous(), layer_caches(kv))

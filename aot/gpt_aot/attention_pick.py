@@ -1,10 +1,12 @@
-"""Pick the attention kernel for a target by measuring it.
+"""Pick the attention kernel, and how a single sequence's decode runs its
+linears, for a target by measuring them.
 
 Every kind that has a kernel for the device runs the model at its own shapes:
 the prefill, decode steps over a half-full cache, forward + backward of the loss
 for training; each graph gets its own pick. Results
 (logits, or every gradient) are checked against the math backend and the
-fastest correct kind wins. All candidates are returned so the manifest can say why.
+fastest correct kind wins; the linear forms are checked against mm. All
+candidates are returned so the manifest can say why.
 """
 
 import time
@@ -12,7 +14,7 @@ import time
 import torch
 
 from .attention import ATTENTION_KINDS, attention_context, attention_runs_on
-from .model import GPT, layer_caches
+from .model import GPT, LINEAR_FORMS, layer_caches
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 
@@ -43,29 +45,36 @@ def _tokens(model: GPT, seq: int | None, rows: int) -> list[torch.Tensor]:
     return [torch.randint(0, model.config.vocab_size, shape, generator=gen).to(device) for _ in range(rows)]
 
 
-def _each_kind(model: GPT, run, repeats: int) -> dict:
-    """{kind: {"runs", "ms", "max_abs_err"}}: `run(model)` (a list of tensors)
-    under every kind with a kernel here, against its result under math."""
+def _each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, repeats: int) -> dict:
+    """{choice: {"runs", "ms", "max_abs_err"}}: `run(model)` (a list of tensors)
+    with the model's `setting` ("attention" or "linear_form") at each choice,
+    against its result at `reference`. An attention kind without a kernel here
+    is recorded as not running."""
     weight = model.lm_head.weight
-    saved = model.attention
-    model.set_attention("math")
-    reference = [t.float() for t in run(model)]
+    use = getattr(model, f"set_{setting}")
+    saved = getattr(model, setting)
+    use(reference)
+    expected = [t.float() for t in run(model)]
     results = {}
-    for kind in ATTENTION_KINDS:
-        if not attention_runs_on(kind, weight.device, weight.dtype):
-            results[kind] = {"runs": False}
+    for choice in choices:
+        if setting == "attention" and not attention_runs_on(choice, weight.device, weight.dtype):
+            results[choice] = {"runs": False}
             continue
-        model.set_attention(kind)
+        use(choice)
         try:
             out = run(model)  # warm-up and correctness
         except RuntimeError as e:  # a kernel that refuses these shapes (e.g. has no backward for them)
-            results[kind] = {"runs": False, "error": str(e).splitlines()[0]}
+            results[choice] = {"runs": False, "error": str(e).splitlines()[0]}
             continue
-        err = max((o.float() - r).abs().max().item() for o, r in zip(out, reference, strict=True))
+        err = max((o.float() - r).abs().max().item() for o, r in zip(out, expected, strict=True))
         ms = _time_ms(lambda: run(model), repeats)
-        results[kind] = {"runs": True, "ms": round(ms, 4), "max_abs_err": err}
-    model.set_attention(saved)
+        results[choice] = {"runs": True, "ms": round(ms, 4), "max_abs_err": err}
+    use(saved)
     return results
+
+
+def _each_kind(model: GPT, run, repeats: int) -> dict:
+    return _each_choice(model, "attention", ATTENTION_KINDS, "math", run, repeats)
 
 
 def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
@@ -75,11 +84,9 @@ def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
         return _each_kind(model, lambda m: [_prefill_once(m, idx)], repeats)
 
 
-def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
-    """Every kind's `steps` decode steps (batch 1) over a cache filled to half the
-    context, as Inductor compiles them, logits against math's. Compiled, not eager:
-    one query over the whole cache is where Inductor's fusion decides the winner
-    (eager math runs as separate ops and loses to flash on CPU; fused, it wins)."""
+def _measure_decode(model: GPT, setting: str, choices: tuple, reference: str, steps: int, repeats: int) -> dict:
+    """`steps` decode steps (batch 1) over a cache filled to half the context,
+    as Inductor compiles them, for each choice of `setting` (_each_choice)."""
     n = max(1, model.config.block_size // 2)
     steps = min(steps, model.config.block_size - n)
     (idx,) = _tokens(model, n + steps, 1)
@@ -87,7 +94,7 @@ def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
     kv = model.new_kv_cache(1)
     caches = layer_caches(kv)  # as the graphs take it: one view per input, updated in place
     saved = model.attention
-    decode = torch.compile(model.decode, dynamic=False)  # guards on the kind: one compile per kind
+    decode = torch.compile(model.decode, dynamic=False)  # guards on the setting: one compile per choice
 
     def run(m):
         with attention_context(m.attention):
@@ -99,9 +106,22 @@ def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
         model.prefill(idx[:, :n], kv)
         model.set_attention(saved)
         try:
-            return _each_kind(model, run, repeats)
+            return _each_choice(model, setting, choices, reference, run, repeats)
         finally:
             torch._dynamo.reset()
+
+
+def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
+    """Every attention kind's decode, logits against math's. Compiled, not eager:
+    one query over the whole cache is where Inductor's fusion decides the winner
+    (eager math runs as separate ops and loses to flash on CPU; fused, it wins)."""
+    return _measure_decode(model, "attention", ATTENTION_KINDS, "math", steps, repeats)
+
+
+def measure_decode_linear(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
+    """Each linear form's decode of one sequence (model.Linear), with the
+    model's attention, logits against mm's."""
+    return _measure_decode(model, "linear_form", LINEAR_FORMS, "mm", steps, repeats)
 
 
 def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:

@@ -17,9 +17,9 @@ from safetensors.torch import save_file
 
 from . import attention_pick, training
 from .attention import attention_context, attention_runs_on
-from .graphs import MAX_BATCH, export_graphs, graph_specs
+from .graphs import MAX_BATCH, export_decode_one, export_graphs, graph_specs
 from .manifest import write_manifest
-from .model import GPT
+from .model import GPT, LINEAR_FORMS
 from .target import Target
 
 # One copy of the weights for all graphs: nothing is baked into the .so, every
@@ -70,6 +70,21 @@ def choose_attention(model: GPT, target: Target, requested: str, measure=attenti
     candidates = measure(model)
     return {
         "backend": attention_pick.pick(candidates, target.dtype),
+        "selected_by": "measurement",
+        "candidates": candidates,
+    }
+
+
+def choose_decode_linear(model: GPT, target: Target, requested: str) -> dict:
+    """decode_one's linear form: the pinned one, or the fastest correct one with
+    the model's current attention (attention_pick.measure_decode_linear)."""
+    if requested != "auto":
+        if requested not in LINEAR_FORMS:
+            raise ValueError(f"linear form {requested!r} is not one of auto, {', '.join(LINEAR_FORMS)}")
+        return {"form": requested, "selected_by": "user"}
+    candidates = attention_pick.measure_decode_linear(model)
+    return {
+        "form": attention_pick.pick(candidates, target.dtype),
         "selected_by": "measurement",
         "candidates": candidates,
     }
@@ -182,11 +197,13 @@ def compile_artifact(
     name: str,
     tokenizer: dict,
     attention: str = "auto",
+    decode_linear: str = "auto",
     max_batch: int = MAX_BATCH,
     quiet: bool = False,
     train: training.OptimizerConfig | None = None,
 ) -> dict:
     """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
+    `attention` and `decode_linear` are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs."""
     progress = Progress(quiet=quiet)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
@@ -200,11 +217,19 @@ def compile_artifact(
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
         with progress.stage(f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']})"):
             programs = export_graphs(model, kinds, max_batch)
+        with progress.stage("choose decode_one's linear form"):
+            model.set_attention(kinds["decode"])
+            linear = choose_decode_linear(model, target, decode_linear)
+            model.set_attention(kinds["prefill"])
+        with progress.stage(f"export decode_one (linears: {linear['form']})"):
+            programs["decode_one"] = export_decode_one(model, kinds["decode"], linear["form"])
+            kinds["decode_one"] = kinds["decode"]
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):
                 compile_package(program, work / f"{graph}.pt2", target, kinds[graph])
-                specs[graph].update(file=f"{graph}.pt2", max_batch=max_batch)
+                specs[graph].update(file=f"{graph}.pt2", max_batch=1 if graph == "decode_one" else max_batch)
+        specs["decode_one"]["linear"] = linear
         training_section = None
         if train:
             with progress.stage("choose training attention"):

@@ -44,26 +44,28 @@ def graph_specs(gpt: GPT) -> dict:
     """Input/output signatures, with symbolic dims named as the manifest names them."""
     c = gpt.config
     dt = gpt.lm_head.weight.dtype
+
     # The cache (n_layer, 2, batch, n_head, block_size, head_dim) goes in as its
     # layer_caches views: layer 0's k and v, then layer 1's, ...
-    kv = [
-        _tensor_sig(f"{kind}_cache.{layer}", dt, ["batch", c.n_head, c.block_size, c.head_dim])
-        for layer in range(c.n_layer)
-        for kind in ("k", "v")
-    ]
-    mutated = [t["name"] for t in kv]
-    logits = _tensor_sig("logits", dt, ["batch", c.padded_vocab_size])
+    def spec(batch, leading: list) -> dict:
+        kv = [
+            _tensor_sig(f"{kind}_cache.{layer}", dt, [batch, c.n_head, c.block_size, c.head_dim])
+            for layer in range(c.n_layer)
+            for kind in ("k", "v")
+        ]
+        return {
+            "inputs": [*leading, *kv],
+            "outputs": [_tensor_sig("logits", dt, [batch, c.padded_vocab_size])],
+            "mutates": [t["name"] for t in kv],
+        }
+
+    def decode_inputs(batch):
+        return [_tensor_sig("idx", torch.int64, [batch, 1]), _tensor_sig("pos", torch.int64, [batch])]
+
     return {
-        "prefill": {
-            "inputs": [_tensor_sig("idx", torch.int64, ["batch", "seq"]), *kv],
-            "outputs": [logits],
-            "mutates": mutated,
-        },
-        "decode": {
-            "inputs": [_tensor_sig("idx", torch.int64, ["batch", 1]), _tensor_sig("pos", torch.int64, ["batch"]), *kv],
-            "outputs": [logits],
-            "mutates": mutated,
-        },
+        "prefill": spec("batch", [_tensor_sig("idx", torch.int64, ["batch", "seq"])]),
+        "decode": spec("batch", decode_inputs("batch")),
+        "decode_one": spec(1, decode_inputs(1)),
     }
 
 
@@ -95,3 +97,22 @@ def export_graphs(gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATC
             with attention_context(attention[name]):
                 programs[name] = torch.export.export(module, args, dynamic_shapes=dims)
     return {"prefill": programs["prefill"], "decode": programs["decode"]}
+
+
+def export_decode_one(gpt: GPT, attention: str, linear_form: str) -> ExportedProgram:
+    """Decode of a single sequence, batch 1 fixed, its linears in `linear_form`:
+    the runtime's graph whenever one row steps. The model keeps its form."""
+    c = gpt.config
+    device = gpt.lm_head.weight.device
+    caches = [t.clone() for t in layer_caches(gpt.new_kv_cache(1))]  # as export_graphs: no shared base
+    step = torch.zeros(1, 1, dtype=torch.int64, device=device)
+    pos = torch.tensor([min(1, c.block_size - 1)], dtype=torch.int64, device=device)
+    saved = gpt.attention, gpt.linear_form
+    gpt.set_attention(attention)
+    gpt.set_linear_form(linear_form)
+    try:
+        with torch.no_grad(), attention_context(attention):
+            return torch.export.export(DecodeGraph(gpt), (step, pos, caches))
+    finally:
+        gpt.set_attention(saved[0])
+        gpt.set_linear_form(saved[1])

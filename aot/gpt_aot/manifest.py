@@ -12,7 +12,8 @@ from pathlib import Path
 FORMAT_NAME = "gpt-aot"
 # 2: the KV cache goes into the graphs as per-layer k and v views.
 # 3: decode takes one position per row (pos (batch,)), so a batch holds sequences of different lengths.
-FORMAT_VERSION = 3
+# 4: decode_one, decode of a single sequence (batch 1) with its own linear form, which the runtime requires.
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

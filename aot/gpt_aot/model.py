@@ -5,7 +5,9 @@ load unchanged. Three entry points share one set of weights:
   forward(idx, targets)      full-sequence logits (+ loss), as nanoGPT trains
   prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
   decode(idx, pos, kv)       one token per row b at position pos[b], its logits
-Rows of a batch are independent sequences, each at its own position.
+Rows of a batch are independent sequences, each at its own position. Every
+linear layer can run as a matrix product or, for one row, as a reduction
+(`set_linear_form`).
 The KV cache is one tensor (n_layer, 2, B, n_head, block_size, head_dim), and
 the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
 of it (`layer_caches`). A cache each graph writes once is one Inductor updates
@@ -69,6 +71,31 @@ def layer_caches(kv: torch.Tensor) -> list[torch.Tensor]:
     return [kv[layer, i] for layer in range(kv.shape[0]) for i in (0, 1)]
 
 
+LINEAR_FORMS = ("mm", "reduction")
+
+
+class Linear(nn.Linear):
+    """nn.Linear (same parameters and names) that can also run as a reduction.
+
+    With one token per step a linear reads its whole weight for one dot product
+    per output; written as `(x * W).sum(-1)`, Inductor emits a vectorised,
+    threaded reduction that streams the weight, where the CPU's matrix product
+    at one row runs on one thread. Only worth it for a single row: for a batch
+    the reduction reads the weight once per row.
+    """
+
+    form = "mm"
+
+    def forward(self, x):
+        if self.form == "mm":
+            return super().forward(x)
+        # as_strided pins x as a stored buffer; otherwise Inductor inlines x's
+        # producer (layer norm, GELU) and recomputes it for every output row.
+        x = x.as_strided(x.shape, x.stride())
+        y = (x.unsqueeze(-2) * self.weight).sum(-1)
+        return y if self.bias is None else y + self.bias
+
+
 class LayerNorm(nn.Module):
     """LayerNorm with an optional bias (PyTorch's has no bias=False before 2.1)."""
 
@@ -89,8 +116,8 @@ class CausalSelfAttention(nn.Module):
         self.n_embd = config.n_embd
         self.attention = attention
         self.dropout = config.dropout
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.c_attn = Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)
+        self.c_proj = Linear(config.n_embd, config.n_embd, bias=config.bias)
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def _qkv(self, x):
@@ -135,9 +162,9 @@ class CausalSelfAttention(nn.Module):
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_fc = Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
         self.gelu = nn.GELU()
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.c_proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x):
@@ -178,7 +205,7 @@ class GPT(nn.Module):
                 ln_f=LayerNorm(config.n_embd, bias=config.bias),
             )
         )
-        self.lm_head = nn.Linear(config.n_embd, config.padded_vocab_size, bias=False)
+        self.lm_head = Linear(config.n_embd, config.padded_vocab_size, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying, as GPT-2
 
     def init_weights(self, seed: int):
@@ -204,6 +231,17 @@ class GPT(nn.Module):
     def set_attention(self, attention: str):
         for block in self.transformer.h:
             block.attn.attention = attention
+
+    @property
+    def linear_form(self) -> str:
+        return self.lm_head.form
+
+    def set_linear_form(self, form: str):
+        if form not in LINEAR_FORMS:
+            raise ValueError(f"linear form {form!r} is not one of {LINEAR_FORMS}")
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.form = form
 
     def new_kv_cache(self, batch: int, dtype=None, device=None):
         c = self.config

@@ -41,7 +41,10 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
     for name, entry in manifest["files"].items():
         assert sha256_file(directory / name) == entry["sha256"]
         assert (directory / name).stat().st_size == entry["size"]
-    for graph in ("prefill", "decode"):
+    assert manifest["graphs"]["decode_one"]["max_batch"] == 1
+    assert manifest["graphs"]["decode_one"]["linear"] == {"form": "reduction", "selected_by": "user"}
+    assert [i["shape"] for i in manifest["graphs"]["decode_one"]["inputs"][:2]] == [[1, 1], [1]]
+    for graph in ("prefill", "decode", "decode_one"):
         assert manifest["graphs"][graph]["inputs"][0]["name"] == "idx"
         caches = [f"{kind}_cache.{layer}" for layer in range(fixtures.CONFIG.n_layer) for kind in ("k", "v")]
         assert [i["name"] for i in manifest["graphs"][graph]["inputs"]][-len(caches) :] == caches
@@ -54,8 +57,9 @@ def wrapper_source(artifacts, kind: str, graph: str) -> str:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_graph_calls_the_chosen_attention_kernel(artifacts, kind):
-    code = wrapper_source(artifacts, kind, "prefill") + wrapper_source(artifacts, kind, "decode")
-    assert ("_scaled_dot_product_flash_attention_for_cpu" in code) == (kind == "flash")
+    for graph in ("prefill", "decode", "decode_one"):
+        code = wrapper_source(artifacts, kind, graph)
+        assert ("_scaled_dot_product_flash_attention_for_cpu" in code) == (kind == "flash"), graph
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -64,8 +68,26 @@ def test_compiled_graphs_write_the_kv_cache_in_place(artifacts, fixtures, kind):
     # Inductor copies the cache instead of updating the input: 10x slower decode.
     c = fixtures.CONFIG
     cache_shaped = re.compile(rf"\b{c.n_head}L, {c.block_size}L, {c.n_embd // c.n_head}L\}}")
-    for graph in ("prefill", "decode"):
+    for graph in ("prefill", "decode", "decode_one"):
         assert not cache_shaped.search(wrapper_source(artifacts, kind, graph)), f"{kind} {graph} copies the KV cache"
+
+
+MATRIX_PRODUCTS = re.compile(r"aoti_torch_cpu_(?:add)?mm_out")
+
+
+@pytest.mark.parametrize(("name", "form"), [("tiny-math", "reduction"), ("tiny-other", "mm")])
+def test_decode_one_runs_its_linears_in_the_recorded_form(artifacts, fixtures, name, form):
+    """A reduction-form decode_one calls no matrix product: every linear (4 per layer
+    and lm_head) is generated code; the batched decode keeps them all."""
+    linears = 4 * fixtures.CONFIG.n_layer + 1
+    directory = artifacts / name / "cpu"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["graphs"]["decode_one"]["linear"]["form"] == form
+    calls = {
+        g: len(MATRIX_PRODUCTS.findall(compile_mod._wrapper_source(directory / f"{g}.pt2")))
+        for g in ("decode_one", "decode")
+    }
+    assert calls == {"decode_one": 0 if form == "reduction" else linears, "decode": linears}
 
 
 def test_check_kernel_rejects_a_graph_without_the_expected_kernel(artifacts):
@@ -164,6 +186,37 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
     assert model.attention == "flash"  # the model is left as it came
 
 
+def test_linear_forms_compute_the_same_product(fixtures):
+    from gpt_aot.model import Linear
+
+    for bias in (True, False):
+        linear = Linear(16, 24, bias=bias)
+        for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):
+            x = torch.randn(shape)
+            linear.form = "mm"
+            expected = linear(x)
+            linear.form = "reduction"
+            torch.testing.assert_close(linear(x), expected, atol=1e-6, rtol=1e-6)
+    model = fixtures.tiny_model("math")
+    model.set_linear_form("reduction")
+    assert {m.form for m in model.modules() if isinstance(m, Linear)} == {"reduction"}
+    with pytest.raises(ValueError, match="not one of"):
+        model.set_linear_form("gemv")
+
+
+def test_decode_linear_form_is_measured_against_mm(fixtures):
+    from gpt_aot import attention_pick
+
+    model = fixtures.tiny_model("math")
+    candidates = attention_pick.measure_decode_linear(model)
+    assert set(candidates) == {"mm", "reduction"}
+    assert candidates["mm"]["max_abs_err"] == 0.0
+    assert candidates["reduction"]["runs"] and candidates["reduction"]["ms"] > 0
+    assert candidates["reduction"]["max_abs_err"] < TOL
+    assert model.linear_form == "mm" and model.attention == "math"  # left as it came
+    assert attention_pick.pick(candidates, torch.float32) == min(candidates, key=lambda f: candidates[f]["ms"])
+
+
 def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures, monkeypatch):
     """auto picks a kernel per graph; each package calls its own and the manifest records both."""
     from gpt_aot import attention_pick
@@ -190,3 +243,5 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
         tok, pos = idx[:, :1], torch.tensor([6, 6])
         torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
+    assert manifest["graphs"]["decode_one"]["linear"]["selected_by"] == "measurement"
+    assert flash_kernel not in compile_mod._wrapper_source(out / "decode_one.pt2")  # decode's kernel

@@ -84,6 +84,22 @@ TEST_CASE("ForeignFormatAndMissingFieldsAreInvalid", "[artifact]") {
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
 }
 
+TEST_CASE("decode_one is required and takes exactly one row", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const json original = art.manifest();
+    edit_manifest(art, [](json &m) { m["graphs"]["decode_one"]["max_batch"] = 2; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("decode_one.max_batch"));
+    art.write_manifest(original);
+    edit_manifest(art, [](json &m) { m["graphs"].erase("decode_one"); });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("decode_one"));
+    art.write_manifest(original);
+    edit_manifest(art, [](json &m) { m["graphs"]["decode_one"].erase("linear"); });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("linear"));
+}
+
 TEST_CASE("FlippedByteInCompiledLibraryIsRefusedBeforeLoad", "[artifact]") {
     test::LogCapture log;
     test::ScratchArtifact art(test::artifact());

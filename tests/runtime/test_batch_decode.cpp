@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
@@ -197,4 +198,38 @@ TEST_CASE("bad batched calls are refused before anything changes", "[inference][
     CHECK(position_of(batch.handle, 0) == 5);
     CHECK(gpt_session_prefill_seq(batch.handle, 2, a.data(), 3, logits.data() + 2 * vocab) == GPT_OK);
     CHECK(position_of(batch.handle, 2) == 3);
+}
+
+TEST_CASE("one stepping sequence runs decode_one, several run the batched decode", "[inference][batch]") {
+    // decode_one.pt2 replaced by a graph that cannot take decode's inputs (the
+    // prefill): every call that routes one row to it fails, a batch does not.
+    test::ScratchArtifact art(test::artifact("flash"));
+    std::filesystem::copy_file(art.file("prefill.pt2"), art.file("decode_one.pt2"),
+                               std::filesystem::copy_options::overwrite_existing);
+    art.rehash("decode_one.pt2");
+    test::Model model(art.dir());
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size;
+    const auto ref = test::reference();
+    const auto prompt = tokens_of(ref.at("prompt"));
+    const auto steps = tokens_of(ref.at("decode_tokens"));
+    const at::Tensor ref_logits = ref.at("logits").to(at::kFloat).contiguous();
+    const auto n_prompt = static_cast<int32_t>(prompt.size());
+
+    test::Session alone(model.handle), batch(model.handle, 2);
+    std::vector<float> logits(static_cast<size_t>(2 * vocab));
+    REQUIRE(gpt_session_prefill(alone.handle, prompt.data(), n_prompt, logits.data()) == GPT_OK);
+    CHECK(gpt_session_decode(alone.handle, steps[0], logits.data()) == GPT_ERR_INTERNAL);
+    CHECK(position_of(alone.handle, 0) == n_prompt);
+
+    for (int32_t s = 0; s < 2; ++s)
+        REQUIRE(gpt_session_prefill_seq(batch.handle, s, prompt.data(), n_prompt, logits.data() + s * vocab) == GPT_OK);
+    const gpt_token only_first[] = {steps[0], GPT_TOKEN_NONE};  // one row: decode_one
+    CHECK(gpt_session_decode_batch(batch.handle, only_first, logits.data()) == GPT_ERR_INTERNAL);
+    const gpt_token both[] = {steps[0], steps[0]};  // two rows: the batched graph, which is intact
+    REQUIRE(gpt_session_decode_batch(batch.handle, both, logits.data()) == GPT_OK);
+    for (int32_t s = 0; s < 2; ++s)
+        CHECK(max_abs_diff(logits.data() + s * vocab, ref_logits[1].data_ptr<float>(), vocab) < kTolerance);
+    double err = 0;
+    CHECK(gpt_model_verify(model.handle, &err) != GPT_OK);  // the golden check runs decode_one too
 }

@@ -104,7 +104,7 @@ TEST_CASE("a golden vector that the model does not reproduce fails verify", "[in
     double err = 0.0;
     CHECK(gpt_model_verify(model.handle, &err) == GPT_ERR_VERIFY_FAILED);
     CHECK(err == Approx(0.5).margin(1e-3));
-    CHECK(std::string(gpt_last_error()).find("golden decode logits differ") != std::string::npos);
+    CHECK(std::string(gpt_last_error()).find("golden decode_one logits differ") != std::string::npos);
 }
 
 TEST_CASE("the same seed gives the same tokens and another seed does not", "[generate]") {
