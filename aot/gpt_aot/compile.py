@@ -75,14 +75,19 @@ def choose_attention(model: GPT, target: Target, requested: str, measure=attenti
     }
 
 
-def choose_decode_linear(model: GPT, target: Target, requested: str) -> dict:
+def choose_decode_linear(model: GPT, target: Target, requested: str, attention: str) -> dict:
     """decode_one's linear form: the pinned one, or the fastest correct one with
-    the model's current attention (attention_pick.measure_decode_linear)."""
+    decode's `attention` (attention_pick.measure_decode_linear)."""
     if requested != "auto":
         if requested not in LINEAR_FORMS:
             raise ValueError(f"linear form {requested!r} is not one of auto, {', '.join(LINEAR_FORMS)}")
         return {"form": requested, "selected_by": "user"}
-    candidates = attention_pick.measure_decode_linear(model)
+    saved = model.attention
+    model.set_attention(attention)
+    try:
+        candidates = attention_pick.measure_decode_linear(model)
+    finally:
+        model.set_attention(saved)
     return {
         "form": attention_pick.pick(candidates, target.dtype),
         "selected_by": "measurement",
@@ -218,9 +223,7 @@ def compile_artifact(
         with progress.stage(f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']})"):
             programs = export_graphs(model, kinds, max_batch)
         with progress.stage("choose decode_one's linear form"):
-            model.set_attention(kinds["decode"])
-            linear = choose_decode_linear(model, target, decode_linear)
-            model.set_attention(kinds["prefill"])
+            linear = choose_decode_linear(model, target, decode_linear, kinds["decode"])
         with progress.stage(f"export decode_one (linears: {linear['form']})"):
             programs["decode_one"] = export_decode_one(model, kinds["decode"], linear["form"])
             kinds["decode_one"] = kinds["decode"]
