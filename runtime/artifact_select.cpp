@@ -157,10 +157,9 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
             // How the kernel was picked (each candidate's time and error), as compile recorded it.
             const Bytes raw = read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes);
             const json manifest = json::parse(raw.begin(), raw.end(), nullptr, false);
-            if (manifest.is_object() && manifest.contains("attention")) entry["attention_pick"] = manifest["attention"];
             if (manifest.is_object()) {
-                const json linear = manifest.value(json::json_pointer("/graphs/decode_one/linear"), json());
-                if (!linear.is_null()) entry["decode_linear_pick"] = linear;
+                entry["attention_pick"] = manifest.value("attention", json());
+                entry["decode_linear_pick"] = manifest.value(json::json_pointer("/graphs/decode_one/linear"), json());
             }
         }
         out["targets"].push_back(entry);

@@ -44,6 +44,13 @@ def attention_pick(manifest_path: Path) -> dict | None:
     }
 
 
+def candidate_table(choice: dict, what: str, timing: str, reference: str) -> list[str]:
+    lines = ["", f"| {what} | runs | {timing} | max abs err vs {reference} |", "| --- | --- | --- | --- |"]
+    for name, c in choice.get("candidates", {}).items():
+        lines.append(f"| {name} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
+    return lines
+
+
 def markdown(s: dict) -> str:
     lines = ["# GPU check", "", "```", s["machine"].strip(), "```", ""]
     lines += ["| suite | passed | skipped | failed |", "| --- | --- | --- | --- |"]
@@ -61,14 +68,10 @@ def markdown(s: dict) -> str:
             lines += ["", f"## Attention pick for {use} ({where}): **{choice.get('backend')}**"]
             if choice.get("trains_with") not in (None, choice.get("backend")):
                 lines.append(f"(compiled backward refused; trains with {choice['trains_with']})")
-            lines += ["", f"| kernel | runs | {measured} ms | max abs err vs math |", "| --- | --- | --- | --- |"]
-            for kind, c in choice.get("candidates", {}).items():
-                lines.append(f"| {kind} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
+            lines += candidate_table(choice, "kernel", f"{measured} ms", "math")
         linear = pick["decode_linear"]
         lines += ["", f"## Single-sequence decode linears ({where}): **{linear['form']}**"]
-        lines += ["", "| form | runs | 4 decode steps ms | max abs err vs mm |", "| --- | --- | --- | --- |"]
-        for form, c in linear.get("candidates", {}).items():
-            lines.append(f"| {form} | {c['runs']} | {c.get('ms', '—')} | {c.get('max_abs_err', '—')} |")
+        lines += candidate_table(linear, "form", "4 decode steps ms", "mm")
     return "\n".join(lines) + "\n"
 
 

@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from . import attention_pick, training
 from .attention import attention_context, attention_runs_on
-from .graphs import MAX_BATCH, export_decode_one, export_graphs, graph_specs
+from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .manifest import write_manifest
 from .model import GPT, LINEAR_FORMS
 from .target import Target
@@ -220,12 +220,13 @@ def compile_artifact(
             choice = choose_attention(model, target, attention)
             choice["decode"] = choose_attention(model, target, attention, attention_pick.measure_decode)
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
-        with progress.stage(f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']})"):
-            programs = export_graphs(model, kinds, max_batch)
         with progress.stage("choose decode_one's linear form"):
             linear = choose_decode_linear(model, target, decode_linear, kinds["decode"])
-        with progress.stage(f"export decode_one (linears: {linear['form']})"):
-            programs["decode_one"] = export_decode_one(model, kinds["decode"], linear["form"])
+        with progress.stage(
+            f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; "
+            f"decode_one linears: {linear['form']})"
+        ):
+            programs = export_graphs(model, kinds, max_batch, linear["form"])
             kinds["decode_one"] = kinds["decode"]
         specs = graph_specs(model)
         for graph, program in programs.items():

@@ -69,10 +69,14 @@ def graph_specs(gpt: GPT) -> dict:
     }
 
 
-def export_graphs(gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH) -> dict[str, ExportedProgram]:
+def export_graphs(
+    gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH, decode_linear: str | None = None
+) -> dict[str, ExportedProgram]:
     """Export prefill and decode with dynamic batch and prompt length, each with
     its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing.
-    The model is left with the prefill's kind."""
+    With `decode_linear`, also decode_one: decode of a single sequence, batch 1
+    fixed, decode's kind, its linears in that form (the runtime's graph whenever
+    one row steps). The model is left with the prefill's kind and mm linears."""
     c = gpt.config
     device = gpt.lm_head.weight.device
     batch = Dim("batch", min=1, max=max_batch)
@@ -86,33 +90,26 @@ def export_graphs(gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATC
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.tensor([min(1, c.block_size - 1), 0], dtype=torch.int64, device=device)  # rows at different positions
+    # name -> (module, example inputs, dynamic dims, attention kind, linear form)
     entries = {
-        "decode": (DecodeGraph(gpt), (step, pos, caches), ({0: batch}, {0: batch}, cache_dims)),
-        "prefill": (PrefillGraph(gpt), (idx, caches), ({0: batch, 1: seq}, cache_dims)),
+        "decode": (
+            DecodeGraph(gpt),
+            (step, pos, caches),
+            ({0: batch}, {0: batch}, cache_dims),
+            attention["decode"],
+            "mm",
+        ),
+        "prefill": (PrefillGraph(gpt), (idx, caches), ({0: batch, 1: seq}, cache_dims), attention["prefill"], "mm"),
     }
+    if decode_linear:
+        one = (step[:1].clone(), pos[:1].clone(), [t[:1].clone() for t in caches])
+        entries["decode_one"] = (DecodeGraph(gpt), one, None, attention["decode"], decode_linear)
     programs = {}
     with torch.no_grad():
-        for name, (module, args, dims) in entries.items():
-            gpt.set_attention(attention[name])
-            with attention_context(attention[name]):
+        for name, (module, args, dims, kind, form) in entries.items():
+            gpt.set_attention(kind)
+            gpt.set_linear_form(form)
+            with attention_context(kind):
                 programs[name] = torch.export.export(module, args, dynamic_shapes=dims)
-    return {"prefill": programs["prefill"], "decode": programs["decode"]}
-
-
-def export_decode_one(gpt: GPT, attention: str, linear_form: str) -> ExportedProgram:
-    """Decode of a single sequence, batch 1 fixed, its linears in `linear_form`:
-    the runtime's graph whenever one row steps. The model keeps its form."""
-    c = gpt.config
-    device = gpt.lm_head.weight.device
-    caches = [t.clone() for t in layer_caches(gpt.new_kv_cache(1))]  # as export_graphs: no shared base
-    step = torch.zeros(1, 1, dtype=torch.int64, device=device)
-    pos = torch.tensor([min(1, c.block_size - 1)], dtype=torch.int64, device=device)
-    saved = gpt.attention, gpt.linear_form
-    gpt.set_attention(attention)
-    gpt.set_linear_form(linear_form)
-    try:
-        with torch.no_grad(), attention_context(attention):
-            return torch.export.export(DecodeGraph(gpt), (step, pos, caches))
-    finally:
-        gpt.set_attention(saved[0])
-        gpt.set_linear_form(saved[1])
+    gpt.set_linear_form("mm")
+    return {name: programs[name] for name in ("prefill", "decode", "decode_one") if name in programs}
