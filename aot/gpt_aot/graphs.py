@@ -83,9 +83,8 @@ def graph_specs(gpt: GPT) -> dict:
 def export_graphs(
     gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH, decode_linear: str | None = None
 ) -> dict[str, ExportedProgram]:
-    """Export prefill and decode with dynamic batch, prompt length and decode
-    span, each with its attention kind ({"prefill": kind, "decode": kind})
-    pinned while tracing.
+    """Export prefill and decode with dynamic batch, prompt length and span of
+    cache a decode step reads, each with its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing.
     With `decode_linear`, also decode_one: decode of a single sequence, batch 1
     fixed, decode's kind, its linears in that form (the runtime's graph whenever
     one row steps). The model is left with the prefill's kind and mm linears."""
