@@ -9,8 +9,6 @@
 #include <limits>
 #include <vector>
 
-#include "error.h"
-#include "model.h"
 #include "test_support.h"
 
 namespace {
@@ -234,40 +232,4 @@ TEST_CASE("one stepping sequence runs decode_one, several run the batched decode
         CHECK(max_abs_diff(logits.data() + s * vocab, ref_logits[1].data_ptr<float>(), vocab) < kTolerance);
     double err = 0;
     CHECK(gpt_model_verify(model.handle, &err) != GPT_OK);  // the golden check runs decode_one too
-}
-
-TEST_CASE("a decode step reads the cache only up to its span", "[inference][batch]") {
-    // Cache past the prompt is NaN: a step with span = prompt + 1 equals the same
-    // step over a clean cache, and the same step over the whole block is poisoned.
-    test::Model loaded(test::artifact("math"));
-    REQUIRE(loaded.status == GPT_OK);
-    const gpt::Model &model = *loaded.handle->impl;
-    const int64_t block = model.config().block_size;
-    const at::Tensor prompt = test::reference().at("prompt").to(at::kLong).view({1, -1});
-    const int64_t n = prompt.size(1);
-    for (const int64_t rows : {1, 2}) {  // decode_one, the batched decode
-        CAPTURE(rows);
-        const at::Tensor clean = model.new_kv_cache(rows);
-        model.prefill(prompt.expand({rows, -1}).contiguous(), clean);
-        const at::Tensor poisoned = clean.clone();
-        poisoned.narrow(4, n + 1, block - n - 1).fill_(std::numeric_limits<float>::quiet_NaN());
-        const at::Tensor token = prompt.narrow(1, 0, 1).expand({rows, 1}).contiguous();
-        const at::Tensor pos = at::full({rows}, n, at::kLong);
-        const at::Tensor expected = model.decode(token, pos, block, clean.clone());
-        const at::Tensor got = model.decode(token, pos, n + 1, poisoned.clone());
-        CHECK(got.isfinite().all().item<bool>());
-        CHECK((got - expected).abs().max().item<float>() < kTolerance);
-        CHECK_FALSE(model.decode(token, pos, block, poisoned).isfinite().all().item<bool>());
-    }
-    const at::Tensor kv = model.new_kv_cache(1);
-    const at::Tensor token = at::zeros({1, 1}, at::kLong), pos = at::ones({1}, at::kLong);
-    for (const int64_t span : {int64_t{1}, block + 1}) {
-        CAPTURE(span);
-        try {
-            model.decode(token, pos, span, kv);
-            FAIL("a span outside [2, block_size] ran");
-        } catch (const gpt::Error &e) {
-            CHECK(e.status() == GPT_ERR_INTERNAL);
-        }
-    }
 }
