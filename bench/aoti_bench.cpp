@@ -73,9 +73,7 @@ int main(int argc, char **argv) {
             at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
             for (int i = 0; i < tokens; ++i) {
                 generated.push_back(next[0][0].item<long>());
-                const at::Tensor pos = at::full({batch}, context + i, i64);
-                const at::Tensor span = at::scalar_tensor(context + i + 1, i64);  // read the live cache only
-                logits = decode.run(with_cache({next, pos, span}, kv)).at(0);
+                logits = decode.run(with_cache({next, at::full({batch}, context + i, i64)}, kv)).at(0);
                 next = logits.slice(1, 0, vocab).argmax(-1, true);
             }
             prefill_ms.push_back(t1 - t0);

@@ -100,7 +100,7 @@ def generate(args, device) -> dict:
         for i in range(args.tokens):
             tokens.append(int(next_token[0, 0]))
             pos = torch.full((args.batch,), args.context + i, device=device)
-            logits = decode_with_its_kernel(next_token, pos, kv, args.context + i + 1)  # the live cache only
+            logits = decode_with_its_kernel(next_token, pos, kv)
             next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         t2 = now_ms(device)
         prefill_ms.append(t1 - t0)

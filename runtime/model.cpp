@@ -99,13 +99,9 @@ at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
     return prefill_->run(graph_inputs({idx}, kv)).at(0);
 }
 
-at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, int64_t span, const at::Tensor &kv) const {
-    // The graphs assume 2 <= span <= block_size (aot/gpt_aot/graphs.py): a decode follows a prefill.
-    if (span < 2 || span > config().block_size)
-        fail(GPT_ERR_INTERNAL, "decode span " + std::to_string(span) + " is outside [2, block_size]");
+at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const {
     const Graph &graph = idx.size(0) == 1 ? *decode_one_ : *decode_;
-    // A host scalar on every target: the graph reads it without a device sync.
-    return graph.run(graph_inputs({idx, pos, at::scalar_tensor(span, at::kLong)}, kv)).at(0);
+    return graph.run(graph_inputs({idx, pos}, kv)).at(0);
 }
 
 namespace {
@@ -153,8 +149,7 @@ VerifyResult Model::verify() const {
         const at::Tensor kv = new_kv_cache(batch);
         compare(prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill", &result);
         const at::Tensor token = golden_.at("decode_token").to(opts).expand({batch, 1}).contiguous();
-        const int64_t pos = tokens.size(1);
-        compare(decode(token, at::full({batch}, pos, opts), pos + 1, kv),
+        compare(decode(token, at::full({batch}, tokens.size(1), opts), kv),
                 golden_.at("decode_logits").expand({batch, -1}), atol, rtol, batch == 1 ? "decode_one" : "decode",
                 &result);
     }

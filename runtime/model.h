@@ -36,10 +36,9 @@ public:
     at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size, head_dim)
     // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
     at::Tensor prefill(const at::Tensor &idx, const at::Tensor &kv) const;
-    // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b] and
-    // reads cache positions [0, span), span > every pos: a short context does not read the whole block.
+    // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b].
     // One row runs decode_one (its own linear form), more run the batched decode.
-    at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, int64_t span, const at::Tensor &kv) const;
+    at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const;
 
     // Training graphs, present when manifest().training is (compiled with --train).
     // train_step: x, y (B, T) int64 -> {loss, grad per training param}.

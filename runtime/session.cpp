@@ -113,16 +113,13 @@ void Session::decode_batch(const gpt_token *tokens, float *logits) {
     }
     if (rows == 0) fail(GPT_ERR_INVALID_ARGUMENT, "every token is GPT_TOKEN_NONE: no sequence to decode");
     std::vector<int64_t> ids(static_cast<size_t>(rows)), pos(static_cast<size_t>(rows));
-    int64_t span = 0;  // the step reads the cache up to the furthest row's position
     for (int32_t seq = 0; seq < rows; ++seq) {
         const bool steps = tokens[seq] != GPT_TOKEN_NONE;
         ids[static_cast<size_t>(seq)] = steps ? tokens[seq] : 0;
         pos[static_cast<size_t>(seq)] = std::min(positions_[static_cast<size_t>(seq)], block - 1);
-        span = std::max(span, pos[static_cast<size_t>(seq)] + 1);
     }
     const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
-    const at::Tensor out =
-        model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), span, kv_.narrow(2, 0, rows));
+    const at::Tensor out = model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows));
     const at::Tensor all = host_logits(out);
     const int64_t vocab = model_.config().vocab_size;
     for (int32_t seq = 0; seq < rows; ++seq) {

@@ -44,9 +44,7 @@ class ArtifactGraphs:
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         return self.graphs["prefill"](idx.contiguous(), layer_caches(kv))
 
-    # One row runs decode_one, and a step reads the cache up to its last position,
-    # as the runtime does (runtime/model.cpp).
+    # One row runs decode_one, as the runtime does (runtime/model.cpp).
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         graph = self.graphs["decode_one" if idx.shape[0] == 1 else "decode"]
-        span = torch.tensor(int(pos.max()) + 1)  # on the host
-        return graph(idx.contiguous(), pos.contiguous(), span, layer_caches(kv))
+        return graph(idx.contiguous(), pos.contiguous(), layer_caches(kv))

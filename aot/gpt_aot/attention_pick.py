@@ -86,8 +86,7 @@ def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
 
 def _measure_decode(model: GPT, setting: str, choices: tuple, reference: str, steps: int, repeats: int) -> dict:
     """`steps` decode steps (batch 1) over a cache filled to half the context,
-    each reading the cache up to the last step, as Inductor compiles them, for
-    each choice of `setting` (_each_choice)."""
+    as Inductor compiles them, for each choice of `setting` (_each_choice)."""
     n = max(1, model.config.block_size // 2)
     steps = min(steps, model.config.block_size - n)
     (idx,) = _tokens(model, n + steps, 1)
@@ -100,7 +99,7 @@ def _measure_decode(model: GPT, setting: str, choices: tuple, reference: str, st
     def run(m):
         with attention_context(m.attention):
             # Each run rewrites the same cache positions before reading them: runs are interchangeable.
-            return [decode(idx[:, n + i : n + i + 1], positions[i], caches, n + steps) for i in range(steps)]
+            return [decode(idx[:, n + i : n + i + 1], positions[i], caches) for i in range(steps)]
 
     with torch.no_grad():
         model.set_attention("math")

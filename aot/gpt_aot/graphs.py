@@ -32,15 +32,8 @@ class PrefillGraph(EntryModule):
 
 
 class DecodeGraph(EntryModule):
-    def forward(self, idx, pos, span, caches):
-        # span: a 0-d int64 tensor on the host. Read as a data-dependent size, so
-        # export keeps it symbolic where a shape-derived size would specialise on
-        # whether the cache slice is the whole cache; on the host, reading it costs no sync.
-        gpt = self._gpt[0]
-        n = span.item()
-        torch._check(n >= 2)  # decode follows a prefill: every pos >= 1
-        torch._check(n <= gpt.config.block_size)
-        return gpt.decode(idx, pos, caches, n)
+    def forward(self, idx, pos, caches):
+        return self._gpt[0].decode(idx, pos, caches)
 
 
 def _tensor_sig(name, dtype, shape):
@@ -67,11 +60,7 @@ def graph_specs(gpt: GPT) -> dict:
         }
 
     def decode_inputs(batch):
-        return [
-            _tensor_sig("idx", torch.int64, [batch, 1]),
-            _tensor_sig("pos", torch.int64, [batch]),
-            {**_tensor_sig("span", torch.int64, []), "device": "cpu"},
-        ]
+        return [_tensor_sig("idx", torch.int64, [batch, 1]), _tensor_sig("pos", torch.int64, [batch])]
 
     return {
         "prefill": spec("batch", [_tensor_sig("idx", torch.int64, ["batch", "seq"])]),
@@ -83,8 +72,8 @@ def graph_specs(gpt: GPT) -> dict:
 def export_graphs(
     gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH, decode_linear: str | None = None
 ) -> dict[str, ExportedProgram]:
-    """Export prefill and decode with dynamic batch, prompt length and span of
-    cache a decode step reads, each with its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing.
+    """Export prefill and decode with dynamic batch and prompt length, each with
+    its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing.
     With `decode_linear`, also decode_one: decode of a single sequence, batch 1
     fixed, decode's kind, its linears in that form (the runtime's graph whenever
     one row steps). The model is left with the prefill's kind and mm linears."""
@@ -101,20 +90,19 @@ def export_graphs(
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.tensor([min(1, c.block_size - 1), 0], dtype=torch.int64, device=device)  # rows at different positions
-    span = torch.tensor(2)  # on the host, past every example pos
     # name -> (module, example inputs, dynamic dims, attention kind, linear form)
     entries = {
         "decode": (
             DecodeGraph(gpt),
-            (step, pos, span, caches),
-            ({0: batch}, {0: batch}, None, cache_dims),
+            (step, pos, caches),
+            ({0: batch}, {0: batch}, cache_dims),
             attention["decode"],
             "mm",
         ),
         "prefill": (PrefillGraph(gpt), (idx, caches), ({0: batch, 1: seq}, cache_dims), attention["prefill"], "mm"),
     }
     if decode_linear:
-        one = (step[:1].clone(), pos[:1].clone(), span, [t[:1].clone() for t in caches])
+        one = (step[:1].clone(), pos[:1].clone(), [t[:1].clone() for t in caches])
         entries["decode_one"] = (DecodeGraph(gpt), one, None, attention["decode"], decode_linear)
     programs = {}
     with torch.no_grad():

@@ -13,8 +13,7 @@ FORMAT_NAME = "gpt-aot"
 # 2: the KV cache goes into the graphs as per-layer k and v views.
 # 3: decode takes one position per row (pos (batch,)), so a batch holds sequences of different lengths.
 # 4: decode_one, decode of a single sequence (batch 1) with its own linear form, which the runtime requires.
-# 5: decode and decode_one take span, a host scalar: a step reads only cache positions [0, span).
-FORMAT_VERSION = 5
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

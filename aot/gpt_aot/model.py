@@ -148,16 +148,15 @@ class CausalSelfAttention(nn.Module):
         return self._out(attend(self.attention, q, k, v, mask=None))
 
     # pos (B,): row b's token goes to cache position pos[b] and sees positions <= pos[b].
-    # Only cache positions [0, span) are read (span > every pos): a short context
-    # does not pay for reading the whole block.
-    def decode(self, x, pos, k_cache, v_cache, span):
+    def decode(self, x, pos, k_cache, v_cache):
         q, k, v = self._qkv(x)  # T == 1
         rows = torch.arange(x.shape[0], device=x.device)
         k_cache[rows, :, pos] = k[:, :, 0]
         v_cache[rows, :, pos] = v[:, :, 0]
-        visible = torch.arange(span, device=x.device).view(1, span) <= pos.view(-1, 1)  # (B, S)
-        mask = visible.view(-1, 1, 1, span)
-        return self._out(attend(self.attention, q, k_cache[:, :, :span], v_cache[:, :, :span], mask=mask))
+        block_size = k_cache.shape[2]
+        visible = torch.arange(block_size, device=x.device).view(1, block_size) <= pos.view(-1, 1)  # (B, S)
+        mask = visible.view(-1, 1, 1, block_size)
+        return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
 
 
 class MLP(nn.Module):
@@ -188,8 +187,8 @@ class Block(nn.Module):
         x = x + self.attn.prefill(self.ln_1(x), k_cache, v_cache)
         return x + self.mlp(self.ln_2(x))
 
-    def decode(self, x, pos, k_cache, v_cache, span):
-        x = x + self.attn.decode(self.ln_1(x), pos, k_cache, v_cache, span)
+    def decode(self, x, pos, k_cache, v_cache):
+        x = x + self.attn.decode(self.ln_1(x), pos, k_cache, v_cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -278,12 +277,10 @@ class GPT(nn.Module):
             x = block.prefill(x, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))
 
-    def decode(self, idx, pos, kv, span=None):
-        """idx (B, 1), pos (B,) int64 → logits (B, Vp); writes row b's cache at pos[b].
-        Reads cache positions [0, span), span > every pos (default: the whole block)."""
+    def decode(self, idx, pos, kv):
+        """idx (B, 1), pos (B,) int64 → logits (B, Vp); writes row b's cache at pos[b]."""
         caches = layer_caches(kv) if isinstance(kv, torch.Tensor) else kv
-        span = self.config.block_size if span is None else span
         x = self._embed(idx, pos.view(-1, 1))
         for i, block in enumerate(self.transformer.h):
-            x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1], span)
+            x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))

@@ -81,28 +81,6 @@ def test_rows_of_a_decode_batch_are_sequences_at_their_own_positions(kind):
             pos = pos + 1
 
 
-@pytest.mark.parametrize("kind", CPU_KINDS)
-def test_decode_reads_only_the_cache_positions_it_is_given(kind):
-    """Cache past the span is NaN: a step over positions 0..max(pos) still equals the
-    full recompute, and the same step over the whole block is poisoned by it."""
-    m = model(kind)
-    lengths = [3, 9, 6]
-    idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
-    kv = m.new_kv_cache(3)
-    with torch.no_grad():
-        for row, n in enumerate(lengths):
-            m.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
-        pos = torch.tensor(lengths)
-        span = max(lengths) + 1
-        kv[..., span:, :] = float("nan")
-        step = idx.gather(1, pos.view(-1, 1))
-        logits = m.decode(step, pos, kv, span=span)
-        for row, n in enumerate(lengths):
-            full, _ = m(idx[row : row + 1, : n + 1])
-            torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
-        assert not m.decode(step, pos, kv).isfinite().all()  # the default reads the whole block
-
-
 def test_loss_ignores_targets_of_minus_one():
     m = model()
     idx = torch.randint(0, CONFIG.vocab_size, (2, 10))
