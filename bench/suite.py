@@ -155,9 +155,9 @@ def compile_artifact(config: dict, attention: str, out: Path, device: str, dtype
 
 
 def compile_plain_aoti(config: dict, kernels: dict, out: Path, device: str, dtype: str) -> float:
-    """bench/aoti_plain.py once; returns its compile time in seconds."""
+    """bench/aoti_plain.py once per artifact format; returns its compile time in seconds."""
     timing = out / "compile.json"
-    if not timing.exists():
+    if not timing.exists() or json.loads(timing.read_text()).get("format_version") != FORMAT_VERSION:
         cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config)]
         cmd += ["--attention", kernels["attention"], "--decode-attention", kernels["decode_attention"]]
         cmd += ["--device", device, "--dtype", dtype, "-o", str(out)]
