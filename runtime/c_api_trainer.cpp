@@ -116,5 +116,4 @@ gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path) {
     });
 }
 
-
 }  // extern "C"
