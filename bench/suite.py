@@ -133,13 +133,20 @@ def train_flops_per_iter(model: dict, batch: int, seq: int, accum: int, vocab: i
     return per_token * seq * batch * accum
 
 
+def cached_compile_seconds(timing: Path) -> float | None:
+    """A compile's recorded seconds, if it made graphs of the current artifact format (whose
+    version names the graphs' signatures); None when it must run again."""
+    if not timing.exists():
+        return None
+    record = json.loads(timing.read_text())
+    return record["seconds"] if record.get("format_version") == FORMAT_VERSION else None
+
+
 def compile_artifact(config: dict, attention: str, out: Path, device: str, dtype: str, train: bool, tokenizer) -> float:
-    """Compiles `out` once (later runs reuse it while its format is current) and returns how long
-    the compile took, in seconds."""
+    """Compiles `out` once per artifact format and returns how long the compile took, in seconds."""
     timing = out.parent / f"{out.name}.compile.json"
-    manifests = list(out.glob("*/manifest.json"))
-    if timing.exists() and manifests and json.loads(manifests[0].read_text())["format_version"] == FORMAT_VERSION:
-        return json.loads(timing.read_text())["seconds"]
+    if (seconds := cached_compile_seconds(timing)) is not None:
+        return seconds
     out.parent.mkdir(parents=True, exist_ok=True)
     config_file = out.parent / f"{out.name}.config.json"
     config_file.write_text(json.dumps(config))
@@ -150,18 +157,19 @@ def compile_artifact(config: dict, attention: str, out: Path, device: str, dtype
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - t0
-    timing.write_text(json.dumps({"seconds": seconds}))
+    timing.write_text(json.dumps({"seconds": seconds, "format_version": FORMAT_VERSION}))
     return seconds
 
 
 def compile_plain_aoti(config: dict, kernels: dict, out: Path, device: str, dtype: str) -> float:
     """bench/aoti_plain.py once per artifact format; returns its compile time in seconds."""
     timing = out / "compile.json"
-    if not timing.exists() or json.loads(timing.read_text()).get("format_version") != FORMAT_VERSION:
-        cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config)]
-        cmd += ["--attention", kernels["attention"], "--decode-attention", kernels["decode_attention"]]
-        cmd += ["--device", device, "--dtype", dtype, "-o", str(out)]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    if (seconds := cached_compile_seconds(timing)) is not None:
+        return seconds
+    cmd = [PY, str(ROOT / "bench" / "aoti_plain.py"), "--config", json.dumps(config)]
+    cmd += ["--attention", kernels["attention"], "--decode-attention", kernels["decode_attention"]]
+    cmd += ["--device", device, "--dtype", dtype, "-o", str(out)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     return json.loads(timing.read_text())["seconds"]
 
 
