@@ -31,10 +31,12 @@ void print_list(const char *name, const std::vector<double> &v) {
     std::printf("]");
 }
 
-// The graphs take the cache as each layer's k and v views (aot/gpt_aot/model.py, layer_caches).
-std::vector<at::Tensor> with_cache(std::vector<at::Tensor> inputs, const at::Tensor &kv) {
+// The graphs take the cache as each layer's k and v views of its first `positions`
+// (aot/gpt_aot/model.py, layer_caches).
+std::vector<at::Tensor> with_cache(std::vector<at::Tensor> inputs, const at::Tensor &kv, int64_t positions) {
     for (int64_t layer = 0; layer < kv.size(0); ++layer)
-        for (int64_t kind = 0; kind < 2; ++kind) inputs.push_back(kv.select(0, layer).select(0, kind));
+        for (int64_t kind = 0; kind < 2; ++kind)
+            inputs.push_back(kv.select(0, layer).select(0, kind).narrow(2, 0, positions));
     return inputs;
 }
 
@@ -65,15 +67,17 @@ int main(int argc, char **argv) {
         std::vector<double> prefill_ms, decode_ms;
         std::vector<long> generated;
         for (int r = 0; r < reps; ++r) {
-            at::Tensor kv = at::zeros({n_layer, 2, batch, n_head, block, head_dim}, bf16 ? at::kBFloat16 : at::kFloat);
+            // One spare position, as the graphs were exported with (GPT.new_kv_cache).
+            at::Tensor kv =
+                at::zeros({n_layer, 2, batch, n_head, block + 1, head_dim}, bf16 ? at::kBFloat16 : at::kFloat);
             const double t0 = now_ms();
-            at::Tensor logits = prefill.run(with_cache({prompt}, kv)).at(0);
+            at::Tensor logits = prefill.run(with_cache({prompt}, kv, block)).at(0);
             const double t1 = now_ms();
             generated.clear();
             at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
             for (int i = 0; i < tokens; ++i) {
                 generated.push_back(next[0][0].item<long>());
-                logits = decode.run(with_cache({next, at::full({batch}, context + i, i64)}, kv)).at(0);
+                logits = decode.run(with_cache({next, at::full({batch}, context + i, i64)}, kv, context + i + 1)).at(0);
                 next = logits.slice(1, 0, vocab).argmax(-1, true);
             }
             prefill_ms.push_back(t1 - t0);

@@ -6,7 +6,8 @@
 Prints one JSON object on stdout. Training is nanoGPT's loop (AdamW lr 1e-3 with
 decay 0.1 on >= 2-D tensors, loss / accum, clipping at 1.0, bf16 autocast on a GPU); generation
 is a prefill and greedy decode steps, each with the artifact's kernel for it, over
-the same static KV cache the compiled graphs use, with bench/runtime_bench.c's
+the same static KV cache the compiled graphs use (each step reads the positions up
+to its own, as the runtime's do), with bench/runtime_bench.c's
 prompt in every row of the batch.
 """
 
@@ -91,16 +92,17 @@ def generate(args, device) -> dict:
     prompt = torch.tensor([[(i * 7 + 3) % vocab for i in range(args.context)]], device=device).repeat(args.batch, 1)
     prefill_ms, decode_ms, tokens = [], [], []
     for _ in range(args.reps):
-        kv = layer_caches(model.new_kv_cache(args.batch))  # as the compiled graphs take it
+        kv = model.new_kv_cache(args.batch)
         t0 = now_ms(device)
-        logits = prefill_with_its_kernel(prompt, kv)
+        logits = prefill_with_its_kernel(prompt, layer_caches(kv, model.config.block_size))
         t1 = now_ms(device)
         tokens = []
         next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         for i in range(args.tokens):
             tokens.append(int(next_token[0, 0]))
             pos = torch.full((args.batch,), args.context + i, device=device)
-            logits = decode_with_its_kernel(next_token, pos, kv)
+            # As the runtime calls its graphs: views of the positions up to this step's.
+            logits = decode_with_its_kernel(next_token, pos, layer_caches(kv, args.context + i + 1))
             next_token = logits[:, :vocab].argmax(-1, keepdim=True)
         t2 = now_ms(device)
         prefill_ms.append(t1 - t0)

@@ -137,9 +137,9 @@ def write(results: dict, out: Path) -> None:
         if "read_bandwidth" in results:
             lines += [
                 "",
-                "A decode step reads every weight and each sequence's whole KV cache; at the measured read "
-                f"bandwidth ({results['read_bandwidth'] / 1e9:.1f} GB/s, torch.sum over a tensor far larger than the "
-                "caches) that takes the row's "
+                "A decode step reads every weight and each sequence's KV cache up to its position; at the measured "
+                f"read bandwidth ({results['read_bandwidth'] / 1e9:.1f} GB/s, torch.sum over a tensor far larger "
+                "than the caches) that takes the row's "
                 "`roofline_ms` (results.json) at the least. Roofline = that floor / the row's decode time: "
                 "100% is as fast as memory allows, for every implementation alike.",
             ]

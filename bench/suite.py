@@ -115,13 +115,13 @@ def read_bandwidth(device: str) -> float:
     return x.numel() * x.element_size() / min(seconds(x.sum, device) for _ in range(8))
 
 
-def decode_bytes_per_step(model: dict, dtype: str, batch: int) -> int:
+def decode_bytes_per_step(model: dict, dtype: str, batch: int, positions: float) -> float:
     """What one decode step must read: every weight but the position table (one row of it is used), and
-    each row's whole KV cache (every implementation here attends over the static cache with a mask)."""
+    each row's KV cache over the `positions` it attends to."""
     with torch.device("meta"):
         gpt = GPT(GPTConfig.from_dict(model))
     weights = sum(p.numel() for p in gpt.parameters()) - gpt.transformer.wpe.weight.numel()
-    cache = 2 * model["n_layer"] * batch * model["block_size"] * model["n_embd"]
+    cache = 2 * model["n_layer"] * batch * positions * model["n_embd"]
     return (weights + cache) * (2 if dtype == "bf16" else 4)
 
 
@@ -261,10 +261,11 @@ def bench_inference_model(
     shape += ["--head-dim", str(m["n_embd"] // m["n_head"]), "--block", str(m["block_size"])]
     shape += ["--bf16", str(int(dtype == "bf16"))]
     for batch in spec["batches"]:
-        floor_ms = decode_bytes_per_step(m, dtype, batch) / bandwidth * 1e3
         for context in spec["contexts"]:
             # The prompt fills the context but for the decoded tokens: decode runs at positions up to `context`.
             prompt = context - spec["tokens"]
+            # Steps attend to prompt + 1 .. context positions: the floor counts their mean.
+            floor_ms = decode_bytes_per_step(m, dtype, batch, context - (spec["tokens"] - 1) / 2) / bandwidth * 1e3
             common = ["--batch", str(batch), "--context", str(prompt), "--tokens", str(spec["tokens"])]
             common += ["--reps", str(spec["reps"]), "--threads", str(threads)]
             for impl in impls:

@@ -16,7 +16,7 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion = 4;  // 4: decode_one, a single sequence's decode (aot/gpt_aot/manifest.py)
+inline constexpr int kFormatVersion = 6;  // 6: decode reads cache views of [0, span) (aot/gpt_aot/manifest.py)
 
 struct FileEntry {
     std::string sha256;  // lowercase hex

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -19,12 +20,15 @@ namespace gpt {
 
 namespace {
 
-// The graphs take the cache as views, each layer's k and v in turn: a cache input
-// that a graph writes once is updated in place (aot/gpt_aot/model.py, layer_caches).
-std::vector<at::Tensor> graph_inputs(std::initializer_list<at::Tensor> leading, const at::Tensor &kv) {
+// The graphs take the cache as views of its first `positions`, each layer's k and
+// v in turn: a cache input that a graph writes once is updated in place
+// (aot/gpt_aot/model.py, layer_caches).
+std::vector<at::Tensor> graph_inputs(std::initializer_list<at::Tensor> leading, const at::Tensor &kv,
+                                     int64_t positions) {
     std::vector<at::Tensor> inputs(leading);
     for (int64_t layer = 0; layer < kv.size(0); ++layer)
-        for (int64_t kind = 0; kind < 2; ++kind) inputs.push_back(kv.select(0, layer).select(0, kind));
+        for (int64_t kind = 0; kind < 2; ++kind)
+            inputs.push_back(kv.select(0, layer).select(0, kind).narrow(2, 0, positions));
     return inputs;
 }
 
@@ -90,18 +94,23 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     }
 }
 
+// The spare position is never read or written: it makes every view's stride differ
+// from a contiguous one's, as in the graphs' export (GPT.new_kv_cache).
 at::Tensor Model::new_kv_cache(int64_t batch) const {
     const ModelConfig &c = config();
-    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim()}, weights_.begin()->second.options());
+    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim()},
+                     weights_.begin()->second.options());
 }
 
 at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
-    return prefill_->run(graph_inputs({idx}, kv)).at(0);
+    return prefill_->run(graph_inputs({idx}, kv, config().block_size)).at(0);
 }
 
-at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const {
+at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const {
     const Graph &graph = idx.size(0) == 1 ? *decode_one_ : *decode_;
-    return graph.run(graph_inputs({idx, pos}, kv)).at(0);
+    // The graphs take 2 to block_size positions; a wider span than needed only reads masked positions.
+    span = std::clamp<int64_t>(span, 2, config().block_size);
+    return graph.run(graph_inputs({idx, pos}, kv, span)).at(0);
 }
 
 namespace {
@@ -149,7 +158,7 @@ VerifyResult Model::verify() const {
         const at::Tensor kv = new_kv_cache(batch);
         compare(prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill", &result);
         const at::Tensor token = golden_.at("decode_token").to(opts).expand({batch, 1}).contiguous();
-        compare(decode(token, at::full({batch}, tokens.size(1), opts), kv),
+        compare(decode(token, at::full({batch}, tokens.size(1), opts), kv, tokens.size(1) + 1),
                 golden_.at("decode_logits").expand({batch, -1}), atol, rtol, batch == 1 ? "decode_one" : "decode",
                 &result);
     }

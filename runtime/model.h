@@ -33,12 +33,13 @@ public:
     const Tokenizer &tokenizer() const { return *tokenizer_; }
     c10::Device device() const { return device_; }
 
-    at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size, head_dim)
+    at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size + 1, head_dim)
     // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
     at::Tensor prefill(const at::Tensor &idx, const at::Tensor &kv) const;
     // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b].
+    // Reads cache positions [0, span) only: span must exceed every pos[b].
     // One row runs decode_one (its own linear form), more run the batched decode.
-    at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv) const;
+    at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const;
 
     // Training graphs, present when manifest().training is (compiled with --train).
     // train_step: x, y (B, T) int64 -> {loss, grad per training param}.

@@ -118,8 +118,11 @@ void Session::decode_batch(const gpt_token *tokens, float *logits) {
         ids[static_cast<size_t>(seq)] = steps ? tokens[seq] : 0;
         pos[static_cast<size_t>(seq)] = std::min(positions_[static_cast<size_t>(seq)], block - 1);
     }
+    // The step reads the cache up to the furthest row's position, not the whole context.
+    const int64_t span = *std::max_element(pos.begin(), pos.end()) + 1;
     const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
-    const at::Tensor out = model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows));
+    const at::Tensor out =
+        model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span);
     const at::Tensor all = host_logits(out);
     const int64_t vocab = model_.config().vocab_size;
     for (int32_t seq = 0; seq < rows; ++seq) {

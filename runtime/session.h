@@ -44,7 +44,7 @@ private:
     at::Tensor host_logits(const at::Tensor &logits) const;
 
     Model &model_;
-    at::Tensor kv_;                   // (n_layer, 2, n_seq, n_head, block_size, head_dim)
+    at::Tensor kv_;                   // (n_layer, 2, n_seq, n_head, block_size + 1, head_dim)
     std::vector<int32_t> positions_;  // tokens in each sequence's cache
 };
 

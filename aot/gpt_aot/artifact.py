@@ -34,17 +34,20 @@ class ArtifactGraphs:
             )
             self.graphs[name] = graph
 
+    # The graphs' cache layout (model.GPT.new_kv_cache): one spare position.
     def new_kv_cache(self, batch: int) -> torch.Tensor:
         m = self.manifest["model"]
-        shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"], m["n_embd"] // m["n_head"])
+        shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"] + 1, m["n_embd"] // m["n_head"])
         return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]), device=self.device)
 
     # Compiled graphs assume the contiguous strides they were traced with and do not
     # check them: a strided view (idx[:, :1]) would be misread, so inputs are made contiguous.
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
-        return self.graphs["prefill"](idx.contiguous(), layer_caches(kv))
+        return self.graphs["prefill"](idx.contiguous(), layer_caches(kv, self.manifest["model"]["block_size"]))
 
-    # One row runs decode_one, as the runtime does (runtime/model.cpp).
+    # One row runs decode_one, as the runtime does (runtime/model.cpp); the cache
+    # views span the positions up to the furthest row's, as the runtime's do.
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         graph = self.graphs["decode_one" if idx.shape[0] == 1 else "decode"]
-        return graph(idx.contiguous(), pos.contiguous(), layer_caches(kv))
+        span = max(2, int(pos.max()) + 1)
+        return graph(idx.contiguous(), pos.contiguous(), layer_caches(kv, span))

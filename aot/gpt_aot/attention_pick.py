@@ -92,7 +92,7 @@ def _measure_decode(model: GPT, setting: str, choices: tuple, reference: str, st
     (idx,) = _tokens(model, n + steps, 1)
     positions = [torch.tensor([n + i], device=idx.device) for i in range(steps)]
     kv = model.new_kv_cache(1)
-    caches = layer_caches(kv)  # as the graphs take it: one view per input, updated in place
+    caches = layer_caches(kv, n + steps)  # as the graphs take it: views of the positions read, updated in place
     saved = model.attention
     decode = torch.compile(model.decode, dynamic=False)  # guards on the setting: one compile per choice
 

@@ -45,11 +45,11 @@ def graph_specs(gpt: GPT) -> dict:
     c = gpt.config
     dt = gpt.lm_head.weight.dtype
 
-    # The cache (n_layer, 2, batch, n_head, block_size, head_dim) goes in as its
-    # layer_caches views: layer 0's k and v, then layer 1's, ...
-    def spec(batch, leading: list) -> dict:
+    # The cache (n_layer, 2, batch, n_head, block_size + 1, head_dim) goes in as its
+    # layer_caches views of `positions`: layer 0's k and v, then layer 1's, ...
+    def spec(batch, positions, leading: list) -> dict:
         kv = [
-            _tensor_sig(f"{kind}_cache.{layer}", dt, [batch, c.n_head, c.block_size, c.head_dim])
+            _tensor_sig(f"{kind}_cache.{layer}", dt, [batch, c.n_head, positions, c.head_dim])
             for layer in range(c.n_layer)
             for kind in ("k", "v")
         ]
@@ -63,9 +63,9 @@ def graph_specs(gpt: GPT) -> dict:
         return [_tensor_sig("idx", torch.int64, [batch, 1]), _tensor_sig("pos", torch.int64, [batch])]
 
     return {
-        "prefill": spec("batch", [_tensor_sig("idx", torch.int64, ["batch", "seq"])]),
-        "decode": spec("batch", decode_inputs("batch")),
-        "decode_one": spec(1, decode_inputs(1)),
+        "prefill": spec("batch", c.block_size, [_tensor_sig("idx", torch.int64, ["batch", "seq"])]),
+        "decode": spec("batch", "span", decode_inputs("batch")),
+        "decode_one": spec(1, "span", decode_inputs(1)),
     }
 
 
@@ -81,29 +81,41 @@ def export_graphs(
     device = gpt.lm_head.weight.device
     batch = Dim("batch", min=1, max=max_batch)
     seq = Dim("seq", min=1, max=c.block_size)
-    # Example sizes above 1 so neither dimension is specialised to a constant, and
-    # contiguous examples: compiled graphs assume the strides they were traced with.
-    # Separate example tensors, not views of one cache: export would tie views'
-    # sizes to their base's and specialise the batch. The runtime's views do not overlap.
-    caches = [t.clone() for t in layer_caches(gpt.new_kv_cache(2))]
-    cache_dims = [{0: batch}] * len(caches)
+    span = Dim("span", min=2, max=c.block_size)  # decode's cache positions: more than every row's pos
+
+    # Example sizes above 1 so no dimension is specialised to a constant, with the
+    # strides of the runtime's views (layer_caches of new_kv_cache): compiled graphs
+    # assume the strides they were traced with. Each view of its own cache, not of
+    # one: export would tie views' sizes to their base's and specialise the batch.
+    # The runtime's views do not overlap.
+    def caches(rows: int, positions: int) -> list:
+        return [layer_caches(gpt.new_kv_cache(rows), positions)[0] for _ in range(2 * c.n_layer)]
+
+    example_span = max(2, c.block_size // 2)
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
-    pos = torch.tensor([min(1, c.block_size - 1), 0], dtype=torch.int64, device=device)  # rows at different positions
+    pos = torch.tensor([1, 0], dtype=torch.int64, device=device)  # rows at different positions
     # name -> (module, example inputs, dynamic dims, attention kind, linear form)
     entries = {
         "decode": (
             DecodeGraph(gpt),
-            (step, pos, caches),
-            ({0: batch}, {0: batch}, cache_dims),
+            (step, pos, caches(2, example_span)),
+            ({0: batch}, {0: batch}, [{0: batch, 2: span}] * (2 * c.n_layer)),
             attention["decode"],
             "mm",
         ),
-        "prefill": (PrefillGraph(gpt), (idx, caches), ({0: batch, 1: seq}, cache_dims), attention["prefill"], "mm"),
+        "prefill": (
+            PrefillGraph(gpt),
+            (idx, caches(2, c.block_size)),
+            ({0: batch, 1: seq}, [{0: batch}] * (2 * c.n_layer)),
+            attention["prefill"],
+            "mm",
+        ),
     }
     if decode_linear:
-        one = (step[:1].clone(), pos[:1].clone(), [t[:1].clone() for t in caches])
-        entries["decode_one"] = (DecodeGraph(gpt), one, None, attention["decode"], decode_linear)
+        one = (step[:1].clone(), pos[:1].clone(), caches(1, example_span))
+        dims = (None, None, [{2: span}] * (2 * c.n_layer))
+        entries["decode_one"] = (DecodeGraph(gpt), one, dims, attention["decode"], decode_linear)
     programs = {}
     with torch.no_grad():
         for name, (module, args, dims, kind, form) in entries.items():

@@ -13,7 +13,10 @@ FORMAT_NAME = "gpt-aot"
 # 2: the KV cache goes into the graphs as per-layer k and v views.
 # 3: decode takes one position per row (pos (batch,)), so a batch holds sequences of different lengths.
 # 4: decode_one, decode of a single sequence (batch 1) with its own linear form, which the runtime requires.
-FORMAT_VERSION = 4
+# 5: withdrawn (decode took its span as a host scalar; slower at long contexts).
+# 6: the cache has block_size + 1 positions; decode takes views of its first `span`
+#    positions (a dynamic size), so a step reads only the context it attends to.
+FORMAT_VERSION = 6
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

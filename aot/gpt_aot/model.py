@@ -8,11 +8,12 @@ load unchanged. Three entry points share one set of weights:
 Rows of a batch are independent sequences, each at its own position. Every
 linear layer can run as a matrix product or, for one row, as a reduction
 (`set_linear_form`).
-The KV cache is one tensor (n_layer, 2, B, n_head, block_size, head_dim), and
+The KV cache is one tensor (n_layer, 2, B, n_head, block_size + 1, head_dim), and
 the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
 of it (`layer_caches`). A cache each graph writes once is one Inductor updates
 in place; writing several views of one input makes it copy the whole cache on
-every step.
+every step. Decode takes views of the first `span` positions only (span > every
+row's pos), so a step reads the context it attends to, not the whole block.
 """
 
 import math
@@ -66,9 +67,9 @@ class GPTConfig:
         return GPTConfig(**{k: v for k, v in d.items() if k in fields})
 
 
-def layer_caches(kv: torch.Tensor) -> list[torch.Tensor]:
-    """Views of the KV cache, k and v of each layer in turn: the graphs' cache inputs."""
-    return [kv[layer, i] for layer in range(kv.shape[0]) for i in (0, 1)]
+def layer_caches(kv: torch.Tensor, span: int) -> list[torch.Tensor]:
+    """Views of the KV cache's positions [0, span), k and v of each layer in turn: the graphs' cache inputs."""
+    return [kv[layer, i, :, :, :span] for layer in range(kv.shape[0]) for i in (0, 1)]
 
 
 LINEAR_FORMS = ("mm", "reduction")
@@ -138,8 +139,9 @@ class CausalSelfAttention(nn.Module):
         drop = self.dropout if self.training else 0.0
         return self._out(attend(self.attention, q, k, v, mask=None, dropout_p=drop))
 
-    # k_cache, v_cache: this layer's (B, n_head, block_size, head_dim). Indexed
-    # assignment (index_put_) is what Inductor knows how to do in place.
+    # k_cache, v_cache: this layer's (B, n_head, S, head_dim), S at least the
+    # positions written. Indexed assignment (index_put_) is what Inductor knows
+    # how to do in place.
     def prefill(self, x, k_cache, v_cache):
         q, k, v = self._qkv(x)
         positions = torch.arange(x.shape[1], device=x.device)
@@ -147,15 +149,16 @@ class CausalSelfAttention(nn.Module):
         v_cache[:, :, positions] = v
         return self._out(attend(self.attention, q, k, v, mask=None))
 
-    # pos (B,): row b's token goes to cache position pos[b] and sees positions <= pos[b].
+    # pos (B,): row b's token goes to cache position pos[b] and sees positions <= pos[b];
+    # every pos[b] < S, the span of positions the cache views hold.
     def decode(self, x, pos, k_cache, v_cache):
         q, k, v = self._qkv(x)  # T == 1
         rows = torch.arange(x.shape[0], device=x.device)
         k_cache[rows, :, pos] = k[:, :, 0]
         v_cache[rows, :, pos] = v[:, :, 0]
-        block_size = k_cache.shape[2]
-        visible = torch.arange(block_size, device=x.device).view(1, block_size) <= pos.view(-1, 1)  # (B, S)
-        mask = visible.view(-1, 1, 1, block_size)
+        span = k_cache.shape[2]
+        visible = torch.arange(span, device=x.device).view(1, span) <= pos.view(-1, 1)  # (B, S)
+        mask = visible.view(-1, 1, 1, span)
         return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
 
 
@@ -243,11 +246,16 @@ class GPT(nn.Module):
             if isinstance(module, Linear):
                 module.form = form
 
+    # One position more than the context, never used: a graph's cache views hold
+    # positions [0, span), and with the spare their stride, (block_size + 1) *
+    # head_dim, can never equal span * head_dim. So torch.export proves a view
+    # is never contiguous and keeps span a dynamic size; without the spare it
+    # guards span != block_size and refuses to export.
     def new_kv_cache(self, batch: int, dtype=None, device=None):
         c = self.config
         dtype = dtype or self.lm_head.weight.dtype
         device = device or self.lm_head.weight.device
-        shape = (c.n_layer, 2, batch, c.n_head, c.block_size, c.head_dim)
+        shape = (c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim)
         return torch.zeros(shape, dtype=dtype, device=device)
 
     def _embed(self, idx, pos):
@@ -267,10 +275,10 @@ class GPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
         return logits, loss
 
-    # `kv` is the cache tensor or its layer_caches views (what the graphs take).
+    # `kv` is the cache tensor (read whole) or its layer_caches views (what the graphs take).
     def prefill(self, idx, kv):
         """idx (B, T) → logits of the last position (B, Vp); writes cache positions [0, T)."""
-        caches = layer_caches(kv) if isinstance(kv, torch.Tensor) else kv
+        caches = layer_caches(kv, self.config.block_size) if isinstance(kv, torch.Tensor) else kv
         T = idx.shape[1]
         x = self._embed(idx, torch.arange(T, device=idx.device))
         for i, block in enumerate(self.transformer.h):
@@ -279,7 +287,7 @@ class GPT(nn.Module):
 
     def decode(self, idx, pos, kv):
         """idx (B, 1), pos (B,) int64 → logits (B, Vp); writes row b's cache at pos[b]."""
-        caches = layer_caches(kv) if isinstance(kv, torch.Tensor) else kv
+        caches = layer_caches(kv, self.config.block_size) if isinstance(kv, torch.Tensor) else kv
         x = self._embed(idx, pos.view(-1, 1))
         for i, block in enumerate(self.transformer.h):
             x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1])

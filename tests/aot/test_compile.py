@@ -44,10 +44,18 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
     assert manifest["graphs"]["decode_one"]["max_batch"] == 1
     assert manifest["graphs"]["decode_one"]["linear"] == {"form": "reduction", "selected_by": "user"}
     assert [i["shape"] for i in manifest["graphs"]["decode_one"]["inputs"][:2]] == [[1, 1], [1]]
+    c = fixtures.CONFIG
+    cache_shape = {  # prefill writes the whole context's views; decode reads `span` positions
+        "prefill": ["batch", c.n_head, c.block_size, c.head_dim],
+        "decode": ["batch", c.n_head, "span", c.head_dim],
+        "decode_one": [1, c.n_head, "span", c.head_dim],
+    }
     for graph in ("prefill", "decode", "decode_one"):
         assert manifest["graphs"][graph]["inputs"][0]["name"] == "idx"
-        caches = [f"{kind}_cache.{layer}" for layer in range(fixtures.CONFIG.n_layer) for kind in ("k", "v")]
-        assert [i["name"] for i in manifest["graphs"][graph]["inputs"]][-len(caches) :] == caches
+        caches = [f"{kind}_cache.{layer}" for layer in range(c.n_layer) for kind in ("k", "v")]
+        inputs = manifest["graphs"][graph]["inputs"][-len(caches) :]
+        assert [i["name"] for i in inputs] == caches
+        assert all(i["shape"] == cache_shape[graph] for i in inputs), graph
         assert manifest["graphs"][graph]["mutates"] == caches
 
 
@@ -64,11 +72,14 @@ def test_compiled_graph_calls_the_chosen_attention_kernel(artifacts, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_graphs_write_the_kv_cache_in_place(artifacts, fixtures, kind):
-    # A buffer shaped like a layer's cache (batch, n_head, block_size, head_dim) means
-    # Inductor copies the cache instead of updating the input: 10x slower decode.
+    # A buffer shaped like a layer's cache views (batch, n_head, positions, head_dim)
+    # means Inductor copies the cache instead of updating the input: 10x slower
+    # decode. Prefill's views hold block_size positions; decode's a symbolic span
+    # (its only other dynamic size is the batch), prefill's symbol is the prompt's.
     c = fixtures.CONFIG
-    cache_shaped = re.compile(rf"\b{c.n_head}L, {c.block_size}L, {c.n_embd // c.n_head}L\}}")
-    for graph in ("prefill", "decode", "decode_one"):
+    positions = {"prefill": rf"{c.block_size}L", "decode": r"s\d+", "decode_one": r"s\d+"}
+    for graph, held in positions.items():
+        cache_shaped = re.compile(rf"\b{c.n_head}L, {held}, {c.head_dim}L\}}")
         assert not cache_shaped.search(wrapper_source(artifacts, kind, graph)), f"{kind} {graph} copies the KV cache"
 
 
@@ -109,6 +120,27 @@ def test_compiled_prefill_and_decode_match_eager(loaded, fixtures, kind):
             pos = torch.tensor([t, t + 3, t - 5])  # each row at its own position
             torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
     torch.testing.assert_close(kv_c, kv_e, atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("rows", [1, 3])  # decode_one, the batched decode
+def test_compiled_decode_reads_no_cache_position_past_its_span(loaded, fixtures, kind, rows):
+    """The cache views end after the furthest row's position (span 10 here, not an export
+    example): NaN past them never reaches a logit, and the step writes the cache in place."""
+    eager = fixtures.tiny_model(kind)
+    graphs = loaded[kind]
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (rows, 9))
+    kv_c, kv_e = graphs.new_kv_cache(rows), eager.new_kv_cache(rows)
+    pos = torch.tensor([9, 4, 6][:rows])
+    with torch.no_grad():
+        graphs.prefill(idx, kv_c)
+        eager.prefill(idx, kv_e)
+        kv_c[..., 10:, :] = float("nan")
+        logits = graphs.decode(idx[:, :1], pos, kv_c)
+        expected = eager.decode(idx[:, :1], pos, kv_e)
+    assert logits.isfinite().all()
+    torch.testing.assert_close(logits, expected, atol=TOL, rtol=TOL)
+    torch.testing.assert_close(kv_c[..., :10, :], kv_e[..., :10, :], atol=TOL, rtol=TOL)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -5,7 +5,7 @@ import torch
 from torch.nn import functional as F
 
 from gpt_aot.attention import attention_runs_on
-from gpt_aot.model import GPT, GPTConfig, padded_vocab_size
+from gpt_aot.model import GPT, GPTConfig, layer_caches, padded_vocab_size
 
 CPU_KINDS = [k for k in ("naive", "math", "flash") if attention_runs_on(k, torch.device("cpu"), torch.float32)]
 CONFIG = GPTConfig(block_size=24, vocab_size=50, n_layer=2, n_head=4, n_embd=32, bias=True)
@@ -79,6 +79,28 @@ def test_rows_of_a_decode_batch_are_sequences_at_their_own_positions(kind):
                 full, _ = m(idx[row : row + 1, : n + 1])
                 torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
             pos = pos + 1
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
+def test_decode_over_cache_views_reads_nothing_past_their_span(kind):
+    """Decode given views of positions [0, span) (as the graphs take them) equals decode
+    over the whole cache, and NaN past the span, spare position included, never reaches a logit."""
+    m = model(kind)
+    idx = torch.randint(0, CONFIG.vocab_size, (3, 12))
+    kv = m.new_kv_cache(3)
+    assert kv.shape[4] == CONFIG.block_size + 1  # the spare position that keeps views non-contiguous
+    with torch.no_grad():
+        m.prefill(idx, kv)
+        whole = kv.clone()
+        pos = torch.tensor([12, 7, 3])
+        span = 13
+        kv[..., span:, :] = float("nan")
+        step = idx[:, :1]
+        logits = m.decode(step, pos, layer_caches(kv, span))
+        expected = m.decode(step, pos, whole)
+    assert logits.isfinite().all()
+    torch.testing.assert_close(logits, expected, atol=TOL, rtol=TOL)
+    torch.testing.assert_close(kv[..., :span, :], whole[..., :span, :])  # the step's writes reached the cache
 
 
 def test_loss_ignores_targets_of_minus_one():

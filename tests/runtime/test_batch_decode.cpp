@@ -1,5 +1,6 @@
 // Batched sessions: sequences of different lengths decoded in one call, each
-// against eager PyTorch or its own single-sequence session; sitting out; bad calls.
+// against eager PyTorch or its own single-sequence session; sitting out; bad calls;
+// a step reads the cache only up to its span.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
@@ -9,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "model.h"
 #include "test_support.h"
 
 namespace {
@@ -232,4 +234,29 @@ TEST_CASE("one stepping sequence runs decode_one, several run the batched decode
         CHECK(max_abs_diff(logits.data() + s * vocab, ref_logits[1].data_ptr<float>(), vocab) < kTolerance);
     double err = 0;
     CHECK(gpt_model_verify(model.handle, &err) != GPT_OK);  // the golden check runs decode_one too
+}
+
+TEST_CASE("a decode step reads the KV cache only up to its span: NaN past it never reaches a logit",
+          "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const gpt::Model &m = *model.handle->impl;
+    const int64_t block = m.config().block_size, span = 10;
+    const auto i64 = at::TensorOptions().dtype(at::kLong);
+    for (const int64_t rows : {1, 3}) {  // decode_one, the batched decode
+        CAPTURE(rows);
+        const at::Tensor kv = m.new_kv_cache(rows);
+        REQUIRE(kv.size(4) == block + 1);  // the spare position the graphs' views need
+        const at::Tensor prompt = at::arange(1, 10, i64).expand({rows, 9}).contiguous();
+        m.prefill(prompt, kv);
+        const at::Tensor clean = kv.clone();
+        kv.narrow(4, span, block + 1 - span).fill_(std::numeric_limits<float>::quiet_NaN());
+        const at::Tensor pos = at::tensor(std::vector<int64_t>{9, 4, 6}).narrow(0, 0, rows).contiguous();
+        const at::Tensor step = prompt.narrow(1, 0, 1).contiguous();
+        const at::Tensor logits = m.decode(step, pos, kv, span);
+        const at::Tensor expected = m.decode(step, pos, clean, block);  // the whole context, no NaN
+        CHECK(logits.isfinite().all().item<bool>());
+        CHECK((logits - expected).abs().max().item<float>() < kTolerance);
+        CHECK((kv.narrow(4, 0, span) - clean.narrow(4, 0, span)).abs().max().item<float>() < kTolerance);
+    }
 }
