@@ -241,7 +241,9 @@ GPT_API gpt_status gpt_session_position_seq(const struct gpt_session *session, i
  * and its next-token logits go to logits + i * vocab_size (n_seq rows in all).
  * GPT_TOKEN_NONE leaves sequence i as it is, its logits row unwritten: finished or
  * idle sequences sit out while the others go on. Every token and position is
- * checked before anything runs; at least one sequence must step. */
+ * checked before anything runs; at least one sequence must step. A step reads
+ * each cache up to the furthest position among sequences 0..last stepping one,
+ * so its cost follows the longest of them, not block_size. */
 GPT_API gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token *tokens, float *logits);
 
 /* Called once per generated token; return false to stop (the call then returns GPT_ERR_ABORTED). */

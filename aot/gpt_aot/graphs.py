@@ -89,7 +89,8 @@ def export_graphs(
     # one: export would tie views' sizes to their base's and specialise the batch.
     # The runtime's views do not overlap.
     def caches(rows: int, positions: int) -> list:
-        return [layer_caches(gpt.new_kv_cache(rows), positions)[0] for _ in range(2 * c.n_layer)]
+        layer = gpt.new_kv_cache(rows)[0, 0]  # (rows, n_head, block_size + 1, head_dim)
+        return [layer.clone()[:, :, :positions] for _ in range(2 * c.n_layer)]
 
     example_span = max(2, c.block_size // 2)
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
