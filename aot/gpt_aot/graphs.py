@@ -10,7 +10,7 @@ import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
 from .attention import attention_context
-from .model import GPT, layer_caches
+from .model import GPT
 
 MAX_BATCH = 64
 
