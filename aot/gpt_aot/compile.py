@@ -123,8 +123,7 @@ def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_b
     """train_step, eval_loss and adamw graphs, and the manifest's "training" section.
 
     Each compiled train_step is checked against eager autograd; a kernel whose
-    compiled backward disagrees (CPU flash attention's backward misreads some
-    gradient layouts) is replaced by math, and the manifest says so.
+    compiled gradients disagree is replaced by math, and the manifest says so.
     """
     attention, inference_attention = choice["backend"], model.attention
     section = {"attention": attention, "rejected": {}, "attention_choice": choice}

@@ -3,7 +3,7 @@ as a graph that updates parameters and optimizer state in place.
 
 train_step(x[B,T], y[B,T]) -> (loss, grad_0, ..., grad_{n-1})
     forward + cross-entropy (ignore_index -1) + backward, traced by
-    torch.export's joint forward-backward export; parameters are the graph's
+    torch.export's joint forward-backward export (attention kernels kept whole); parameters are the graph's
     constants (the runtime binds the same tensors as for inference), gradients
     come back in `param_names` order.
 adamw(params..., grads..., exp_avgs..., exp_avg_sqs..., lr[], step[]) -> grad_norm
@@ -15,9 +15,11 @@ adamw(params..., grads..., exp_avgs..., exp_avg_sqs..., lr[], step[]) -> grad_no
 from dataclasses import asdict, dataclass
 
 import torch
+import torch.export.experimental as export_experimental
 import torch.nn as nn
+from torch._decomp import core_aten_decompositions
 from torch.export import Dim, ExportedProgram
-from torch.export.experimental import _export_forward_backward
+from torch.export.exported_program import _decompose_exported_program
 
 from .graphs import EntryModule
 from .model import GPT
@@ -84,13 +86,36 @@ def _example_batch(gpt: GPT, max_batch: int):
     return (x, x.clone()), (dims, dims)
 
 
+def _joint_forward_backward(program: ExportedProgram) -> ExportedProgram:
+    """torch.export's joint forward+backward export (export.experimental._export_forward_backward),
+    keeping CPU flash attention's forward kernel.
+
+    The stock version decomposes `_scaled_dot_product_flash_attention_for_cpu` into math, whose
+    second output is the attention matrix, yet keeps the kernel's backward, which reads that
+    output as the logsumexp: every gradient below attention comes out wrong. Undecomposed, the
+    forward kernel hands its backward the logsumexp it expects (and never builds a T x T matrix).
+    """
+    table = core_aten_decompositions()
+    table.pop(torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default)
+    joint = _decompose_exported_program(
+        program,
+        cia_to_decomp={},
+        python_decomp_table=table,
+        joint_loss_index=0,
+        decompose_custom_triton_ops=False,
+    )
+    graph, signature = export_experimental._copy_graph_module_and_signature(joint)
+    export_experimental._remove_detach_pass(graph, signature)
+    return joint._update(graph, signature)
+
+
 def export_train_step(gpt: GPT, max_batch: int) -> ExportedProgram:
     """Joint forward+backward export of the loss (dropout active). Call under the attention backend's context."""
     args, dynamic = _example_batch(gpt, max_batch)
     gpt.train()
     try:
         program = torch.export.export(TrainStepGraph(gpt), args, dynamic_shapes=dynamic)
-        joint = _export_forward_backward(program, joint_loss_index=0)
+        joint = _joint_forward_backward(program)
     finally:
         gpt.eval()
     grads = [s.target for s in joint.graph_signature.output_specs if s.kind.name == "GRADIENT_TO_PARAMETER"]

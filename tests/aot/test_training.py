@@ -1,6 +1,7 @@
 """Compiled training graphs against eager PyTorch: gradients, eval loss, AdamW."""
 
 import json
+import zipfile
 
 import pytest
 import torch
@@ -14,6 +15,30 @@ TOL = 1e-5
 @pytest.fixture(scope="module")
 def train_dir(artifacts):
     return artifacts / "tiny-train" / "cpu"
+
+
+@pytest.fixture(scope="module")
+def flash_train_dir(tmp_path_factory, fixtures):
+    path = tmp_path_factory.mktemp("flash-train")
+    compile_tiny(path, fixtures, "flash")
+    return path / "m" / "cpu"
+
+
+def compile_tiny(path, fixtures, attention):
+    from gpt_aot.compile import compile_artifact
+    from gpt_aot.target import resolve
+
+    return compile_artifact(
+        fixtures.tiny_model(attention),
+        resolve("cpu", "auto", "fp32"),
+        path / "m" / "cpu",
+        "m",
+        fixtures.tokenizer(),
+        attention=attention,
+        max_batch=4,
+        quiet=True,
+        train=fixtures.OPTIMIZER,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +69,11 @@ def test_manifest_describes_the_training_graphs(manifest, fixtures):
 
 
 @pytest.mark.parametrize("batch,seq", [(1, 2), (3, 17), (2, 32)])
-def test_compiled_train_step_gives_eager_loss_and_every_gradient(train_dir, fixtures, batch, seq):
-    model = fixtures.tiny_model("math").train()
-    package = load(train_dir, "train_step", model)
+@pytest.mark.parametrize("attention", ["math", "flash"])
+def test_compiled_train_step_gives_eager_loss_and_every_gradient(request, fixtures, attention, batch, seq):
+    directory = request.getfixturevalue("train_dir" if attention == "math" else "flash_train_dir")
+    model = fixtures.tiny_model(attention).train()
+    package = load(directory, "train_step", model)
     gen = torch.Generator().manual_seed(batch * 100 + seq)
     x = torch.randint(0, fixtures.CONFIG.vocab_size, (batch, seq), generator=gen)
     y = torch.randint(0, fixtures.CONFIG.vocab_size, (batch, seq), generator=gen)
@@ -101,26 +128,32 @@ def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(train_dir, fixtur
             torch.testing.assert_close(m, opt.state[ref[n]]["exp_avg"], atol=1e-7, rtol=1e-5)
 
 
-def test_cpu_flash_backward_is_rejected_when_it_disagrees(tmp_path, fixtures):
-    """The compile checks train_step against eager and falls back to math, saying why."""
-    from gpt_aot.compile import compile_artifact
-    from gpt_aot.target import resolve
+def test_cpu_flash_trains_with_its_own_forward_and_backward_kernels(flash_train_dir):
+    """torch.export's stock joint export decomposes this forward into math yet keeps the kernel's
+    backward, handing it the attention matrix as its logsumexp; ours keeps the forward whole."""
+    manifest = json.loads((flash_train_dir / "manifest.json").read_text())
+    t = manifest["training"]
+    assert t["attention"] == "flash" and t["rejected"] == {}
+    assert t["verified"] and t["max_grad_error"] < 1e-4
+    with zipfile.ZipFile(flash_train_dir / "train_step.pt2") as z:
+        code = "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+    assert "_scaled_dot_product_flash_attention_for_cpu(" in code
+    assert "_scaled_dot_product_flash_attention_for_cpu_backward(" in code
 
-    manifest = compile_artifact(
-        fixtures.tiny_model("flash"),
-        resolve("cpu", "auto", "fp32"),
-        tmp_path / "m" / "cpu",
-        "m",
-        fixtures.tokenizer(),
-        attention="flash",
-        max_batch=4,
-        quiet=True,
-        train=fixtures.OPTIMIZER,
+
+def test_a_kernel_whose_compiled_gradients_disagree_falls_back_to_math(tmp_path, fixtures, monkeypatch):
+    """The compile checks train_step against eager and trains with math instead, saying why."""
+    measured = training.train_step_error
+    monkeypatch.setattr(
+        training,
+        "train_step_error",
+        lambda graph, gpt, x, y: 1.0 if gpt.attention == "flash" else measured(graph, gpt, x, y),
     )
+    manifest = compile_tiny(tmp_path, fixtures, "flash")
     t = manifest["training"]
     assert manifest["attention"]["backend"] == "flash"  # inference keeps its pick
     assert t["verified"] and t["max_grad_error"] < 1e-4
-    assert t["attention"] == "math" and "flash" in t["rejected"]
+    assert t["attention"] == "math" and "differ from eager by 1" in t["rejected"]["flash"]
 
 
 def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures):
