@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "peak_rss.h"
+
 namespace {
 
 int arg_int(int argc, char **argv, const char *name, int fallback) {
@@ -89,7 +91,7 @@ int main(int argc, char **argv) {
         print_list("decode_ms_per_token", decode_ms);
         std::printf(", \"tokens\": [");
         for (size_t i = 0; i < generated.size(); ++i) std::printf("%s%ld", i ? ", " : "", generated[i]);
-        std::printf("]}\n");
+        std::printf("], \"peak_rss_mib\": %.1f}\n", peak_rss_mib());
     } catch (const std::exception &e) {
         std::fprintf(stderr, "aoti_bench: %s\n", e.what());
         return 1;

@@ -23,6 +23,13 @@ from gpt_aot.model import GPT, GPTConfig, layer_caches
 from gpt_aot.target import DTYPES
 
 
+def peak_rss_mib() -> float:
+    """VmHWM, as bench/peak_rss.h reads it for the C rows (ru_maxrss would include the driver's)."""
+    with open("/proc/self/status") as status:
+        kib = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    return kib / 1024
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -133,7 +140,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    print(json.dumps(train(args, device) if args.what == "train" else generate(args, device)))
+    row = train(args, device) if args.what == "train" else generate(args, device)
+    print(json.dumps({**row, "peak_rss_mib": peak_rss_mib()}))
 
 
 if __name__ == "__main__":

@@ -138,8 +138,8 @@ def write(results: dict, out: Path) -> None:
             lines += [
                 "",
                 "A decode step reads every weight and each sequence's KV cache up to its position; at the measured "
-                f"read bandwidth ({results['read_bandwidth'] / 1e9:.1f} GB/s, torch.sum over a tensor far larger "
-                "than the caches) that takes the row's "
+                f"read bandwidth ({results['read_bandwidth'] / 1e9:.1f} GB/s, the best of a sum and a matrix-vector "
+                "product over a tensor far larger than the caches) that takes the row's "
                 "`roofline_ms` (results.json) at the least. Roofline = that floor / the row's decode time: "
                 "100% is as fast as memory allows, for every implementation alike.",
             ]

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "gpt_runtime.h"
+#include "peak_rss.h"
 
 static double now_ms(void) {
     struct timespec t;
@@ -49,10 +50,12 @@ static void print_list(const char *name, const double *v, int n) {
     printf("]");
 }
 
-/* Peak GPU memory of the whole run (0 on CPU), as the peers report torch.cuda.max_memory_allocated. */
-static void print_peak_device_bytes(const struct gpt_model *model) {
+/* Peak host memory, and on a GPU peak device memory of the whole run, as the peers report
+ * torch.cuda.max_memory_allocated. */
+static void print_peak_memory(const struct gpt_model *model, const struct gpt_model_info *info) {
     struct gpt_memory_stats stats;
-    if (gpt_model_get_memory(model, &stats) == GPT_OK)
+    printf(", \"peak_rss_mib\": %.1f", peak_rss_mib());
+    if (strcmp(info->device, "cuda") == 0 && gpt_model_get_memory(model, &stats) == GPT_OK)
         printf(", \"peak_device_bytes\": %llu", (unsigned long long)stats.device_peak_bytes);
 }
 
@@ -100,14 +103,14 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     printf(", \"tokens\": [");
     for (int i = 0; i < tokens; ++i) printf("%s%d", i ? ", " : "", generated[i]);
     printf("]");
-    print_peak_device_bytes(model);
+    print_peak_memory(model, info);
     printf("}\n");
     gpt_session_free(session);
     free(prompt), free(next), free(generated), free(logits), free(prefill_ms), free(decode_ms);
     return 0;
 }
 
-static int bench_train(struct gpt_model *model, int argc, char **argv) {
+static int bench_train(struct gpt_model *model, const struct gpt_model_info *info, int argc, char **argv) {
     const int batch = arg_int(argc, argv, "--batch", 4), seq = arg_int(argc, argv, "--seq", 128);
     const int accum = arg_int(argc, argv, "--accum", 1), iters = arg_int(argc, argv, "--iters", 10);
     const char *path = arg_str(argc, argv, "--batches");
@@ -138,7 +141,7 @@ static int bench_train(struct gpt_model *model, int argc, char **argv) {
     print_list("iter_ms", ms, iters);
     printf(", ");
     print_list("loss", losses, iters);
-    print_peak_device_bytes(model);
+    print_peak_memory(model, info);
     printf("}\n");
     gpt_trainer_free(trainer);
     free(x), free(y), free(ms), free(losses);
@@ -159,8 +162,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "runtime_bench: loaded in %.0f ms\n", now_ms() - t0);
     struct gpt_model_info info;
     gpt_model_get_info(model, &info);
-    const int rc =
-        strcmp(argv[1], "train") == 0 ? bench_train(model, argc, argv) : bench_generate(model, &info, argc, argv);
+    const int rc = strcmp(argv[1], "train") == 0 ? bench_train(model, &info, argc, argv)
+                                                 : bench_generate(model, &info, argc, argv);
     gpt_model_free(model);
     return rc;
 }

@@ -69,20 +69,16 @@ def machine() -> dict:
 
 
 def run_row(cmd: list[str]) -> dict:
-    """Runs one row's process; its JSON plus wall time and peak RSS (ru_maxrss of that child)."""
+    """Runs one row's process; its JSON (peak RSS included: the row reads its own) plus wall time."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
-        out = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)  # not proc.wait(): wait4 gives this child's own rusage
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
         err.seek(0)
         lines = err.read().strip().splitlines()
     if proc.returncode != 0:
         return {"error": lines[-1] if lines else f"exit {proc.returncode}"}
-    row = json.loads(out.strip().splitlines()[-1])
+    row = json.loads(proc.stdout.strip().splitlines()[-1])
     row["process_s"] = time.perf_counter() - started
-    row["peak_rss_mib"] = usage.ru_maxrss / 1024
     return row
 
 
@@ -109,10 +105,13 @@ def peak_matmul_flops(device: str) -> float:
 
 
 def read_bandwidth(device: str) -> float:
-    """Measured memory read bandwidth in bytes/s (torch.sum over a tensor far larger than the caches):
-    the decode roofline's denominator, since a decode step reads every weight once."""
+    """Measured memory read bandwidth in bytes/s over a tensor far larger than the caches: the decode
+    roofline's denominator, since a decode step reads every weight once. The best of a sum and a
+    matrix-vector product (a decode step's own access pattern), as one kernel alone can read low."""
     x = torch.ones((1 << 30 if device == "cuda" else 1 << 27), device=device)  # 4 GiB / 512 MiB of fp32
-    return x.numel() * x.element_size() / min(seconds(x.sum, device) for _ in range(8))
+    rows, ones = x.view(-1, 4096), torch.ones(4096, device=device)
+    reads = (x.sum, lambda: rows @ ones)
+    return x.numel() * x.element_size() / min(seconds(read, device) for read in reads for _ in range(8))
 
 
 def decode_bytes_per_step(model: dict, dtype: str, batch: int, positions: float) -> float:

@@ -78,6 +78,8 @@ def export_graphs(
     fixed, decode's kind, its linears in that form (the runtime's graph whenever
     one row steps). The model is left with the prefill's kind and mm linears."""
     c = gpt.config
+    if c.block_size < 3:  # span's range 2..block_size must hold more than one value to stay dynamic
+        raise ValueError(f"block_size {c.block_size} is too small to compile: it must be at least 3")
     device = gpt.lm_head.weight.device
     batch = Dim("batch", min=1, max=max_batch)
     seq = Dim("seq", min=1, max=c.block_size)

@@ -203,6 +203,18 @@ def test_failed_compile_leaves_the_previous_artifact_intact(tmp_path, fixtures, 
     assert sorted(p.name for p in out.parent.iterdir()) == ["cpu"]  # no temporary left behind
 
 
+def test_a_block_size_too_small_to_export_is_refused_by_name(fixtures):
+    from dataclasses import replace
+
+    from gpt_aot.graphs import export_graphs
+    from gpt_aot.model import GPT
+
+    kinds = {"prefill": "math", "decode": "math"}
+    with pytest.raises(ValueError, match="block_size 2 is too small to compile: it must be at least 3"):
+        export_graphs(GPT(replace(fixtures.CONFIG, block_size=2), "math"), kinds)
+    assert set(export_graphs(GPT(replace(fixtures.CONFIG, block_size=3), "math"), kinds)) == {"prefill", "decode"}
+
+
 def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
     from gpt_aot import attention_pick
     from gpt_aot.attention import ATTENTION_KINDS
