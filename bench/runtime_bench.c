@@ -1,7 +1,7 @@
 /* runtime_bench — times libgpt_runtime through its public C API; prints JSON.
  *   runtime_bench generate ART --threads N --batch B --context C --tokens T --reps R
- *       B sequences in one session: a prefill of C tokens each, then T greedy decode
- *       steps of all B together (argmax in C), R times
+ *       B sequences in one session: one batched prefill of C tokens each, then T greedy
+ *       decode steps of all B together (argmax in C), R times
  *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --batches FILE
  *       I optimizer steps (lr 1e-3, constant) over the batches bench/suite.py wrote: int32
  *       x then y, each (iters, accum, batch, seq); bench/peers.py reads the same file
@@ -77,14 +77,15 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     double *prefill_ms = malloc(sizeof(double) * (size_t)reps);
     double *decode_ms = malloc(sizeof(double) * (size_t)reps); /* per step of the whole batch */
     for (int i = 0; i < context; ++i) prompt[i] = (gpt_token)((i * 7 + 3) % vocab);
+    const gpt_token **prompts = malloc(sizeof(gpt_token *) * (size_t)batch); /* the same prompt in every row */
+    int32_t *lengths = malloc(sizeof(int32_t) * (size_t)batch);
+    for (int b = 0; b < batch; ++b) prompts[b] = prompt, lengths[b] = context;
     struct gpt_session *session = NULL;
     gpt_status s = gpt_session_create_batch(model, batch, &session);
     if (s != GPT_OK) return die("session", s);
     for (int r = 0; r < reps; ++r) {
         double t0 = now_ms();
-        for (int b = 0; b < batch; ++b)
-            if ((s = gpt_session_prefill_seq(session, b, prompt, context, logits + (size_t)b * vocab)) != GPT_OK)
-                return die("prefill", s);
+        if ((s = gpt_session_prefill_batch(session, prompts, lengths, logits)) != GPT_OK) return die("prefill", s);
         double t1 = now_ms();
         for (int b = 0; b < batch; ++b) next[b] = argmax(logits + (size_t)b * vocab, vocab);
         for (int i = 0; i < tokens; ++i) {
@@ -106,7 +107,8 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     print_peak_memory(model, info);
     printf("}\n");
     gpt_session_free(session);
-    free(prompt), free(next), free(generated), free(logits), free(prefill_ms), free(decode_ms);
+    free(prompt), free(prompts), free(lengths), free(next), free(generated), free(logits), free(prefill_ms),
+        free(decode_ms);
     return 0;
 }
 

@@ -51,7 +51,8 @@ extern "C" {
 /* 2: artifact selection, data-parallel training, signed artifacts (gpt_model_params grew
  *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO;
  *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory; batched
- *    sessions (gpt_session_create_batch, _prefill_seq, _position_seq, _decode_batch). */
+ *    sessions (gpt_session_create_batch, _prefill_seq, _position_seq, _decode_batch);
+ *    gpt_session_prefill_batch. */
 #define GPT_RUNTIME_ABI_VERSION 2
 
 typedef int32_t gpt_token;
@@ -236,6 +237,15 @@ GPT_API gpt_status gpt_session_create_batch(struct gpt_model *model, int32_t n_s
 /* gpt_session_prefill for sequence `seq` in [0, n_seq); the others are untouched. */
 GPT_API gpt_status gpt_session_prefill_seq(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
                                            int32_t n_tokens, float *logits);
+/* Several prompts in one call: sequence i gets prompts[i] (n_tokens[i] tokens) and its
+ * next-token logits go to logits + i * vocab_size (n_seq rows in all). n_tokens[i] 0
+ * leaves sequence i as it is, its logits row unwritten. As gpt_session_prefill_seq for
+ * each, but adjacent sequences share one pass of the model (its matrix products over all
+ * their tokens), prompts of different lengths included: faster for a batch of new
+ * requests. Every prompt and token is checked before anything runs (a refused call
+ * changes nothing); a failure while running leaves the given sequences empty. */
+GPT_API gpt_status gpt_session_prefill_batch(struct gpt_session *session, const gpt_token *const *prompts,
+                                             const int32_t *n_tokens, float *logits);
 GPT_API gpt_status gpt_session_position_seq(const struct gpt_session *session, int32_t seq, int32_t *out_position);
 /* One step of every sequence: tokens[i] (n_seq of them) is appended to sequence i
  * and its next-token logits go to logits + i * vocab_size (n_seq rows in all).

@@ -55,6 +55,15 @@ gpt_status gpt_session_prefill_seq(struct gpt_session *session, int32_t seq, con
     });
 }
 
+gpt_status gpt_session_prefill_batch(struct gpt_session *session, const gpt_token *const *prompts,
+                                     const int32_t *n_tokens, float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && prompts != nullptr && n_tokens != nullptr && logits != nullptr,
+                "session, prompts, n_tokens and logits must not be NULL");
+        session->impl.prefill_batch(prompts, n_tokens, logits);
+    });
+}
+
 gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits) {
     return guarded(__func__, [&] {
         require(session != nullptr && logits != nullptr, "session and logits must not be NULL");

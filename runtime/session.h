@@ -27,6 +27,9 @@ public:
 
     // `logits` receives vocab_size floats.
     void prefill(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits);
+    // prompts[n_seq], n_tokens[n_seq]; n_tokens 0 leaves that sequence (and its logits row) as it is.
+    // `logits` receives n_seq rows of vocab_size floats.
+    void prefill_batch(const gpt_token *const *prompts, const int32_t *n_tokens, float *logits);
     void decode(gpt_token token, float *logits);
     // tokens[n_seq]; GPT_TOKEN_NONE leaves that sequence (and its logits row) as it is.
     // `logits` receives n_seq rows of vocab_size floats.
@@ -37,10 +40,20 @@ public:
     std::vector<gpt_token> generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
 
 private:
+    struct Prompt {
+        int32_t seq;
+        const gpt_token *tokens;
+        int32_t n_tokens;
+        float *logits;  // vocab_size floats
+    };
+
     void check_seq(int32_t seq) const;
     std::string label(int32_t seq) const;
     void check_token(gpt_token token, int32_t seq = -1) const;
-    void check_prompt_length(int32_t n_tokens) const;
+    void check_prompt_length(int32_t n_tokens, int32_t seq = -1) const;
+    void check_prompt(const Prompt &prompt) const;
+    void run_prefill(const std::vector<Prompt> &prompts);
+    at::Tensor step(const gpt_token *tokens);
     at::Tensor host_logits(const at::Tensor &logits) const;
 
     Model &model_;

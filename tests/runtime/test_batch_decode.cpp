@@ -1,4 +1,4 @@
-// Batched sessions: sequences of different lengths decoded in one call, each
+// Batched sessions: sequences of different lengths prefilled and decoded in one call, each
 // against eager PyTorch or its own single-sequence session; sitting out; bad calls;
 // a step reads the cache only up to its span.
 #include <ATen/ATen.h>
@@ -200,6 +200,111 @@ TEST_CASE("bad batched calls are refused before anything changes", "[inference][
     CHECK(position_of(batch.handle, 0) == 5);
     CHECK(gpt_session_prefill_seq(batch.handle, 2, a.data(), 3, logits.data() + 2 * vocab) == GPT_OK);
     CHECK(position_of(batch.handle, 2) == 3);
+}
+
+TEST_CASE("a batched prefill of prompts of different lengths equals each sequence's own prefill",
+          "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size, n_seq = 5, steps = 3;
+    // Runs of adjacent prompts: {0, 1} (9 and 1 tokens: one padded), then {3, 4} (12 and 12);
+    // sequence 2 sits out, holding a cache of its own from an earlier prefill.
+    const std::vector<int32_t> lengths = {9, 1, 0, 12, 12};
+    std::vector<std::vector<gpt_token>> seqs;
+    for (int32_t s = 0; s < n_seq; ++s) seqs.push_back(stream(10 + s, 12 + steps, vocab));
+    test::Session batch(model.handle, n_seq);
+    std::vector<float> logits(static_cast<size_t>(n_seq * vocab));
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 2, seqs[2].data(), 6, logits.data()) == GPT_OK);
+
+    const float sentinel = std::numeric_limits<float>::quiet_NaN();
+    std::fill(logits.begin(), logits.end(), sentinel);
+    std::vector<const gpt_token *> prompts;
+    for (const auto &s : seqs) prompts.push_back(s.data());
+    REQUIRE(gpt_session_prefill_batch(batch.handle, prompts.data(), lengths.data(), logits.data()) == GPT_OK);
+    CHECK(std::isnan(logits[static_cast<size_t>(2 * vocab)]));  // the row of the sequence that sat out
+    for (int32_t s = 0; s < n_seq; ++s) CHECK(position_of(batch.handle, s) == (s == 2 ? 6 : lengths[s]));
+
+    std::vector<std::vector<float>> batched(n_seq);  // every row's logits after prefill and each step
+    for (int32_t s = 0; s < n_seq; ++s) batched[s].assign(logits.data() + s * vocab, logits.data() + (s + 1) * vocab);
+    for (int32_t i = 0; i < steps; ++i) {  // then all five step together, sequence 2 included
+        std::vector<gpt_token> tokens(n_seq);
+        for (int32_t s = 0; s < n_seq; ++s) tokens[s] = seqs[s][(s == 2 ? 6 : lengths[s]) + i];
+        REQUIRE(gpt_session_decode_batch(batch.handle, tokens.data(), logits.data()) == GPT_OK);
+        for (int32_t s = 0; s < n_seq; ++s)
+            batched[s].insert(batched[s].end(), logits.data() + s * vocab, logits.data() + (s + 1) * vocab);
+    }
+    for (int32_t s = 0; s < n_seq; ++s) {
+        CAPTURE(s);
+        const int32_t n_prompt = s == 2 ? 6 : lengths[s];
+        test::Session alone(model.handle);
+        std::vector<float> expected(static_cast<size_t>(vocab));
+        REQUIRE(gpt_session_prefill(alone.handle, seqs[s].data(), n_prompt, expected.data()) == GPT_OK);
+        if (s != 2) CHECK(max_abs_diff(batched[s].data(), expected.data(), vocab) < kTolerance);
+        for (int32_t i = 0; i < steps; ++i) {
+            REQUIRE(gpt_session_decode(alone.handle, seqs[s][n_prompt + i], expected.data()) == GPT_OK);
+            CHECK(max_abs_diff(batched[s].data() + (i + 1) * vocab, expected.data(), vocab) < kTolerance);
+        }
+    }
+}
+
+TEST_CASE("a bad batched prefill is refused before anything changes", "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size, block = model.info.block_size;
+    test::Session batch(model.handle, 3);
+    auto a = stream(8, block + 1, vocab);
+    std::vector<float> logits(static_cast<size_t>(3 * vocab), 0.5f);
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 1, a.data(), 5, logits.data()) == GPT_OK);
+    std::fill(logits.begin(), logits.end(), 0.5f);
+    std::vector<gpt_token> bad = a;
+    bad[2] = vocab;
+    const gpt_token *prompts[] = {a.data(), a.data(), bad.data()};
+
+    const int32_t bad_token[] = {4, 0, 3};
+    CHECK(gpt_session_prefill_batch(batch.handle, prompts, bad_token, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("sequence 2: token id"));
+    const int32_t too_long[] = {block + 1, 0, 0};
+    CHECK(gpt_session_prefill_batch(batch.handle, prompts, too_long, logits.data()) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("sequence 0: prompt of"));
+    const int32_t negative[] = {4, -1, 0};
+    CHECK(gpt_session_prefill_batch(batch.handle, prompts, negative, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+    const int32_t none[] = {0, 0, 0};
+    CHECK(gpt_session_prefill_batch(batch.handle, prompts, none, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+    const gpt_token *null_prompt[] = {a.data(), nullptr, a.data()};
+    const int32_t lengths[] = {4, 4, 4};
+    CHECK(gpt_session_prefill_batch(batch.handle, null_prompt, lengths, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_session_prefill_batch(batch.handle, nullptr, lengths, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_session_prefill_batch(batch.handle, prompts, nullptr, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
+
+    CHECK(position_of(batch.handle, 0) == 0);
+    CHECK(position_of(batch.handle, 1) == 5);
+    CHECK(position_of(batch.handle, 2) == 0);
+    CHECK(std::all_of(logits.begin(), logits.end(), [](float v) { return v == 0.5f; }));
+}
+
+TEST_CASE("a batched prefill that fails while running leaves its sequences empty and the others as they were",
+          "[inference][batch]") {
+    // decode.pt2 replaced by the prefill graph: the step that gives shorter prompts their
+    // logits fails once it covers several rows; a run of equal prompts needs no step.
+    test::ScratchArtifact art(test::artifact("flash"));
+    std::filesystem::copy_file(art.file("prefill.pt2"), art.file("decode.pt2"),
+                               std::filesystem::copy_options::overwrite_existing);
+    art.rehash("decode.pt2");
+    test::Model model(art.dir());
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size;
+    const auto a = stream(9, 8, vocab);
+    test::Session batch(model.handle, 4);
+    std::vector<float> logits(static_cast<size_t>(4 * vocab));
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 3, a.data(), 6, logits.data() + 3 * vocab) == GPT_OK);
+    const gpt_token *prompts[] = {a.data(), a.data(), a.data(), a.data()};
+    const int32_t ragged[] = {5, 3, 2, 0};
+    CHECK(gpt_session_prefill_batch(batch.handle, prompts, ragged, logits.data()) == GPT_ERR_INTERNAL);
+    for (int32_t s = 0; s < 3; ++s) CHECK(position_of(batch.handle, s) == 0);
+    CHECK(position_of(batch.handle, 3) == 6);
+    const int32_t equal[] = {4, 4, 4, 0};
+    REQUIRE(gpt_session_prefill_batch(batch.handle, prompts, equal, logits.data()) == GPT_OK);
+    for (int32_t s = 0; s < 3; ++s) CHECK(position_of(batch.handle, s) == 4);
 }
 
 TEST_CASE("one stepping sequence runs decode_one, several run the batched decode", "[inference][batch]") {
