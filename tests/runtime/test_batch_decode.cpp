@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "model.h"
@@ -33,6 +34,13 @@ std::vector<gpt_token> stream(int32_t seed, int32_t n, int32_t vocab) {
     std::vector<gpt_token> out(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = (seed * 31 + i * 7 + 3) % vocab;
     return out;
+}
+
+// Puts the prefill graph, which cannot take decode's inputs, in place of `graph`: every call routed to it fails.
+void replace_by_prefill(const test::ScratchArtifact &art, const std::string &graph) {
+    std::filesystem::copy_file(art.file("prefill.pt2"), art.file(graph),
+                               std::filesystem::copy_options::overwrite_existing);
+    art.rehash(graph);
 }
 
 int32_t position_of(gpt_session *session, int32_t seq) {
@@ -287,9 +295,7 @@ TEST_CASE("a batched prefill that fails while running leaves its sequences empty
     // decode.pt2 replaced by the prefill graph: the step that gives shorter prompts their
     // logits fails once it covers several rows; a run of equal prompts needs no step.
     test::ScratchArtifact art(test::artifact("flash"));
-    std::filesystem::copy_file(art.file("prefill.pt2"), art.file("decode.pt2"),
-                               std::filesystem::copy_options::overwrite_existing);
-    art.rehash("decode.pt2");
+    replace_by_prefill(art, "decode.pt2");
     test::Model model(art.dir());
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size;
@@ -311,9 +317,7 @@ TEST_CASE("one stepping sequence runs decode_one, several run the batched decode
     // decode_one.pt2 replaced by a graph that cannot take decode's inputs (the
     // prefill): every call that routes one row to it fails, a batch does not.
     test::ScratchArtifact art(test::artifact("flash"));
-    std::filesystem::copy_file(art.file("prefill.pt2"), art.file("decode_one.pt2"),
-                               std::filesystem::copy_options::overwrite_existing);
-    art.rehash("decode_one.pt2");
+    replace_by_prefill(art, "decode_one.pt2");
     test::Model model(art.dir());
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size;
