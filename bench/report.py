@@ -128,8 +128,9 @@ def write(results: dict, out: Path) -> None:
             lines += [
                 f"{model} {dtype}: prefill {r['attention']}, decode {r['decode_attention']}"
                 + (
-                    f"; the runtime's single-sequence decode runs its linears as {r['decode_linear']}s."
-                    if "decode_linear" in r
+                    f"; the runtime runs its linears as {r['linears']['decode']} (prefill, decode of many rows), "
+                    f"{r['linears']['decode_one']} (decode of one row)."
+                    if "linears" in r
                     else "."
                 )
                 for (model, dtype), r in picks.items()

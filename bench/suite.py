@@ -250,7 +250,7 @@ def bench_inference_model(
     manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
     picked = manifest["attention"]
     kernels = {"attention": picked["backend"], "decode_attention": picked["decode"]["backend"]}
-    decode_linear = manifest["graphs"]["decode_one"]["linear"]["form"]  # the runtime's batch-1 decode only
+    linears = {g: manifest["graphs"][g]["linear"]["form"] for g in ("decode", "decode_one")}  # the runtime's only
     impls = ["eager", "torch.compile", "gpt-aot runtime"]
     if device == "cpu":  # aoti_bench drives CPU tensors only
         impls.insert(2, "plain AOTInductor")
@@ -289,7 +289,7 @@ def bench_inference_model(
                     row["prefill_tokens_per_s"] = batch * prompt / (prefill / 1e3)
                 rows.append(
                     {"model": name, "dtype": dtype, "batch": batch, "context": context, **kernels,
-                     "decode_linear": decode_linear, "impl": impl, "compile_s": compile_s.get(impl),
+                     "linears": linears, "impl": impl, "compile_s": compile_s.get(impl),
                      "roofline_ms": floor_ms, **row}
                 )  # fmt: skip
     return rows

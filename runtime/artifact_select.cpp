@@ -135,31 +135,35 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                 files[name] = {{"sha256", f.sha256}, {"size", f.size}};
                 bytes += f.size;
             }
-            entry.update({{"name", m->name},
-                          {"format_version", m->format_version},
-                          {"torch_version", m->torch_version},
-                          {"device", m->target.device},
-                          {"arch", m->target.arch},
-                          {"isa", m->target.isa},
-                          {"dtype", m->dtype},
-                          {"attention", m->attention},
-                          {"decode_attention", m->decode_attention},
-                          {"decode_linear", m->decode_linear},
-                          {"training", m->training.has_value()},
-                          {"model",
-                           {{"n_layer", m->model.n_layer},
-                            {"n_head", m->model.n_head},
-                            {"n_embd", m->model.n_embd},
-                            {"block_size", m->model.block_size},
-                            {"vocab_size", m->model.vocab_size}}},
-                          {"bytes", bytes},
-                          {"files", files}});
+            entry.update(
+                {{"name", m->name},
+                 {"format_version", m->format_version},
+                 {"torch_version", m->torch_version},
+                 {"device", m->target.device},
+                 {"arch", m->target.arch},
+                 {"isa", m->target.isa},
+                 {"dtype", m->dtype},
+                 {"attention", m->attention},
+                 {"decode_attention", m->decode_attention},
+                 {"linears",
+                  {{"prefill", m->prefill.linear}, {"decode", m->decode.linear}, {"decode_one", m->decode_one.linear}}},
+                 {"training", m->training.has_value()},
+                 {"model",
+                  {{"n_layer", m->model.n_layer},
+                   {"n_head", m->model.n_head},
+                   {"n_embd", m->model.n_embd},
+                   {"block_size", m->model.block_size},
+                   {"vocab_size", m->model.vocab_size}}},
+                 {"bytes", bytes},
+                 {"files", files}});
             // How the kernel was picked (each candidate's time and error), as compile recorded it.
             const Bytes raw = read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes);
             const json manifest = json::parse(raw.begin(), raw.end(), nullptr, false);
             if (manifest.is_object()) {
                 entry["attention_pick"] = manifest.value("attention", json());
-                entry["decode_linear_pick"] = manifest.value(json::json_pointer("/graphs/decode_one/linear"), json());
+                for (const char *graph : {"prefill", "decode", "decode_one"})
+                    entry["linear_picks"][graph] =
+                        manifest.value(json::json_pointer(std::string("/graphs/") + graph + "/linear"), json());
             }
         }
         out["targets"].push_back(entry);

@@ -56,7 +56,13 @@ std::string file_name(const json &obj, const char *key) { return plain_name(stri
 
 GraphSpec graph_spec(const json &graphs, const char *name) {
     const json &g = field(graphs, name);
-    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch")};
+    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch"), {}};
+}
+
+GraphSpec inference_graph_spec(const json &graphs, const char *name) {
+    GraphSpec spec = graph_spec(graphs, name);
+    spec.linear = string_field(field(field(graphs, name), "linear"), "form");
+    return spec;
 }
 
 bool is_hex_sha256(const std::string &s) {
@@ -165,11 +171,10 @@ Manifest parse_manifest(const Bytes &text) {
     }
 
     const json &graphs = field(j, "graphs");
-    m.prefill = graph_spec(graphs, "prefill");
-    m.decode = graph_spec(graphs, "decode");
-    m.decode_one = graph_spec(graphs, "decode_one");
+    m.prefill = inference_graph_spec(graphs, "prefill");
+    m.decode = inference_graph_spec(graphs, "decode");
+    m.decode_one = inference_graph_spec(graphs, "decode_one");
     if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
-    m.decode_linear = string_field(field(field(graphs, "decode_one"), "linear"), "form");
 
     const json &tokenizer = field(j, "tokenizer");
     m.tokenizer_kind = string_field(tokenizer, "kind");

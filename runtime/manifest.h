@@ -16,7 +16,7 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion = 6;  // 6: decode reads cache views of [0, span) (aot/gpt_aot/manifest.py)
+inline constexpr int kFormatVersion = 7;  // 7: every inference graph names its linear form (aot/gpt_aot/manifest.py)
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -43,6 +43,7 @@ struct TargetSpec {
 struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
+    std::string linear;  // inference graphs: their linears' form, "mm", "onednn" or "reduction"
 };
 
 struct OptimizerSpec {
@@ -72,8 +73,7 @@ struct Manifest {
     std::map<std::string, std::string> tied;  // alias name -> stored name
     GraphSpec prefill;
     GraphSpec decode;
-    GraphSpec decode_one;       // batch 1: what a step of one sequence runs
-    std::string decode_linear;  // decode_one's linears: "mm" or "reduction"
+    GraphSpec decode_one;  // batch 1: what a step of one sequence runs
     std::string tokenizer_kind;
     std::string tokenizer_file;
     std::string golden_file;

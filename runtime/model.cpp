@@ -86,7 +86,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +
                           manifest_.dtype + ", attention " + manifest_.attention + ", decode attention " +
-                          manifest_.decode_attention + ", single-sequence decode linears " + manifest_.decode_linear +
+                          manifest_.decode_attention + ", linears: prefill " + manifest_.prefill.linear + ", decode " +
+                          manifest_.decode.linear + ", single-sequence decode " + manifest_.decode_one.linear +
                           ") from " + dir.string());
     if (params.verify_golden) {
         const VerifyResult result = verify();

@@ -40,7 +40,7 @@ def attention_pick(manifest_path: Path) -> dict | None:
         "prefill": {k: v for k, v in m["attention"].items() if k != "decode"},
         "decode": m["attention"]["decode"],
         "training": {**training.get("attention_choice", {}), "trains_with": training.get("attention")},
-        "decode_linear": m["graphs"]["decode_one"]["linear"],
+        "linears": {g: m["graphs"][g]["linear"] for g in ("decode", "decode_one")},
     }
 
 
@@ -69,9 +69,10 @@ def markdown(s: dict) -> str:
             if choice.get("trains_with") not in (None, choice.get("backend")):
                 lines.append(f"(compiled backward refused; trains with {choice['trains_with']})")
             lines += candidate_table(choice, "kernel", f"{measured} ms", "math")
-        linear = pick["decode_linear"]
-        lines += ["", f"## Single-sequence decode linears ({where}): **{linear['form']}**"]
-        lines += candidate_table(linear, "form", "4 decode steps ms", "mm")
+        for graph, what in (("decode_one", "Single-sequence decode"), ("decode", "Prefill and batched decode")):
+            linear = pick["linears"][graph]
+            lines += ["", f"## {what} linears ({where}): **{linear['form']}** ({linear['selected_by']})"]
+            lines += candidate_table(linear, "form", "4 decode steps ms", "mm")
     return "\n".join(lines) + "\n"
 
 

@@ -36,13 +36,15 @@ def _compile(args) -> int:
         tokenizer=tokenizer,
         attention=args.attention,
         decode_linear=args.decode_linear,
+        batched_linear=args.batched_linear,
         max_batch=args.max_batch,
         train=train,
     )
     print(
         f"artifact {out}: attention prefill={manifest['attention']['backend']} "
         f"decode={manifest['attention']['decode']['backend']}, "
-        f"single-sequence decode linears={manifest['graphs']['decode_one']['linear']['form']}, "
+        f"linears prefill/decode={manifest['graphs']['decode']['linear']['form']} "
+        f"single-sequence decode={manifest['graphs']['decode_one']['linear']['form']}, "
         f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB"
     )
     return 0
@@ -66,7 +68,12 @@ def main(argv=None) -> int:
     p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16")
     p.add_argument("--attention", default="auto", help="auto (measured), naive, math, flash, efficient, cudnn")
     p.add_argument(
-        "--decode-linear", default="auto", help="auto (measured), mm or reduction: a single sequence's decode linears"
+        "--decode-linear",
+        default="auto",
+        help="auto (measured), mm or reduction: a single sequence's decode linears",
+    )
+    p.add_argument(
+        "--batched-linear", default="auto", help="auto (measured), mm or onednn (CPU): prefill's and decode's linears"
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument("--train", action="store_true", help="also compile train_step, eval_loss and AdamW graphs")

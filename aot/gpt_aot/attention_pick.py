@@ -1,5 +1,5 @@
-"""Pick the attention kernel, and how a single sequence's decode runs its
-linears, for a target by measuring them.
+"""Pick the attention kernel, and the form of each inference graph's linears,
+for a target by measuring them.
 
 Every kind that has a kernel for the device runs the model at its own shapes:
 the prefill, decode steps over a half-full cache, forward + backward of the loss
@@ -14,7 +14,7 @@ import time
 import torch
 
 from .attention import ATTENTION_KINDS, attention_context, attention_runs_on
-from .model import GPT, LINEAR_FORMS, layer_caches
+from .model import GPT, layer_caches, linear_form_runs_on
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 
@@ -48,8 +48,8 @@ def _tokens(model: GPT, seq: int | None, rows: int) -> list[torch.Tensor]:
 def _each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, repeats: int) -> dict:
     """{choice: {"runs", "ms", "max_abs_err"}}: `run(model)` (a list of tensors)
     with the model's `setting` ("attention" or "linear_form") at each choice,
-    against its result at `reference`. An attention kind without a kernel here
-    is recorded as not running."""
+    against its result at `reference`. A choice without a kernel here is
+    recorded as not running."""
     weight = model.lm_head.weight
     use = getattr(model, f"set_{setting}")
     saved = getattr(model, setting)
@@ -57,7 +57,12 @@ def _each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, 
     expected = [t.float() for t in run(model)]
     results = {}
     for choice in choices:
-        if setting == "attention" and not attention_runs_on(choice, weight.device, weight.dtype):
+        runs_here = (
+            attention_runs_on(choice, weight.device, weight.dtype)
+            if setting == "attention"
+            else linear_form_runs_on(choice, weight.device)
+        )
+        if not runs_here:
             results[choice] = {"runs": False}
             continue
         use(choice)
@@ -84,17 +89,28 @@ def measure(model: GPT, seq: int | None = None, repeats: int = 5) -> dict:
         return _each_kind(model, lambda m: [_prefill_once(m, idx)], repeats)
 
 
-def _measure_decode(model: GPT, setting: str, choices: tuple, reference: str, steps: int, repeats: int) -> dict:
-    """`steps` decode steps (batch 1) over a cache filled to half the context,
-    as Inductor compiles them, for each choice of `setting` (_each_choice)."""
+def _measure_decode(
+    model: GPT,
+    setting: str,
+    choices: tuple,
+    reference: str,
+    steps: int,
+    repeats: int,
+    rows: int = 1,
+    compiled: bool = True,
+) -> dict:
+    """`steps` decode steps of `rows` sequences over a cache filled to half the
+    context, as Inductor compiles them (or eagerly), for each choice of
+    `setting` (_each_choice)."""
     n = max(1, model.config.block_size // 2)
     steps = min(steps, model.config.block_size - n)
-    (idx,) = _tokens(model, n + steps, 1)
-    positions = [torch.tensor([n + i], device=idx.device) for i in range(steps)]
-    kv = model.new_kv_cache(1)
+    idx = torch.cat(_tokens(model, n + steps, rows))
+    positions = [torch.full((rows,), n + i, device=idx.device) for i in range(steps)]
+    kv = model.new_kv_cache(rows)
     caches = layer_caches(kv, n + steps)  # as the graphs take it: views of the positions read, updated in place
     saved = model.attention
-    decode = torch.compile(model.decode, dynamic=False)  # guards on the setting: one compile per choice
+    # torch.compile guards on the setting: one compile per choice.
+    decode = torch.compile(model.decode, dynamic=False) if compiled else model.decode
 
     def run(m):
         with attention_context(m.attention):
@@ -118,10 +134,19 @@ def measure_decode(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
     return _measure_decode(model, "attention", ATTENTION_KINDS, "math", steps, repeats)
 
 
-def measure_decode_linear(model: GPT, steps: int = 4, repeats: int = 5) -> dict:
-    """Each linear form's decode of one sequence (model.Linear), with the
-    model's attention, logits against mm's."""
-    return _measure_decode(model, "linear_form", LINEAR_FORMS, "mm", steps, repeats)
+def measure_decode_linear(
+    model: GPT, forms: tuple = ("mm", "reduction"), rows: int = 1, steps: int = 4, repeats: int = 5
+) -> dict:
+    """Each linear form's decode of `rows` sequences (model.Linear), with the
+    model's attention, logits against mm's. Compiled when a reduction is among
+    `forms` (it is Inductor's code); the matrix products alone run eagerly: each
+    is one library call, compiled or not, and Inductor compiles oneDNN's linear
+    only into a graph whose weights are constants (AOTInductor's are; a
+    torch.compile'd module's are not)."""
+    compiled = "reduction" in forms
+    if compiled and "onednn" in forms:
+        raise ValueError("the reduction is measured compiled and oneDNN's linear eagerly: measure them apart")
+    return _measure_decode(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
 
 
 def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:

@@ -19,7 +19,7 @@ from . import attention_pick, training
 from .attention import attention_context, attention_runs_on
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .manifest import write_manifest
-from .model import GPT, LINEAR_FORMS
+from .model import GPT, linear_form_runs_on
 from .target import Target
 
 # One copy of the weights for all graphs: nothing is baked into the .so, every
@@ -75,22 +75,41 @@ def choose_attention(model: GPT, target: Target, requested: str, measure=attenti
     }
 
 
-def choose_decode_linear(model: GPT, target: Target, requested: str, attention: str) -> dict:
-    """decode_one's linear form: the pinned one, or the fastest correct one with
-    decode's `attention` (attention_pick.measure_decode_linear)."""
+# decode_one's linear forms. oneDNN's is left out: it is measured only eagerly
+# (attention_pick.measure_decode_linear), the reduction only compiled.
+DECODE_ONE_LINEAR_FORMS = ("mm", "reduction")
+# Linear forms of the graphs that step many rows (prefill, decode): matrix
+# products only, the reduction reads the weight once per row. Measured on a
+# decode step of BATCHED_ROWS sequences, the pick serves both graphs.
+BATCHED_LINEAR_FORMS = ("mm", "onednn")
+BATCHED_ROWS = 8
+
+
+def choose_linear(
+    model: GPT, target: Target, requested: str, attention: str, forms: tuple = DECODE_ONE_LINEAR_FORMS, rows: int = 1
+) -> dict:
+    """A linear form out of `forms`: the pinned one, or the fastest correct one
+    on decode steps of `rows` sequences with decode's `attention`
+    (attention_pick.measure_decode_linear). Where mm is the only one of `forms`
+    with a kernel (oneDNN's on a GPU), nothing is measured."""
     if requested != "auto":
-        if requested not in LINEAR_FORMS:
-            raise ValueError(f"linear form {requested!r} is not one of auto, {', '.join(LINEAR_FORMS)}")
+        if requested not in forms:
+            raise ValueError(f"linear form {requested!r} is not one of auto, {', '.join(forms)}")
+        if not linear_form_runs_on(requested, target.torch_device):
+            raise ValueError(f"linear form {requested!r} has no kernel on {target.torch_device.type}")
         return {"form": requested, "selected_by": "user"}
+    if [f for f in forms if f != "mm" and linear_form_runs_on(f, target.torch_device)] == []:
+        return {"form": "mm", "selected_by": "only form with a kernel"}
     saved = model.attention
     model.set_attention(attention)
     try:
-        candidates = attention_pick.measure_decode_linear(model)
+        candidates = attention_pick.measure_decode_linear(model, forms, rows)
     finally:
         model.set_attention(saved)
     return {
         "form": attention_pick.pick(candidates, target.dtype),
         "selected_by": "measurement",
+        "rows": rows,
         "candidates": candidates,
     }
 
@@ -202,12 +221,14 @@ def compile_artifact(
     tokenizer: dict,
     attention: str = "auto",
     decode_linear: str = "auto",
+    batched_linear: str = "auto",
     max_batch: int = MAX_BATCH,
     quiet: bool = False,
     train: training.OptimizerConfig | None = None,
 ) -> dict:
     """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
-    `attention` and `decode_linear` are pinned or "auto" (measured here).
+    `attention`, `decode_linear` (decode_one's linears) and `batched_linear`
+    (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs."""
     progress = Progress(quiet=quiet)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
@@ -219,20 +240,26 @@ def compile_artifact(
             choice = choose_attention(model, target, attention)
             choice["decode"] = choose_attention(model, target, attention, attention_pick.measure_decode)
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
-        with progress.stage("choose decode_one's linear form"):
-            linear = choose_decode_linear(model, target, decode_linear, kinds["decode"])
+        with progress.stage("choose linear forms"):
+            one = choose_linear(model, target, decode_linear, kinds["decode"])
+            rows = min(BATCHED_ROWS, max_batch)
+            batched = choose_linear(model, target, batched_linear, kinds["decode"], BATCHED_LINEAR_FORMS, rows)
+            linears = {"prefill": batched, "decode": batched, "decode_one": one}
         with progress.stage(
             f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; "
-            f"decode_one linears: {linear['form']})"
+            f"linears: prefill and decode {batched['form']}, decode_one {one['form']})"
         ):
-            programs = export_graphs(model, kinds, max_batch, linear["form"])
+            programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
             kinds["decode_one"] = kinds["decode"]
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):
                 compile_package(program, work / f"{graph}.pt2", target, kinds[graph])
-                specs[graph].update(file=f"{graph}.pt2", max_batch=1 if graph == "decode_one" else max_batch)
-        specs["decode_one"]["linear"] = linear
+                specs[graph].update(
+                    file=f"{graph}.pt2",
+                    max_batch=1 if graph == "decode_one" else max_batch,
+                    linear=linears[graph],
+                )
         training_section = None
         if train:
             with progress.stage("choose training attention"):

@@ -70,13 +70,14 @@ def graph_specs(gpt: GPT) -> dict:
 
 
 def export_graphs(
-    gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH, decode_linear: str | None = None
+    gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH, linear: dict[str, str] | None = None
 ) -> dict[str, ExportedProgram]:
     """Export prefill and decode with dynamic batch and prompt length, each with
-    its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing.
-    With `decode_linear`, also decode_one: decode of a single sequence, batch 1
-    fixed, decode's kind, its linears in that form (the runtime's graph whenever
-    one row steps). The model is left with the prefill's kind and mm linears."""
+    its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing
+    and its linears in the form `linear` names for it (mm if none). With
+    linear["decode_one"], also decode_one: decode of a single sequence, batch 1
+    fixed, decode's kind (the runtime's graph whenever one row steps). The model
+    is left with the prefill's kind and mm linears."""
     c = gpt.config
     if c.block_size < 3:  # span's range 2..block_size must hold more than one value to stay dynamic
         raise ValueError(f"block_size {c.block_size} is too small to compile: it must be at least 3")
@@ -98,6 +99,7 @@ def export_graphs(
     idx = torch.zeros(2, min(4, c.block_size), dtype=torch.int64, device=device)
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.tensor([1, 0], dtype=torch.int64, device=device)  # rows at different positions
+    linear = linear or {}
     # name -> (module, example inputs, dynamic dims, attention kind, linear form)
     entries = {
         "decode": (
@@ -105,20 +107,20 @@ def export_graphs(
             (step, pos, caches(2, example_span)),
             ({0: batch}, {0: batch}, [{0: batch, 2: span}] * (2 * c.n_layer)),
             attention["decode"],
-            "mm",
+            linear.get("decode", "mm"),
         ),
         "prefill": (
             PrefillGraph(gpt),
             (idx, caches(2, c.block_size)),
             ({0: batch, 1: seq}, [{0: batch}] * (2 * c.n_layer)),
             attention["prefill"],
-            "mm",
+            linear.get("prefill", "mm"),
         ),
     }
-    if decode_linear:
+    if "decode_one" in linear:
         one = (step[:1].clone(), pos[:1].clone(), caches(1, example_span))
         dims = (None, None, [{2: span}] * (2 * c.n_layer))
-        entries["decode_one"] = (DecodeGraph(gpt), one, dims, attention["decode"], decode_linear)
+        entries["decode_one"] = (DecodeGraph(gpt), one, dims, attention["decode"], linear["decode_one"])
     programs = {}
     with torch.no_grad():
         for name, (module, args, dims, kind, form) in entries.items():

@@ -16,7 +16,8 @@ FORMAT_NAME = "gpt-aot"
 # 5: withdrawn (decode took its span as a host scalar; slower at long contexts).
 # 6: the cache has block_size + 1 positions; decode takes views of its first `span`
 #    positions (a dynamic size), so a step reads only the context it attends to.
-FORMAT_VERSION = 6
+# 7: every inference graph (prefill, decode, decode_one) names its linear form; a new one, onednn.
+FORMAT_VERSION = 7
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

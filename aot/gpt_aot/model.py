@@ -6,8 +6,8 @@ load unchanged. Three entry points share one set of weights:
   prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
   decode(idx, pos, kv)       one token per row b at position pos[b], its logits
 Rows of a batch are independent sequences, each at its own position. Every
-linear layer can run as a matrix product or, for one row, as a reduction
-(`set_linear_form`).
+linear layer can run as aten's matrix product, oneDNN's (CPU) or, for one row,
+as a reduction (`set_linear_form`).
 The KV cache is one tensor (n_layer, 2, B, n_head, block_size + 1, head_dim), and
 the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
 of it (`layer_caches`). A cache each graph writes once is one Inductor updates
@@ -72,17 +72,26 @@ def layer_caches(kv: torch.Tensor, span: int) -> list[torch.Tensor]:
     return [kv[layer, i, :, :, :span] for layer in range(kv.shape[0]) for i in (0, 1)]
 
 
-LINEAR_FORMS = ("mm", "reduction")
+LINEAR_FORMS = ("mm", "reduction", "onednn")
+
+
+def linear_form_runs_on(form: str, device: torch.device) -> bool:
+    """oneDNN's matrix product is a CPU kernel; the other forms run anywhere."""
+    return form != "onednn" or (device.type == "cpu" and torch.backends.mkldnn.is_available())
 
 
 class Linear(nn.Linear):
-    """nn.Linear (same parameters and names) that can also run as a reduction.
+    """nn.Linear (same parameters and names) that can also run as oneDNN's
+    matrix product or as a reduction. Inference only: neither has a backward.
 
-    With one token per step a linear reads its whole weight for one dot product
-    per output; written as `(x * W).sum(-1)`, Inductor emits a vectorised,
-    threaded reduction that streams the weight, where the CPU's matrix product
-    at one row runs on one thread. Only worth it for a single row: for a batch
-    the reduction reads the weight once per row.
+    "onednn" calls oneDNN's linear on the plain weight (no packing, so the
+    runtime's weights bind as they are): with few rows, aten's fp32 product on
+    CPU (MKL) reads the weight at a fraction of the memory's bandwidth.
+    "reduction": with one token per step a linear reads its whole weight for one
+    dot product per output; written as `(x * W).sum(-1)`, Inductor emits a
+    vectorised, threaded reduction that streams the weight, where the CPU's
+    matrix product at one row runs on one thread. Only worth it for a single
+    row: for a batch the reduction reads the weight once per row.
     """
 
     form = "mm"
@@ -90,6 +99,8 @@ class Linear(nn.Linear):
     def forward(self, x):
         if self.form == "mm":
             return super().forward(x)
+        if self.form == "onednn":
+            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
         # as_strided pins x as a stored buffer; otherwise Inductor inlines x's
         # producer (layer norm, GELU) and recomputes it for every output row.
         x = x.as_strided(x.shape, x.stride())

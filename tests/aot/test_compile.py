@@ -43,6 +43,8 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
         assert (directory / name).stat().st_size == entry["size"]
     assert manifest["graphs"]["decode_one"]["max_batch"] == 1
     assert manifest["graphs"]["decode_one"]["linear"] == {"form": "reduction", "selected_by": "user"}
+    for graph in ("prefill", "decode"):
+        assert manifest["graphs"][graph]["linear"] == {"form": "onednn", "selected_by": "user"}
     assert [i["shape"] for i in manifest["graphs"]["decode_one"]["inputs"][:2]] == [[1, 1], [1]]
     c = fixtures.CONFIG
     cache_shape = {  # prefill writes the whole context's views; decode reads `span` positions
@@ -83,22 +85,30 @@ def test_compiled_graphs_write_the_kv_cache_in_place(artifacts, fixtures, kind):
         assert not cache_shaped.search(wrapper_source(artifacts, kind, graph)), f"{kind} {graph} copies the KV cache"
 
 
-MATRIX_PRODUCTS = re.compile(r"aoti_torch_cpu_(?:add)?mm_out")
+LINEAR_CALLS = {  # the kernel each matrix-product form calls from a compiled graph
+    "mm": re.compile(r"aoti_torch_cpu_(?:add)?mm_out\("),
+    "onednn": re.compile(r"aoti_torch_cpu__linear_pointwise(?:_binary)?\("),  # _binary: a residual add fused in
+}
 
 
-@pytest.mark.parametrize(("name", "form"), [("tiny-math", "reduction"), ("tiny-other", "mm")])
-def test_decode_one_runs_its_linears_in_the_recorded_form(artifacts, fixtures, name, form):
-    """A reduction-form decode_one calls no matrix product: every linear (4 per layer
-    and lm_head) is generated code; the batched decode keeps them all."""
+@pytest.mark.parametrize(
+    ("name", "forms"),
+    [
+        ("tiny-math", {"prefill": "onednn", "decode": "onednn", "decode_one": "reduction"}),
+        ("tiny-other", {"prefill": "mm", "decode": "mm", "decode_one": "mm"}),
+    ],
+)
+def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, name, forms):
+    """Every linear (4 per layer and lm_head) of a graph is one call of its form's
+    kernel; a reduction-form graph calls neither: its linears are generated code."""
     linears = 4 * fixtures.CONFIG.n_layer + 1
     directory = artifacts / name / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
-    assert manifest["graphs"]["decode_one"]["linear"]["form"] == form
-    calls = {
-        g: len(MATRIX_PRODUCTS.findall(compile_mod._wrapper_source(directory / f"{g}.pt2")))
-        for g in ("decode_one", "decode")
-    }
-    assert calls == {"decode_one": 0 if form == "reduction" else linears, "decode": linears}
+    assert {g: manifest["graphs"][g]["linear"]["form"] for g in forms} == forms
+    for graph, form in forms.items():
+        code = compile_mod._wrapper_source(directory / f"{graph}.pt2")
+        calls = {kernel: len(pattern.findall(code)) for kernel, pattern in LINEAR_CALLS.items()}
+        assert calls == {kernel: linears if kernel == form else 0 for kernel in LINEAR_CALLS}, graph
 
 
 def test_check_kernel_rejects_a_graph_without_the_expected_kernel(artifacts):
@@ -231,16 +241,18 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
 
 
 def test_linear_forms_compute_the_same_product(fixtures):
-    from gpt_aot.model import Linear
+    from gpt_aot.model import LINEAR_FORMS, Linear
 
+    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn"}
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):
             x = torch.randn(shape)
             linear.form = "mm"
             expected = linear(x)
-            linear.form = "reduction"
-            torch.testing.assert_close(linear(x), expected, atol=1e-6, rtol=1e-6)
+            for form in ("reduction", "onednn"):
+                linear.form = form
+                torch.testing.assert_close(linear(x), expected, atol=1e-6, rtol=1e-6, msg=form)
     model = fixtures.tiny_model("math")
     model.set_linear_form("reduction")
     assert {m.form for m in model.modules() if isinstance(m, Linear)} == {"reduction"}
@@ -252,13 +264,37 @@ def test_decode_linear_form_is_measured_against_mm(fixtures):
     from gpt_aot import attention_pick
 
     model = fixtures.tiny_model("math")
-    candidates = attention_pick.measure_decode_linear(model)
-    assert set(candidates) == {"mm", "reduction"}
-    assert candidates["mm"]["max_abs_err"] == 0.0
-    assert candidates["reduction"]["runs"] and candidates["reduction"]["ms"] > 0
-    assert candidates["reduction"]["max_abs_err"] < TOL
-    assert model.linear_form == "mm" and model.attention == "math"  # left as it came
-    assert attention_pick.pick(candidates, torch.float32) == min(candidates, key=lambda f: candidates[f]["ms"])
+    for rows, forms in ((1, compile_mod.DECODE_ONE_LINEAR_FORMS), (3, compile_mod.BATCHED_LINEAR_FORMS)):
+        candidates = attention_pick.measure_decode_linear(model, forms, rows)
+        assert set(candidates) == set(forms)
+        assert candidates["mm"]["max_abs_err"] == 0.0
+        for form in forms:
+            assert candidates[form]["runs"] and candidates[form]["ms"] > 0
+            assert candidates[form]["max_abs_err"] < TOL, form
+        assert model.linear_form == "mm" and model.attention == "math"  # left as it came
+        assert attention_pick.pick(candidates, torch.float32) == min(candidates, key=lambda f: candidates[f]["ms"])
+    with pytest.raises(ValueError, match="measure them apart"):
+        attention_pick.measure_decode_linear(model, ("mm", "reduction", "onednn"))
+
+
+def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
+    from gpt_aot.model import linear_form_runs_on
+    from gpt_aot.target import Target
+
+    assert linear_form_runs_on("onednn", torch.device("cpu")) == torch.backends.mkldnn.is_available()
+    assert not linear_form_runs_on("onednn", torch.device("cuda"))
+    assert linear_form_runs_on("mm", torch.device("cuda")) and linear_form_runs_on("reduction", torch.device("cuda"))
+    gpu = Target("cuda", "sm_90", torch.float32, {})
+    model = fixtures.tiny_model("math")
+    with pytest.raises(ValueError, match="linear form 'onednn' has no kernel on cuda"):
+        compile_mod.choose_linear(model, gpu, "onednn", "math", compile_mod.BATCHED_LINEAR_FORMS)
+    # Nothing to measure (and no GPU needed to decide): mm is the batched graphs' only form there.
+    pick = compile_mod.choose_linear(model, gpu, "auto", "math", compile_mod.BATCHED_LINEAR_FORMS, rows=8)
+    assert pick == {"form": "mm", "selected_by": "only form with a kernel"}
+    with pytest.raises(ValueError, match="'reduction' is not one of auto, mm, onednn"):
+        compile_mod.choose_linear(
+            model, resolve("cpu", "auto", "fp32"), "reduction", "math", compile_mod.BATCHED_LINEAR_FORMS
+        )
 
 
 def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures, monkeypatch):
@@ -287,5 +323,9 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
         tok, pos = idx[:, :1], torch.tensor([6, 6])
         torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
-    assert manifest["graphs"]["decode_one"]["linear"]["selected_by"] == "measurement"
+    for graph, forms, rows in (("decode_one", {"mm", "reduction"}, 1), ("decode", {"mm", "onednn"}, 4)):
+        pick = manifest["graphs"][graph]["linear"]
+        assert pick["selected_by"] == "measurement" and pick["rows"] == rows and set(pick["candidates"]) == forms
+        assert pick["form"] == min(forms, key=lambda f: pick["candidates"][f]["ms"])
+    assert manifest["graphs"]["prefill"]["linear"] == manifest["graphs"]["decode"]["linear"]
     assert flash_kernel not in compile_mod._wrapper_source(out / "decode_one.pt2")  # decode's kernel

@@ -94,10 +94,18 @@ TEST_CASE("decode_one is required and takes exactly one row", "[artifact]") {
     edit_manifest(art, [](json &m) { m["graphs"].erase("decode_one"); });
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(error_mentions("decode_one"));
-    art.write_manifest(original);
-    edit_manifest(art, [](json &m) { m["graphs"]["decode_one"].erase("linear"); });
-    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
-    CHECK(error_mentions("linear"));
+}
+
+TEST_CASE("every inference graph names its linear form", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const json original = art.manifest();
+    for (const char *graph : {"prefill", "decode", "decode_one"}) {
+        INFO(graph);
+        art.write_manifest(original);
+        edit_manifest(art, [graph](json &m) { m["graphs"][graph].erase("linear"); });
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions("linear"));
+    }
 }
 
 TEST_CASE("FlippedByteInCompiledLibraryIsRefusedBeforeLoad", "[artifact]") {
