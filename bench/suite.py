@@ -231,8 +231,7 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
     return rows
 
 
-def bench_inference(device: str, work: Path, threads: int, bandwidth: float) -> list[dict]:
-    spec = INFER
+def bench_inference(device: str, work: Path, threads: int, bandwidth: float, spec: dict) -> list[dict]:
     rows = []
     for name, model in spec["models"].items():
         for dtype in spec["dtypes"][device]:
@@ -300,6 +299,8 @@ def main() -> None:
     p.add_argument("--only", choices=["train", "infer"], help="run one table")
     p.add_argument("--threads", type=int, default=0, help="CPU threads for every row (0 = all cores)")
     p.add_argument("--out", help="results directory (default bench/results/<device>-<date>)")
+    p.add_argument("--models", nargs="+", choices=list(INFER["models"]), help="inference: these models only")
+    p.add_argument("--batches", nargs="+", type=int, help="inference: these batch sizes only")
     args = p.parse_args()
     info = machine()
     device = info["device"]
@@ -316,11 +317,13 @@ def main() -> None:
         f"read bandwidth {bandwidth / 1e9:.1f} GB/s"
     )
     results = {"machine": info, "matmul_peak_flops": peak, "read_bandwidth": bandwidth, "scaled": device == "cpu"}
-    results["config"] = {"train": CPU_TRAIN if device == "cpu" else GPU_TRAIN, "infer": INFER}
+    infer = {**INFER, "batches": tuple(args.batches or INFER["batches"])}
+    infer["models"] = {k: v for k, v in INFER["models"].items() if not args.models or k in args.models}
+    results["config"] = {"train": CPU_TRAIN if device == "cpu" else GPU_TRAIN, "infer": infer}
     if args.only in (None, "train"):
         results["training"] = bench_training(device, work, data, data / "meta.json", threads, peak)
     if args.only in (None, "infer"):
-        results["inference"] = bench_inference(device, work, threads, bandwidth)
+        results["inference"] = bench_inference(device, work, threads, bandwidth, infer)
     (out / "results.json").write_text(json.dumps(results, indent=2))
     report.write(results, out)
     print(f"results in {out}")

@@ -56,12 +56,29 @@ std::string file_name(const json &obj, const char *key) { return plain_name(stri
 
 GraphSpec graph_spec(const json &graphs, const char *name) {
     const json &g = field(graphs, name);
-    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch"), {}};
+    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch"), {}, {}};
+}
+
+// A non-empty list of strings.
+std::vector<std::string> string_list(const json &obj, const char *key, const std::string &what) {
+    const json &list = field(obj, key);
+    if (!list.is_array() || list.empty()) invalid("'" + what + "' must be a non-empty list");
+    std::vector<std::string> out;
+    for (const auto &item : list) {
+        if (!item.is_string()) invalid("'" + what + "' must hold strings");
+        out.push_back(item.get<std::string>());
+    }
+    return out;
 }
 
 GraphSpec inference_graph_spec(const json &graphs, const char *name) {
     GraphSpec spec = graph_spec(graphs, name);
-    spec.linear = string_field(field(field(graphs, name), "linear"), "form");
+    const json &linear = field(field(graphs, name), "linear");
+    spec.linear = string_field(linear, "form");
+    if (spec.linear == "onednn") {
+        const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
+        spec.packed.insert(packed.begin(), packed.end());
+    }
     return spec;
 }
 
@@ -75,12 +92,7 @@ bool is_hex_sha256(const std::string &s) {
 TrainingSpec training_spec(const json &t) {
     TrainingSpec spec;
     spec.attention = string_field(t, "attention");
-    const json &names = field(t, "param_names");
-    if (!names.is_array() || names.empty()) invalid("'training.param_names' must be a non-empty list");
-    for (const auto &n : names) {
-        if (!n.is_string()) invalid("'training.param_names' must hold strings");
-        spec.param_names.push_back(n.get<std::string>());
-    }
+    spec.param_names = string_list(t, "param_names", "training.param_names");
     const json &opt = field(t, "optimizer");
     if (string_field(opt, "kind") != "adamw") invalid("'training.optimizer.kind' must be 'adamw'");
     spec.optimizer = {non_negative_number(opt, "weight_decay"), non_negative_number(opt, "beta1"),

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion = 7;  // 7: every inference graph names its linear form (aot/gpt_aot/manifest.py)
+inline constexpr int kFormatVersion =
+    8;  // 8: onednn-form graphs list the weights bound packed (aot/gpt_aot/manifest.py)
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -43,7 +45,8 @@ struct TargetSpec {
 struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
-    std::string linear;  // inference graphs: their linears' form, "mm", "onednn" or "reduction"
+    std::string linear;            // inference graphs: their linears' form, "mm", "onednn" or "reduction"
+    std::set<std::string> packed;  // onednn form: the weights bound packed for oneDNN (runtime/packed_weights.h)
 };
 
 struct OptimizerSpec {

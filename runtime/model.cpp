@@ -74,7 +74,14 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners);
     decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners);
     decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), runners);
-    for (Graph *g : {prefill_.get(), decode_.get(), decode_one_.get()}) g->bind(weights_);
+    std::set<std::string> packed;
+    for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
+        packed.insert(spec->packed.begin(), spec->packed.end());
+    packed_ = PackedWeights(weights_, packed);
+    if (packed_.size() > 0) log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " weights for oneDNN");
+    prefill_->bind(packed_.bound(weights_, manifest_.prefill.packed));
+    decode_->bind(packed_.bound(weights_, manifest_.decode.packed));
+    decode_one_->bind(packed_.bound(weights_, manifest_.decode_one.packed));
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)

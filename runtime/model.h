@@ -13,6 +13,7 @@
 #include "gpt_runtime.h"
 #include "graph.h"
 #include "manifest.h"
+#include "packed_weights.h"
 #include "tokenizer.h"
 
 namespace gpt {
@@ -59,10 +60,15 @@ public:
 
     std::atomic<int> &live_sessions() { return live_sessions_; }
 
+    // After the weights changed in place (a training step, a loaded checkpoint):
+    // brings the graphs' packed copies of them up to date.
+    void weights_changed() { packed_.repack(); }
+
 private:
     Manifest manifest_;
     c10::Device device_;
     std::map<std::string, at::Tensor> weights_;
+    PackedWeights packed_;  // copies of the linear weights that onednn-form graphs read
     std::map<std::string, at::Tensor> golden_;
     std::unique_ptr<Tokenizer> tokenizer_;
     std::unique_ptr<Graph> prefill_;

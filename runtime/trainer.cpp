@@ -45,6 +45,7 @@ Trainer::Trainer(Model &model, const gpt_trainer_params &params, const DistConfi
         group_ = std::make_unique<ProcessGroup>(*dist, model.device());
         for (const at::Tensor &w : weights_) group_->start_broadcast(w, 0);
         group_->wait_all();
+        model_.weights_changed();
         seed += static_cast<uint64_t>(dist->rank);  // each rank its own dropout masks
     }
     at::manual_seed(seed);  // dropout in train_step draws from the default generator
@@ -129,6 +130,7 @@ float Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32
     inputs.push_back(at::scalar_tensor(learning_rate_at(iteration_, params_), opts));
     inputs.push_back(at::scalar_tensor(static_cast<double>(iteration_ + 1), opts));
     grad_norm_ = model_.adamw(inputs).item<float>();
+    model_.weights_changed();
     ++iteration_;
     return static_cast<float>(loss);
 }

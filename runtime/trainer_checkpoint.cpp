@@ -80,6 +80,7 @@ void Trainer::load(const std::string &path) {
     const at::Tensor rng = take("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
 
     for (auto &[dst, src] : copies) dst.copy_(src);
+    model_.weights_changed();
     at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
     {
         std::lock_guard<std::mutex> lock(generator.mutex());

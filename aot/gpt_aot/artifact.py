@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from .manifest import read_manifest, sha256_file
-from .model import layer_caches
+from .model import layer_caches, pack_for_onednn
 
 
 class ArtifactGraphs:
@@ -25,10 +25,15 @@ class ArtifactGraphs:
         for alias, stored in self.manifest["weights"]["tied"].items():
             self.weights[alias] = self.weights[stored]
         self.graphs = {}
+        packed = {}  # as the runtime binds them: one packed copy, shared by the graphs that list it
+        for spec in self.manifest["graphs"].values():
+            for fqn in spec.get("linear", {}).get("packed", []):
+                packed.setdefault(fqn, pack_for_onednn(self.weights[fqn]))
         for name, spec in self.manifest["graphs"].items():
             graph = torch._inductor.aoti_load_package(str(directory / spec["file"]))
+            own = spec.get("linear", {}).get("packed", [])
             graph.load_constants(
-                {fqn: self.weights[fqn] for fqn in graph.get_constant_fqns()},
+                {fqn: packed[fqn] if fqn in own else self.weights[fqn] for fqn in graph.get_constant_fqns()},
                 check_full_update=True,
                 user_managed=True,
             )

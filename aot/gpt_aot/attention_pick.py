@@ -10,11 +10,12 @@ candidates are returned so the manifest can say why.
 """
 
 import time
+from contextlib import nullcontext
 
 import torch
 
 from .attention import ATTENTION_KINDS, attention_context, attention_runs_on
-from .model import GPT, layer_caches, linear_form_runs_on
+from .model import GPT, layer_caches, linear_form_runs_on, packed_linear_weights
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 
@@ -142,11 +143,13 @@ def measure_decode_linear(
     `forms` (it is Inductor's code); the matrix products alone run eagerly: each
     is one library call, compiled or not, and Inductor compiles oneDNN's linear
     only into a graph whose weights are constants (AOTInductor's are; a
-    torch.compile'd module's are not)."""
+    torch.compile'd module's are not). oneDNN's runs on packed weights, as the
+    runtime binds them."""
     compiled = "reduction" in forms
     if compiled and "onednn" in forms:
         raise ValueError("the reduction is measured compiled and oneDNN's linear eagerly: measure them apart")
-    return _measure_decode(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
+    with packed_linear_weights(model) if "onednn" in forms else nullcontext():
+        return _measure_decode(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
 
 
 def _gradients(model: GPT, x: torch.Tensor, y: torch.Tensor) -> list[torch.Tensor]:

@@ -19,7 +19,7 @@ from . import attention_pick, training
 from .attention import attention_context, attention_runs_on
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .manifest import write_manifest
-from .model import GPT, linear_form_runs_on
+from .model import GPT, linear_form_runs_on, linear_weight_names
 from .target import Target
 
 # One copy of the weights for all graphs: nothing is baked into the .so, every
@@ -112,6 +112,11 @@ def choose_linear(
         "rows": rows,
         "candidates": candidates,
     }
+
+
+def _with_packed_weights(pick: dict, model: GPT) -> dict:
+    """The onednn form's record names the weights the runtime binds packed."""
+    return {**pick, "packed": linear_weight_names(model)} if pick["form"] == "onednn" else pick
 
 
 def _wrapper_source(package: Path) -> str:
@@ -258,7 +263,7 @@ def compile_artifact(
                 specs[graph].update(
                     file=f"{graph}.pt2",
                     max_batch=1 if graph == "decode_one" else max_batch,
-                    linear=linears[graph],
+                    linear=_with_packed_weights(linears[graph], model),
                 )
         training_section = None
         if train:

@@ -5,6 +5,8 @@ constants carry nanoGPT's parameter names: the runtime binds one weights file
 to every graph by name.
 """
 
+from contextlib import contextmanager, nullcontext
+
 import torch
 import torch.nn as nn
 from torch.export import Dim, ExportedProgram
@@ -20,8 +22,9 @@ class EntryModule(nn.Module):
 
     def __init__(self, gpt: GPT):
         super().__init__()
-        # Without wte: it is lm_head.weight (tied), and one tensor must be one graph input.
-        self.transformer = nn.ModuleDict({k: v for k, v in gpt.transformer.items() if k != "wte"})
+        # Without wte while it is lm_head.weight (tied): one tensor must be one graph input.
+        tied = gpt.transformer.wte.weight is gpt.lm_head.weight
+        self.transformer = nn.ModuleDict({k: v for k, v in gpt.transformer.items() if k != "wte" or not tied})
         self.lm_head = gpt.lm_head
         self._gpt = (gpt,)  # a tuple keeps the GPT itself unregistered
 
@@ -34,6 +37,24 @@ class PrefillGraph(EntryModule):
 class DecodeGraph(EntryModule):
     def forward(self, idx, pos, caches):
         return self._gpt[0].decode(idx, pos, caches)
+
+
+@contextmanager
+def untied_lm_head(gpt: GPT):
+    """The embedding reads its own copy of the tied weight: where the runtime
+    binds lm_head's weight packed for oneDNN (the onednn form), only the linear
+    may read it. The graph then names both; the weights file holds one tensor."""
+    tied = gpt.lm_head.weight
+    if gpt.transformer.wte.weight is not tied:
+        yield
+        return
+    gpt.transformer.wte.weight = nn.Parameter(tied.detach().clone(), requires_grad=False)
+    gpt.embedding_untied = True
+    try:
+        yield
+    finally:
+        gpt.transformer.wte.weight = tied
+        del gpt.embedding_untied
 
 
 def _tensor_sig(name, dtype, shape):
@@ -100,17 +121,17 @@ def export_graphs(
     step = torch.zeros(2, 1, dtype=torch.int64, device=device)
     pos = torch.tensor([1, 0], dtype=torch.int64, device=device)  # rows at different positions
     linear = linear or {}
-    # name -> (module, example inputs, dynamic dims, attention kind, linear form)
+    # name -> (entry module class, example inputs, dynamic dims, attention kind, linear form)
     entries = {
         "decode": (
-            DecodeGraph(gpt),
+            DecodeGraph,
             (step, pos, caches(2, example_span)),
             ({0: batch}, {0: batch}, [{0: batch, 2: span}] * (2 * c.n_layer)),
             attention["decode"],
             linear.get("decode", "mm"),
         ),
         "prefill": (
-            PrefillGraph(gpt),
+            PrefillGraph,
             (idx, caches(2, c.block_size)),
             ({0: batch, 1: seq}, [{0: batch}] * (2 * c.n_layer)),
             attention["prefill"],
@@ -120,13 +141,13 @@ def export_graphs(
     if "decode_one" in linear:
         one = (step[:1].clone(), pos[:1].clone(), caches(1, example_span))
         dims = (None, None, [{2: span}] * (2 * c.n_layer))
-        entries["decode_one"] = (DecodeGraph(gpt), one, dims, attention["decode"], linear["decode_one"])
+        entries["decode_one"] = (DecodeGraph, one, dims, attention["decode"], linear["decode_one"])
     programs = {}
     with torch.no_grad():
-        for name, (module, args, dims, kind, form) in entries.items():
+        for name, (graph, args, dims, kind, form) in entries.items():
             gpt.set_attention(kind)
             gpt.set_linear_form(form)
-            with attention_context(kind):
-                programs[name] = torch.export.export(module, args, dynamic_shapes=dims)
+            with attention_context(kind), untied_lm_head(gpt) if form == "onednn" else nullcontext():
+                programs[name] = torch.export.export(graph(gpt), args, dynamic_shapes=dims)
     gpt.set_linear_form("mm")
     return {name: programs[name] for name in ("prefill", "decode", "decode_one") if name in programs}

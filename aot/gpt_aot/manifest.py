@@ -17,7 +17,9 @@ FORMAT_NAME = "gpt-aot"
 # 6: the cache has block_size + 1 positions; decode takes views of its first `span`
 #    positions (a dynamic size), so a step reads only the context it attends to.
 # 7: every inference graph (prefill, decode, decode_one) names its linear form; a new one, onednn.
-FORMAT_VERSION = 7
+# 8: an onednn-form graph's record lists the linear weights ("packed") that the runtime binds
+#    packed for oneDNN; the embedding reads its own constant (transformer.wte.weight).
+FORMAT_VERSION = 8
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

@@ -17,6 +17,7 @@ row's pos), so a step reads the context it attends to, not the whole block.
 """
 
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -84,9 +85,11 @@ class Linear(nn.Linear):
     """nn.Linear (same parameters and names) that can also run as oneDNN's
     matrix product or as a reduction. Inference only: neither has a backward.
 
-    "onednn" calls oneDNN's linear on the plain weight (no packing, so the
-    runtime's weights bind as they are): with few rows, aten's fp32 product on
-    CPU (MKL) reads the weight at a fraction of the memory's bandwidth.
+    "onednn" calls oneDNN's linear. A compiled graph names the plain weight
+    and the runtime binds it packed in oneDNN's blocked layout (once, at load):
+    with few rows, aten's fp32 product on CPU (MKL) reads the weight at a
+    fraction of the memory's bandwidth, and oneDNN's on a plain weight reorders
+    it on every call (bf16). Eagerly, `packed_linear_weights` packs them here.
     "reduction": with one token per step a linear reads its whole weight for one
     dot product per output; written as `(x * W).sum(-1)`, Inductor emits a
     vectorised, threaded reduction that streams the weight, where the CPU's
@@ -95,17 +98,43 @@ class Linear(nn.Linear):
     """
 
     form = "mm"
+    packed = None  # the weight in oneDNN's layout, for the onednn form run eagerly
 
     def forward(self, x):
         if self.form == "mm":
             return super().forward(x)
         if self.form == "onednn":
-            return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+            weight = self.weight if self.packed is None else self.packed
+            return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, "none", [], "")
         # as_strided pins x as a stored buffer; otherwise Inductor inlines x's
         # producer (layer norm, GELU) and recomputes it for every output row.
         x = x.as_strided(x.shape, x.stride())
         y = (x.unsqueeze(-2) * self.weight).sum(-1)
         return y if self.bias is None else y + self.bias
+
+
+def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
+    """A linear's weight in the layout oneDNN's product reads fastest (opaque,
+    for its linear only), as runtime/packed_weights.cpp packs it."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+
+
+@contextmanager
+def packed_linear_weights(gpt: nn.Module):
+    """Runs the onednn form on packed weights, as the runtime's graphs do."""
+    linears = [m for m in gpt.modules() if isinstance(m, Linear)]
+    for linear in linears:
+        linear.packed = pack_for_onednn(linear.weight)
+    try:
+        yield
+    finally:
+        for linear in linears:
+            linear.packed = None
+
+
+def linear_weight_names(gpt: nn.Module) -> list[str]:
+    """Names of the weights the linears read: those the runtime packs for the onednn form."""
+    return [f"{name}.weight" for name, m in gpt.named_modules() if isinstance(m, Linear)]
 
 
 class LayerNorm(nn.Module):
@@ -207,6 +236,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
+    embedding_untied = False
+
     def __init__(self, config: GPTConfig, attention: str = "math"):
         super().__init__()
         self.config = config
@@ -271,8 +302,9 @@ class GPT(nn.Module):
 
     def _embed(self, idx, pos):
         # wte is tied to lm_head; reading it through lm_head lets exported graphs see
-        # one parameter (and one gradient) for the shared tensor.
-        tok = F.embedding(idx, self.lm_head.weight)
+        # one parameter (and one gradient) for the shared tensor, unless export gave
+        # wte its own copy (graphs.untied_lm_head).
+        tok = F.embedding(idx, self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight)
         return self.transformer.drop(tok + self.transformer.wpe(pos))
 
     def forward(self, idx, targets=None):

@@ -43,8 +43,13 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
         assert (directory / name).stat().st_size == entry["size"]
     assert manifest["graphs"]["decode_one"]["max_batch"] == 1
     assert manifest["graphs"]["decode_one"]["linear"] == {"form": "reduction", "selected_by": "user"}
+    from gpt_aot.model import Linear
+
+    linear_weights = [f"{n}.weight" for n, m in fixtures.tiny_model("flash").named_modules() if isinstance(m, Linear)]
+    assert len(linear_weights) == 4 * fixtures.CONFIG.n_layer + 1
     for graph in ("prefill", "decode"):
-        assert manifest["graphs"][graph]["linear"] == {"form": "onednn", "selected_by": "user"}
+        pick = {"form": "onednn", "selected_by": "user", "packed": linear_weights}
+        assert manifest["graphs"][graph]["linear"] == pick
     assert [i["shape"] for i in manifest["graphs"]["decode_one"]["inputs"][:2]] == [[1, 1], [1]]
     c = fixtures.CONFIG
     cache_shape = {  # prefill writes the whole context's views; decode reads `span` positions
@@ -109,6 +114,20 @@ def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, n
         code = compile_mod._wrapper_source(directory / f"{graph}.pt2")
         calls = {kernel: len(pattern.findall(code)) for kernel, pattern in LINEAR_CALLS.items()}
         assert calls == {kernel: linears if kernel == form else 0 for kernel in LINEAR_CALLS}, graph
+
+
+def test_onednn_graphs_name_the_embedding_apart_from_the_packed_lm_head(artifacts):
+    """The runtime binds lm_head's weight packed where the linears are oneDNN's: there
+    the embedding reads its own constant (the same tensor in the weights file)."""
+    directory = artifacts / "tiny-math" / "cpu"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for graph in ("prefill", "decode", "decode_one"):
+        loader = torch._inductor.aoti_load_package(str(directory / f"{graph}.pt2"))
+        fqns = set(loader.get_constant_fqns())
+        packed = set(manifest["graphs"][graph]["linear"].get("packed", []))
+        assert packed <= fqns, graph
+        assert ("transformer.wte.weight" in fqns) == ("lm_head.weight" in packed), graph
+        assert "lm_head.weight" in fqns
 
 
 def test_check_kernel_rejects_a_graph_without_the_expected_kernel(artifacts):
@@ -241,7 +260,7 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
 
 
 def test_linear_forms_compute_the_same_product(fixtures):
-    from gpt_aot.model import LINEAR_FORMS, Linear
+    from gpt_aot.model import LINEAR_FORMS, Linear, packed_linear_weights
 
     assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn"}
     for bias in (True, False):
@@ -256,6 +275,16 @@ def test_linear_forms_compute_the_same_product(fixtures):
     model = fixtures.tiny_model("math")
     model.set_linear_form("reduction")
     assert {m.form for m in model.modules() if isinstance(m, Linear)} == {"reduction"}
+    # The onednn form on packed weights (as the runtime binds them): the same product.
+    x = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 5))
+    model.set_linear_form("mm")
+    expected, _ = model(x)
+    model.set_linear_form("onednn")
+    with packed_linear_weights(model):
+        assert all(m.packed.is_mkldnn for m in model.modules() if isinstance(m, Linear))
+        packed, _ = model(x)
+    assert all(m.packed is None for m in model.modules() if isinstance(m, Linear))
+    torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="not one of"):
         model.set_linear_form("gemv")
 

@@ -108,6 +108,22 @@ TEST_CASE("every inference graph names its linear form", "[artifact]") {
     }
 }
 
+TEST_CASE("an onednn-form graph lists the weights to pack, each a 2-D weight of the model", "[artifact]") {
+    test::ScratchArtifact art(test::artifact("math"));  // prefill and decode: onednn
+    const json original = art.manifest();
+    REQUIRE(original["graphs"]["decode"]["linear"]["form"] == "onednn");
+    edit_manifest(art, [](json &m) { m["graphs"]["decode"]["linear"].erase("packed"); });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("missing field 'packed'"));
+    for (const char *name : {"transformer.ln_f.weight", "no.such.weight"}) {
+        INFO(name);
+        art.write_manifest(original);
+        edit_manifest(art, [name](json &m) { m["graphs"]["decode"]["linear"]["packed"].push_back(name); });
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions(std::string("packs '") + name + "' for oneDNN"));
+    }
+}
+
 TEST_CASE("FlippedByteInCompiledLibraryIsRefusedBeforeLoad", "[artifact]") {
     test::LogCapture log;
     test::ScratchArtifact art(test::artifact());

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "model.h"
 #include "test_support.h"
 
 namespace {
@@ -226,4 +227,34 @@ TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
     CHECK(seen.tokens.size() == 4);
     CHECK(count == -7);  // outputs untouched on failure
     CHECK(out[0] == -7);
+}
+
+TEST_CASE("onednn-form graphs read packed copies of the weights, repacked when the weights change", "[inference]") {
+    test::Model model(test::artifact("math"));  // prefill and decode: onednn; decode_one: reduction
+    REQUIRE(model.status == GPT_OK);
+    gpt::Model &m = *model.handle->impl;
+    REQUIRE(m.manifest().decode.linear == "onednn");
+    REQUIRE(m.manifest().decode_one.linear == "reduction");
+    const at::Tensor prompt = test::reference().at("prompt").to(at::kLong).view({1, -1});
+    const int64_t n = prompt.size(1);
+    const at::Tensor kv = m.new_kv_cache(2);
+    m.prefill(prompt.expand({2, n}).contiguous(), kv);
+    const at::Tensor token = prompt.narrow(1, n - 1, 1);
+    // One decode step of row 0 as decode_one (plain weights) and as the batched decode (packed ones),
+    // each on its own copy of the cache.
+    auto decode_one = [&] {
+        const at::Tensor one = m.new_kv_cache(1);
+        one.copy_(kv.narrow(2, 0, 1));
+        return m.decode(token, at::full({1}, n, at::kLong), one, n + 1);
+    };
+    auto decode_batched = [&] {
+        return m.decode(token.expand({2, 1}).contiguous(), at::full({2}, n, at::kLong), kv.clone(), n + 1)
+            .narrow(0, 0, 1);
+    };
+    CHECK(at::allclose(decode_batched(), decode_one(), kTolerance, kTolerance));
+
+    m.weight("transformer.h.0.mlp.c_fc.weight").mul_(1.5);  // in place, as a training step changes it
+    CHECK_FALSE(at::allclose(decode_batched(), decode_one(), kTolerance, kTolerance));  // packed copy: stale
+    m.weights_changed();
+    CHECK(at::allclose(decode_batched(), decode_one(), kTolerance, kTolerance));
 }
