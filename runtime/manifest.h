@@ -17,8 +17,8 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-inline constexpr int kFormatVersion =
-    8;  // 8: onednn-form graphs list the weights bound packed (aot/gpt_aot/manifest.py)
+// 8: onednn-form graphs list the weights bound packed (history: aot/gpt_aot/manifest.py).
+inline constexpr int kFormatVersion = 8;
 
 struct FileEntry {
     std::string sha256;  // lowercase hex

@@ -26,14 +26,13 @@ class ArtifactGraphs:
             self.weights[alias] = self.weights[stored]
         self.graphs = {}
         packed = {}  # as the runtime binds them: one packed copy, shared by the graphs that list it
-        for spec in self.manifest["graphs"].values():
-            for fqn in spec.get("linear", {}).get("packed", []):
-                packed.setdefault(fqn, pack_for_onednn(self.weights[fqn]))
         for name, spec in self.manifest["graphs"].items():
             graph = torch._inductor.aoti_load_package(str(directory / spec["file"]))
-            own = spec.get("linear", {}).get("packed", [])
+            bound = dict(self.weights)
+            for fqn in spec.get("linear", {}).get("packed", []):
+                bound[fqn] = packed.setdefault(fqn, pack_for_onednn(self.weights[fqn]))
             graph.load_constants(
-                {fqn: packed[fqn] if fqn in own else self.weights[fqn] for fqn in graph.get_constant_fqns()},
+                {fqn: bound[fqn] for fqn in graph.get_constant_fqns()},
                 check_full_update=True,
                 user_managed=True,
             )
