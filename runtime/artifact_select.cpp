@@ -23,7 +23,7 @@ TargetReport check_artifact(const std::string &dir, const Host &host, bool check
         check_torch_version(report.manifest->torch_version);
         check_target(report.manifest->target, host);
         if (check_hashes) {
-            read_verified_files(dir, *report.manifest);
+            verify_files(dir, *report.manifest);
             report.hashes_checked = true;
         }
     } catch (const Error &e) {

@@ -62,8 +62,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     if (params.num_threads > 0) at::set_num_threads(params.num_threads);
     const int runners = params.num_runners > 0 ? params.num_runners : 1;
 
-    auto files = read_verified_files(dir, manifest_);
-    weights_ = load_weights(files.at(manifest_.weights_file), manifest_, device_);
+    // The weights, the bulk of the bytes, are read straight into their tensors and hashed on the way.
+    auto files = read_verified_files(dir, manifest_, {manifest_.weights_file});
+    weights_ = load_weights(dir, manifest_, device_);
     const Bytes &golden = files.at(manifest_.golden_file);
     golden_ = parse_safetensors(golden.data(), golden.size(), manifest_.golden_file);
     for (const char *key : {"tokens", "prefill_logits", "decode_token", "decode_logits"})

@@ -26,7 +26,7 @@ struct VerifyResult {
 class Model {
 public:
     // Load order: signature (with trusted keys) -> manifest -> torch version and target checks -> sha256 of every
-    // file -> weights -> graphs (the first compiled code to run) -> binding.
+    // other file -> weights (hashed as they are read) -> graphs (the first compiled code to run) -> binding.
     Model(const std::filesystem::path &dir, const gpt_model_params &params);
 
     const Manifest &manifest() const { return manifest_; }

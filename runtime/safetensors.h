@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "integrity.h"
+
 namespace gpt {
 
 // Parses `data` and returns one CPU tensor per entry (copied, so `data` may go).
@@ -17,6 +19,12 @@ namespace gpt {
 // `metadata`, when given, receives the header's __metadata__ string map.
 std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what,
                                                     std::map<std::string, std::string> *metadata = nullptr);
+
+// Reads a listed safetensors file straight into one CPU tensor per entry (the
+// data is in memory once, not as file bytes and again as tensors) and returns
+// them only once the whole file's sha256 is the manifest's. Bytes that do not
+// parse fail as corrupt (GPT_ERR_ARTIFACT_HASH) unless their hash is right.
+std::map<std::string, at::Tensor> read_verified_safetensors(ListedFileReader &file);
 
 // The file bytes for `tensors` (moved to CPU, laid out contiguously in name order).
 std::vector<unsigned char> serialize_safetensors(const std::map<std::string, at::Tensor> &tensors,

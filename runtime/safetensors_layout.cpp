@@ -35,20 +35,30 @@ uint64_t safetensors_dtype_size(const std::string &dtype) {
     return it == kSizes.end() ? 0 : it->second;
 }
 
-SafetensorsLayout parse_safetensors_layout(const unsigned char *bytes, size_t size, const std::string &what) {
-    if (size < 8) invalid_file(what, "shorter than its 8-byte header length");
+uint64_t safetensors_header_length(const unsigned char *first8, uint64_t file_size, const std::string &what) {
+    if (file_size < 8) invalid_file(what, "shorter than its 8-byte header length");
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];  // little-endian
+    for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | first8[i];  // little-endian
     if (header_len > kMaxHeaderBytes) invalid_file(what, "header larger than 100 MiB");
-    if (header_len > size - 8) invalid_file(what, "header runs past the end of the file");
+    if (header_len > file_size - 8) invalid_file(what, "header runs past the end of the file");
+    return header_len;
+}
 
-    const char *header_text = reinterpret_cast<const char *>(bytes + 8);
+SafetensorsLayout parse_safetensors_layout(const unsigned char *bytes, size_t size, const std::string &what) {
+    const uint64_t header_len = safetensors_header_length(bytes, size, what);
+    SafetensorsLayout layout = parse_safetensors_header(bytes + 8, header_len, size - 8 - header_len, what);
+    layout.data = bytes + 8 + header_len;
+    return layout;
+}
+
+SafetensorsLayout parse_safetensors_header(const unsigned char *header_bytes, uint64_t header_len, uint64_t data_size,
+                                           const std::string &what) {
+    const char *header_text = reinterpret_cast<const char *>(header_bytes);
     auto header = nlohmann::json::parse(header_text, header_text + header_len, nullptr, false);
     if (header.is_discarded() || !header.is_object()) invalid_file(what, "header is not a JSON object");
 
     SafetensorsLayout layout;
-    layout.data = bytes + 8 + header_len;
-    layout.data_size = size - 8 - header_len;
+    layout.data_size = data_size;
     for (const auto &[name, spec] : header.items()) {
         if (name == "__metadata__") {
             if (!spec.is_object()) invalid_file(what, "__metadata__ is not an object");

@@ -20,7 +20,7 @@ struct SafetensorsEntry {
 struct SafetensorsLayout {
     std::vector<SafetensorsEntry> entries;        // header order
     std::map<std::string, std::string> metadata;  // __metadata__
-    const unsigned char *data = nullptr;          // start of the data region (points into the parsed bytes)
+    const unsigned char *data = nullptr;          // start of the data region in the parsed bytes (null from a header)
     uint64_t data_size = 0;
 };
 
@@ -32,5 +32,12 @@ uint64_t safetensors_dtype_size(const std::string &dtype);
 // data, overlaps, gaps and trailing bytes, with GPT_ERR_ARTIFACT_INVALID naming
 // `what` (the file). Every size is computed with overflow-checked arithmetic.
 SafetensorsLayout parse_safetensors_layout(const unsigned char *bytes, size_t size, const std::string &what);
+
+// The pieces of the above for a reader that streams the file: the header's
+// length from the file's first 8 bytes, then the header alone, checked against
+// the `data_size` bytes that follow it.
+uint64_t safetensors_header_length(const unsigned char *first8, uint64_t file_size, const std::string &what);
+SafetensorsLayout parse_safetensors_header(const unsigned char *header, uint64_t header_len, uint64_t data_size,
+                                           const std::string &what);
 
 }  // namespace gpt

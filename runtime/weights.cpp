@@ -55,10 +55,12 @@ std::string shape_string(at::IntArrayRef shape) {
 
 }  // namespace
 
-std::map<std::string, at::Tensor> load_weights(const Bytes &file, const Manifest &manifest, c10::Device device) {
+std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir, const Manifest &manifest,
+                                               c10::Device device) {
     const at::ScalarType dtype = scalar_type(manifest.dtype);
     const auto expected = expected_parameters(manifest.model);
-    auto tensors = parse_safetensors(file.data(), file.size(), manifest.weights_file);
+    ListedFileReader file(dir, manifest, manifest.weights_file);
+    auto tensors = read_verified_safetensors(file);
     std::map<std::string, at::Tensor> weights;
     for (auto &[name, tensor] : tensors) {
         auto it = expected.find(name);
