@@ -57,12 +57,51 @@ Bytes read_file(const std::string &path, uint64_t max_bytes) {
     return bytes;
 }
 
+FileReader::FileReader(const std::string &path, std::string what, gpt_status changed)
+    : what_(std::move(what)), changed_(changed) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open " + what_ + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd_);
+        fail(GPT_ERR_ARTIFACT_INVALID, what_ + " is not a regular file");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
+}
+
+FileReader::~FileReader() { ::close(fd_); }
+
+void FileReader::changed() const { fail(changed_, what_ + " changed while being read"); }
+
+void FileReader::read(unsigned char *out, uint64_t n) {
+    if (n > remaining()) changed();  // callers ask only for what the measured size allows
+    for (uint64_t done = 0; done < n;) {
+        const ssize_t got = ::read(fd_, out + done, static_cast<size_t>(std::min<uint64_t>(n - done, 1u << 30)));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot read " + what_ + ": " + std::strerror(errno));
+        if (got == 0) changed();  // shorter than when it was opened
+        done += static_cast<uint64_t>(got);
+    }
+    offset_ += n;
+}
+
+void FileReader::finish() {
+    std::vector<unsigned char> chunk(std::min<uint64_t>(remaining(), 1u << 20));
+    while (remaining() > 0) read(chunk.data(), std::min<uint64_t>(remaining(), chunk.size()));
+    unsigned char extra = 0;
+    ssize_t got = 0;
+    do {
+        got = ::read(fd_, &extra, 1);
+    } while (got < 0 && errno == EINTR);
+    if (got != 0) changed();  // longer than when it was opened
+}
+
 namespace {
 
-void write_all(int fd, const Bytes &bytes, const std::string &what) {
+void write_all(int fd, const unsigned char *data, size_t size, const std::string &what) {
     size_t done = 0;
-    while (done < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    while (done < size) {
+        const ssize_t n = ::write(fd, data + done, size - done);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) fail(GPT_ERR_IO, "cannot write '" + what + "': " + std::strerror(n < 0 ? errno : ENOSPC));
         done += static_cast<size_t>(n);
@@ -77,12 +116,12 @@ std::string parent_dir(const std::string &path) {
 
 }  // namespace
 
-void write_file_atomically(const std::string &path, const Bytes &bytes) {
+void write_file_atomically(const std::string &path, const std::function<void(const ByteSink &put)> &produce) {
     std::string tmp = path + ".tmp.XXXXXX";
     int fd = ::mkstemp(tmp.data());
     if (fd < 0) fail(GPT_ERR_IO, "cannot create a temporary file beside '" + path + "': " + std::strerror(errno));
     try {
-        write_all(fd, bytes, tmp);
+        produce([&](const unsigned char *data, size_t size) { write_all(fd, data, size, tmp); });
         if (::fsync(fd) != 0) fail(GPT_ERR_IO, "cannot flush '" + tmp + "': " + std::strerror(errno));
         const int closed = ::close(fd);
         fd = -1;  // released even when close fails: never close it twice
@@ -124,7 +163,7 @@ std::string PrivateTempDir::write(const std::string &name, const Bytes &bytes) {
     if (fd < 0) fail(GPT_ERR_IO, "cannot create '" + file + "': " + std::strerror(errno));
     files_.push_back(file);
     try {
-        write_all(fd, bytes, file);
+        write_all(fd, bytes.data(), bytes.size(), file);
     } catch (...) {
         ::close(fd);
         throw;

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "gpt_runtime.h"
 
 namespace gpt {
 
@@ -24,10 +27,42 @@ std::vector<std::string> list_subdirectories(const std::string &path);
 // if it cannot be read.
 Bytes read_file(const std::string &path, uint64_t max_bytes);
 
-// Replaces `path` with `bytes` so that `path` is always either the old or the new
-// content: write a temporary file beside it, fsync, rename, fsync the directory.
-// On failure the temporary file is removed and `path` is untouched (GPT_ERR_IO).
-void write_file_atomically(const std::string &path, const Bytes &bytes);
+// Reads a file front to back in pieces the caller places (the tensors of a
+// safetensors file straight into their storage): the file's bytes are never
+// held whole beside what is made of them. The file must stay the size it had
+// when opened; one that shrinks or grows while read fails with `changed`.
+// Cannot open or read: GPT_ERR_ARTIFACT_INVALID. `what` names it in messages.
+class FileReader {
+public:
+    FileReader(const std::string &path, std::string what, gpt_status changed);
+    virtual ~FileReader();
+    FileReader(const FileReader &) = delete;
+    FileReader &operator=(const FileReader &) = delete;
+
+    const std::string &what() const { return what_; }
+    uint64_t size() const { return size_; }
+    uint64_t remaining() const { return size_ - offset_; }
+    // Reads exactly `n` bytes, n <= remaining().
+    virtual void read(unsigned char *out, uint64_t n);
+    // Reads whatever is left, keeping nothing, and checks that the file ends there.
+    virtual void finish();
+
+private:
+    [[noreturn]] void changed() const;
+    std::string what_;
+    gpt_status changed_;
+    int fd_ = -1;
+    uint64_t size_ = 0, offset_ = 0;
+};
+
+// Where a writer puts its bytes, piece by piece.
+using ByteSink = std::function<void(const unsigned char *data, size_t size)>;
+
+// Replaces `path` with what `produce` puts in it, so that `path` is always
+// either the old or the new content: write a temporary file beside it, fsync,
+// rename, fsync the directory. On failure (GPT_ERR_IO, or whatever `produce`
+// throws) the temporary file is removed and `path` is untouched.
+void write_file_atomically(const std::string &path, const std::function<void(const ByteSink &put)> &produce);
 
 // A directory only this process can write (mode 0700), removed with its files at scope exit.
 class PrivateTempDir {

@@ -1,14 +1,7 @@
 // integrity.cpp — sha256 (libsodium) over every artifact file before any of it is used.
 #include "integrity.h"
 
-#include <fcntl.h>
 #include <sodium.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <vector>
 
 #include "error.h"
 #include "log.h"
@@ -32,8 +25,13 @@ std::string hex_of(const unsigned char (&digest)[crypto_hash_sha256_BYTES]) {
     return hex;
 }
 
-[[noreturn]] void changed_while_read(const std::string &name) {
-    fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + name + "' changed while being read");
+// The path of a file the manifest lists, which must exist: a missing one is an incomplete copy, not corruption.
+std::string listed_path(const std::filesystem::path &dir, const Manifest &manifest, const std::string &name) {
+    if (manifest.files.count(name) == 0) fail(GPT_ERR_ARTIFACT_INVALID, "the manifest does not list '" + name + "'");
+    std::string path = (dir / name).string();
+    if (!regular_file_size(path))
+        fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path + "' is missing: copy the whole artifact directory");
+    return path;
 }
 
 }  // namespace
@@ -50,50 +48,27 @@ struct ListedFileReader::Hash {
 };
 
 ListedFileReader::ListedFileReader(const std::filesystem::path &dir, const Manifest &manifest, const std::string &name)
-    : name_(name), hash_(std::make_unique<Hash>()) {
-    const auto listed = manifest.files.find(name);
-    if (listed == manifest.files.end()) fail(GPT_ERR_ARTIFACT_INVALID, "the manifest does not list '" + name + "'");
-    entry_ = listed->second;
-    const std::string path = (dir / name).string();
-    const auto size = regular_file_size(path);
-    if (!size)
-        fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path + "' is missing: copy the whole artifact directory");
-    if (*size != entry_.size)
-        fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + name + "' is " + std::to_string(*size) +
+    : FileReader(listed_path(dir, manifest, name), "artifact file '" + name + "'", GPT_ERR_ARTIFACT_HASH),
+      name_(name),
+      entry_(manifest.files.at(name)),
+      hash_(std::make_unique<Hash>()) {
+    if (size() != entry_.size)
+        fail(GPT_ERR_ARTIFACT_HASH, "artifact file '" + name + "' is " + std::to_string(size()) +
                                         " bytes, the manifest says " + std::to_string(entry_.size) +
                                         ": the artifact is truncated or modified; copy it again");
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open '" + path + "': " + std::strerror(errno));
     init_sodium();
     crypto_hash_sha256_init(&hash_->state);
 }
 
-ListedFileReader::~ListedFileReader() {
-    if (fd_ >= 0) ::close(fd_);
-}
+ListedFileReader::~ListedFileReader() = default;
 
 void ListedFileReader::read(unsigned char *out, uint64_t n) {
-    if (n > remaining()) changed_while_read(name_);  // callers ask only for what the manifest's size allows
-    for (uint64_t done = 0; done < n;) {
-        const ssize_t got = ::read(fd_, out + done, static_cast<size_t>(std::min<uint64_t>(n - done, 1u << 30)));
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot read '" + name_ + "': " + std::strerror(errno));
-        if (got == 0) changed_while_read(name_);  // shorter than when it was measured
-        done += static_cast<uint64_t>(got);
-    }
+    FileReader::read(out, n);
     crypto_hash_sha256_update(&hash_->state, out, n);
-    offset_ += n;
 }
 
 void ListedFileReader::finish() {
-    std::vector<unsigned char> chunk(std::min<uint64_t>(remaining(), 1u << 20));
-    while (remaining() > 0) read(chunk.data(), std::min<uint64_t>(remaining(), chunk.size()));
-    unsigned char extra = 0;
-    ssize_t got = 0;
-    do {
-        got = ::read(fd_, &extra, 1);
-    } while (got < 0 && errno == EINTR);
-    if (got != 0) changed_while_read(name_);  // longer than when it was measured
+    FileReader::finish();
     unsigned char digest[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_final(&hash_->state, digest);
     const std::string actual = hex_of(digest);

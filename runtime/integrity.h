@@ -22,27 +22,18 @@ std::string sha256_hex(const unsigned char *data, size_t size);
 // manifest's size (GPT_ERR_ARTIFACT_HASH); finish() checks that it was read
 // whole and that its sha256 is the manifest's (GPT_ERR_ARTIFACT_HASH). Nothing
 // read may be used before finish() returns.
-class ListedFileReader {
+class ListedFileReader : public FileReader {
 public:
     ListedFileReader(const std::filesystem::path &dir, const Manifest &manifest, const std::string &name);
-    ~ListedFileReader();
-    ListedFileReader(const ListedFileReader &) = delete;
-    ListedFileReader &operator=(const ListedFileReader &) = delete;
+    ~ListedFileReader() override;
 
-    const std::string &name() const { return name_; }
-    uint64_t size() const { return entry_.size; }
-    uint64_t remaining() const { return entry_.size - offset_; }
-    // Reads exactly `n` bytes, n <= remaining().
-    void read(unsigned char *out, uint64_t n);
-    // Reads whatever is left (hashing it, keeping nothing), then checks the hash.
-    void finish();
+    void read(unsigned char *out, uint64_t n) override;
+    void finish() override;
 
 private:
     struct Hash;
     std::string name_;
     FileEntry entry_;
-    int fd_ = -1;
-    uint64_t offset_ = 0;
     std::unique_ptr<Hash> hash_;
 };
 

@@ -46,15 +46,16 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
     return tensors;
 }
 
-std::map<std::string, at::Tensor> read_verified_safetensors(ListedFileReader &file) {
+std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<std::string, std::string> *metadata) {
     std::map<std::string, at::Tensor> tensors;
     try {
         unsigned char first8[8] = {};
         file.read(first8, std::min<uint64_t>(file.size(), sizeof first8));
-        const uint64_t header_len = safetensors_header_length(first8, file.size(), file.name());
+        const uint64_t header_len = safetensors_header_length(first8, file.size(), file.what());
         std::vector<unsigned char> header(header_len);
         file.read(header.data(), header_len);
-        SafetensorsLayout layout = parse_safetensors_header(header.data(), header_len, file.remaining(), file.name());
+        SafetensorsLayout layout = parse_safetensors_header(header.data(), header_len, file.remaining(), file.what());
+        if (metadata != nullptr) *metadata = std::move(layout.metadata);
         // The entries tile the data region, so reading them in offset order reads the file front to back.
         std::sort(layout.entries.begin(), layout.entries.end(),
                   [](const SafetensorsEntry &a, const SafetensorsEntry &b) { return a.begin < b.begin; });
@@ -64,41 +65,38 @@ std::map<std::string, at::Tensor> read_verified_safetensors(ListedFileReader &fi
             tensors.emplace(e.name, std::move(t));
         }
     } catch (const Error &) {
-        file.finish();  // bytes that do not parse are more likely corrupt than foreign: the hash says which
+        file.finish();  // a listed file's hash says whether bytes that do not parse are corrupt or foreign
         throw;
     }
     file.finish();
     return tensors;
 }
 
-std::vector<unsigned char> serialize_safetensors(const std::map<std::string, at::Tensor> &tensors,
-                                                 const std::map<std::string, std::string> &metadata) {
+void write_safetensors(const std::map<std::string, at::Tensor> &tensors,
+                       const std::map<std::string, std::string> &metadata, const ByteSink &put) {
     nlohmann::json header = nlohmann::json::object();
     if (!metadata.empty()) header["__metadata__"] = metadata;
-    std::vector<at::Tensor> contiguous;
     uint64_t offset = 0;
     for (const auto &[name, tensor] : tensors) {
         const DtypeName *dtype = nullptr;
         for (const auto &d : kDtypes)
             if (d.type == tensor.scalar_type()) dtype = &d;
         if (dtype == nullptr) fail(GPT_ERR_INTERNAL, "no safetensors dtype for tensor '" + name + "'");
-        contiguous.push_back(tensor.to(at::kCPU).contiguous());
-        const uint64_t bytes = contiguous.back().nbytes();
+        const uint64_t bytes = tensor.numel() * tensor.element_size();
         header[name] = {
             {"dtype", dtype->name}, {"shape", tensor.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
         offset += bytes;
     }
     std::string text = header.dump();
     text.resize((text.size() + 7) / 8 * 8, ' ');  // keep the data 8-byte aligned, as the reference writer
-    std::vector<unsigned char> out;
-    out.reserve(8 + text.size() + offset);
-    for (int i = 0; i < 8; ++i) out.push_back(static_cast<unsigned char>((uint64_t{text.size()} >> (8 * i)) & 0xff));
-    out.insert(out.end(), text.begin(), text.end());
-    for (const at::Tensor &t : contiguous) {
-        const auto *p = static_cast<const unsigned char *>(t.data_ptr());
-        out.insert(out.end(), p, p + t.nbytes());
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+    put(length, sizeof length);
+    put(reinterpret_cast<const unsigned char *>(text.data()), text.size());
+    for (const auto &[name, tensor] : tensors) {  // one host copy at a time, where one is needed at all
+        const at::Tensor t = tensor.to(at::kCPU).contiguous();
+        put(static_cast<const unsigned char *>(t.data_ptr()), t.nbytes());
     }
-    return out;
 }
 
 }  // namespace gpt

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "integrity.h"
+#include "files.h"
 
 namespace gpt {
 
@@ -20,14 +20,17 @@ namespace gpt {
 std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what,
                                                     std::map<std::string, std::string> *metadata = nullptr);
 
-// Reads a listed safetensors file straight into one CPU tensor per entry (the
-// data is in memory once, not as file bytes and again as tensors) and returns
-// them only once the whole file's sha256 is the manifest's. Bytes that do not
-// parse fail as corrupt (GPT_ERR_ARTIFACT_HASH) unless their hash is right.
-std::map<std::string, at::Tensor> read_verified_safetensors(ListedFileReader &file);
+// As parse_safetensors, but reads the file straight into the tensors (the data
+// is in memory once, not as file bytes and again as tensors) and returns them
+// only after file.finish(): for a ListedFileReader, once the whole file's
+// sha256 is the manifest's. Bytes that do not parse in a listed file fail as
+// corrupt (GPT_ERR_ARTIFACT_HASH) unless their hash is right.
+std::map<std::string, at::Tensor> read_safetensors(FileReader &file,
+                                                   std::map<std::string, std::string> *metadata = nullptr);
 
-// The file bytes for `tensors` (moved to CPU, laid out contiguously in name order).
-std::vector<unsigned char> serialize_safetensors(const std::map<std::string, at::Tensor> &tensors,
-                                                 const std::map<std::string, std::string> &metadata);
+// Writes `tensors` through `put` as a safetensors file, laid out contiguously
+// in name order; each tensor is moved to the CPU only while it is written.
+void write_safetensors(const std::map<std::string, at::Tensor> &tensors,
+                       const std::map<std::string, std::string> &metadata, const ByteSink &put);
 
 }  // namespace gpt

@@ -52,16 +52,14 @@ void Trainer::save(const std::string &path) const {
     metadata["trainer.min_lr"] = std::to_string(params_.min_lr);
     metadata["trainer.warmup_iters"] = std::to_string(params_.warmup_iters);
     metadata["trainer.lr_decay_iters"] = std::to_string(params_.lr_decay_iters);
-    write_file_atomically(path, serialize_safetensors(tensors, metadata));
+    write_file_atomically(path, [&](const ByteSink &put) { write_safetensors(tensors, metadata, put); });
 }
 
 void Trainer::load(const std::string &path) {
-    const auto size = regular_file_size(path);
-    if (!size) fail(GPT_ERR_INVALID_ARGUMENT, "no checkpoint at '" + path + "'");
-    const Bytes bytes = read_file(path, *size);
-    if (bytes.size() != *size) fail(GPT_ERR_ARTIFACT_INVALID, "checkpoint '" + path + "' changed while being read");
+    if (!regular_file_size(path)) fail(GPT_ERR_INVALID_ARGUMENT, "no checkpoint at '" + path + "'");
+    FileReader file(path, "checkpoint '" + path + "'", GPT_ERR_ARTIFACT_INVALID);
     std::map<std::string, std::string> metadata;
-    auto tensors = parse_safetensors(bytes.data(), bytes.size(), path, &metadata);
+    auto tensors = read_safetensors(file, &metadata);
     const int64_t iteration = check_checkpoint_metadata(metadata, model_metadata(model_), path);
 
     const auto &names = model_.manifest().training->param_names;
