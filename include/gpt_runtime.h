@@ -160,7 +160,8 @@ GPT_API gpt_status gpt_model_verify(const struct gpt_model *model, double *out_m
 /* Memory in bytes. Device figures are the process's for the model's GPU (torch's
  * caching allocator serves every model and trainer on it) and 0 for a CPU model. */
 struct gpt_memory_stats {
-    uint64_t weights_bytes;          /* this model's weights, tied ones counted once */
+    uint64_t weights_bytes;          /* this model's weights, tied ones counted once, and the copies of
+                                        them packed for oneDNN (CPU artifacts whose graphs read them so) */
     uint64_t device_allocated_bytes; /* in live tensors now */
     uint64_t device_peak_bytes;      /* highest device_allocated_bytes since start-up or gpt_model_reset_peak_memory */
     uint64_t device_reserved_bytes;  /* held from the driver, allocated or cached */

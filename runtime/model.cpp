@@ -154,7 +154,7 @@ uint64_t Model::weights_bytes() const {
     uint64_t bytes = 0;
     for (const auto &[name, tensor] : weights_)
         if (counted.insert(tensor.storage().data()).second) bytes += tensor.storage().nbytes();
-    return bytes;
+    return bytes + packed_.bytes();
 }
 
 VerifyResult Model::verify() const {

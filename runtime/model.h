@@ -50,7 +50,7 @@ public:
     at::Tensor adamw(const std::vector<at::Tensor> &inputs) const;
     // The tensor bound to the graphs under `name` (shared: in-place updates reach every graph).
     const at::Tensor &weight(const std::string &name) const;
-    // Bytes of the bound weights, each storage once (tied weights share one).
+    // Bytes of the weights, each storage once (tied weights share one), and of their packed copies.
     uint64_t weights_bytes() const;
 
     // Runs the golden vector (prefill + one decode step) against the eager logits

@@ -45,6 +45,13 @@ std::map<std::string, at::Tensor> PackedWeights::bound(const std::map<std::strin
     return out;
 }
 
+uint64_t PackedWeights::bytes() const {
+    uint64_t total = 0;
+    for (const auto &[name, pair] : packed_)
+        total += static_cast<uint64_t>(pair.second.numel()) * static_cast<uint64_t>(pair.second.element_size());
+    return total;
+}
+
 void PackedWeights::repack() {
     for (auto &[name, pair] : packed_) pair.second.copy_(pack_for_onednn(pair.first));
 }

@@ -6,6 +6,7 @@
 
 #include <ATen/Tensor.h>
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -28,6 +29,8 @@ public:
     void repack();
 
     size_t size() const { return packed_.size(); }
+    // Bytes of the packed copies, counted by their elements (oneDNN may pad a blocked layout a little).
+    uint64_t bytes() const;
 
 private:
     std::map<std::string, std::pair<at::Tensor, at::Tensor>> packed_;  // name -> (plain, packed)
