@@ -25,12 +25,19 @@ struct ListedDir {
 
     // Writes `name` and lists it with its true size and hash.
     void put(const std::string &name, const gpt::Bytes &bytes) {
-        std::ofstream(dir / name, std::ios::binary | std::ios::trunc)
-            .write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        write(name, bytes);
         manifest.files[name] = {gpt::sha256_hex(bytes.data(), bytes.size()), bytes.size()};
     }
-    void append(const std::string &name, const std::string &tail) {
+    // Overwrites `name` after it was listed: the manifest keeps the old size and hash.
+    void tamper(const std::string &name, const gpt::Bytes &bytes) const { write(name, bytes); }
+    void append(const std::string &name, const std::string &tail) const {
         std::ofstream(dir / name, std::ios::binary | std::ios::app) << tail;
+    }
+
+private:
+    void write(const std::string &name, const gpt::Bytes &bytes) const {
+        std::ofstream(dir / name, std::ios::binary | std::ios::trunc)
+            .write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
     }
 };
 
@@ -85,9 +92,7 @@ TEST_CASE("a file streamed into tensors is refused unless all of it has the mani
         gpt::Bytes bad = good;
         bad.back() ^= 1;
         d.put("w.safetensors", good);
-        const auto listed = d.manifest;
-        d.put("w.safetensors", bad);
-        d.manifest = listed;
+        d.tamper("w.safetensors", bad);
         gpt::ListedFileReader file(d.dir, d.manifest, "w.safetensors");
         CHECK(status_of([&] { gpt::read_safetensors(file); }, &message) == GPT_ERR_ARTIFACT_HASH);
         CHECK_THAT(message, Catch::Contains("sha256 of 'w.safetensors'"));
@@ -96,9 +101,7 @@ TEST_CASE("a file streamed into tensors is refused unless all of it has the mani
         gpt::Bytes bad = good;
         bad[8] = '[';  // the header's opening brace
         d.put("w.safetensors", good);
-        const auto listed = d.manifest;
-        d.put("w.safetensors", bad);
-        d.manifest = listed;
+        d.tamper("w.safetensors", bad);
         gpt::ListedFileReader file(d.dir, d.manifest, "w.safetensors");
         CHECK(status_of([&] { gpt::read_safetensors(file); }, &message) == GPT_ERR_ARTIFACT_HASH);
     }
