@@ -103,7 +103,9 @@ void HttpServer::serve_metrics(httplib::Response &res) {
     if (const auto model = slot_.current()) {
         g.model_name = model->info.name;
         g.model_dir = model->dir;
+        if (gpt_model_get_memory(model->model, &g.memory) != GPT_OK) g.memory = {};
     }
+    g.resident_bytes = resident_memory_bytes();
     res.status = 200;
     res.set_content(metrics_.render(g), "text/plain; version=0.0.4");
     metrics_.count_request("/metrics", 200);

@@ -1,6 +1,9 @@
 // metrics.cpp — see metrics.h.
 #include "metrics.h"
 
+#include <unistd.h>
+
+#include <fstream>
 #include <sstream>
 
 namespace server {
@@ -25,6 +28,13 @@ void header(std::ostringstream &out, const char *name, const char *type, const c
 }
 
 }  // namespace
+
+uint64_t resident_memory_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    uint64_t size_pages = 0, resident_pages = 0;
+    if (!(statm >> size_pages >> resident_pages)) return 0;
+    return resident_pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
 
@@ -102,6 +112,17 @@ std::string Metrics::render(const Gauges &gauges) const {
     header(out, "gpt_model_info", "gauge", "The model serving new requests.");
     out << "gpt_model_info{name=\"" << label_value(gauges.model_name) << "\",artifact=\""
         << label_value(gauges.model_dir) << "\"} 1\n";
+    header(out, "gpt_model_weights_bytes", "gauge", "The model's weights, with their copies packed for oneDNN.");
+    out << "gpt_model_weights_bytes " << gauges.memory.weights_bytes << '\n';
+    header(out, "gpt_device_memory_bytes", "gauge",
+           "The model's GPU: in live tensors, their peak, held from the driver.");
+    out << "gpt_device_memory_bytes{kind=\"allocated\"} " << gauges.memory.device_allocated_bytes << '\n';
+    out << "gpt_device_memory_bytes{kind=\"peak\"} " << gauges.memory.device_peak_bytes << '\n';
+    out << "gpt_device_memory_bytes{kind=\"reserved\"} " << gauges.memory.device_reserved_bytes << '\n';
+    header(out, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.");
+    out << "process_resident_memory_bytes " << gauges.resident_bytes << '\n';
+    header(out, "gpt_process_peak_resident_memory_bytes", "gauge", "Highest resident memory of the server process.");
+    out << "gpt_process_peak_resident_memory_bytes " << gauges.memory.host_peak_rss_bytes << '\n';
     header(out, "gpt_time_to_first_token_seconds", "histogram", "From admission to the first generated token.");
     out << time_to_first_token_.render("gpt_time_to_first_token_seconds");
     header(out, "gpt_token_latency_seconds", "histogram", "Time between consecutive generated tokens.");

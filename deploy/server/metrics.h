@@ -2,10 +2,13 @@
 // Prometheus text exposition format for GET /metrics.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "gpt_runtime.h"
 
 namespace server {
 
@@ -29,7 +32,12 @@ struct Gauges {
     int queued = 0;
     std::string model_name;
     std::string model_dir;
+    gpt_memory_stats memory{};    // the current model's (device figures: its GPU's, 0 on CPU)
+    uint64_t resident_bytes = 0;  // the whole process's, every model loaded in it included
 };
+
+// The process's resident set (/proc/self/statm), 0 where it cannot be read.
+uint64_t resident_memory_bytes();
 
 class Metrics {
 public:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from safetensors.torch import load_file
 
 from gpt_aot import signing
 
@@ -170,6 +171,40 @@ def test_metrics_parse_as_prometheus_text(serve, model_dirs):
     assert samples[("gpt_token_latency_seconds_count", ())] == 3 * 4  # gaps between 5 tokens
     assert samples[("gpt_queue_depth", ())] == 0
     assert samples[("gpt_model_info", (("artifact", str(model_dirs["flash"] / "cpu")), ("name", "tiny-flash")))] == 1
+
+
+def _stored_and_packed_bytes(artifact: Path) -> int:
+    """The weights file's tensors, each once, and the copies the runtime packs: one
+    per weight a graph's `linear.packed` lists, tied names read through `weights.tied`."""
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    weights = load_file(artifact / manifest["weights"]["file"])
+    tied = manifest["weights"].get("tied", {})
+    packed = {n for g in manifest["graphs"].values() for n in g.get("linear", {}).get("packed", [])}
+    assert packed, "this artifact packs weights: the sum below is not just the stored tensors"
+    return sum(t.nbytes for t in weights.values()) + sum(weights[tied.get(n, n)].nbytes for n in packed)
+
+
+def _vm_rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def test_metrics_report_the_models_memory(serve, model_dirs):
+    server = serve(model_dirs["flash"])
+    assert server.generate(prompt="a", max_tokens=5)[0] == 200
+    _, text = server.request("GET", "/metrics")
+    rss_now = _vm_rss_bytes(server.proc.pid)
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value for f in families.values() for s in f.samples}
+    weights = samples[("gpt_model_weights_bytes", ())]
+    assert weights == _stored_and_packed_bytes(model_dirs["flash"] / "cpu")
+    for kind in ("allocated", "peak", "reserved"):  # a CPU model holds nothing on a GPU
+        assert samples[("gpt_device_memory_bytes", (("kind", kind),))] == 0
+    resident = samples[("process_resident_memory_bytes", ())]
+    assert weights < resident <= samples[("gpt_process_peak_resident_memory_bytes", ())]
+    assert abs(resident - rss_now) <= 0.1 * rss_now  # what the kernel says of the same process a moment later
 
 
 @pytest.mark.parametrize(
