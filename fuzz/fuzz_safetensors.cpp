@@ -20,8 +20,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t covered = 0;
     volatile unsigned sum = 0;
     for (const auto &e : layout.entries) {
-        uint64_t n = gpt::safetensors_dtype_size(e.dtype);
-        for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);  // cannot overflow: the reader checked it
+        uint64_t n = gpt::safetensors_dtype_size(e.dtype), extent = n;
+        for (int64_t d : e.shape) {  // cannot overflow: the reader checked both
+            n *= static_cast<uint64_t>(d);
+            extent *= static_cast<uint64_t>(d > 1 ? d : 1);
+            FUZZ_CHECK(extent <= static_cast<uint64_t>(INT64_MAX));  // a tensor of this shape can be made
+        }
         FUZZ_CHECK(e.begin <= e.end && e.end <= layout.data_size && e.end - e.begin == n);
         for (uint64_t i = e.begin; i < e.end; ++i) sum = sum + layout.data[i];
         covered += e.end - e.begin;

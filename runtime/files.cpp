@@ -36,10 +36,29 @@ std::vector<std::string> list_subdirectories(const std::string &path) {
     return names;
 }
 
+namespace {
+
+// Opens a regular file for reading and measures it; `what` names it in messages. O_NONBLOCK so that
+// a FIFO in the file's place is refused instead of blocking the open; on a regular file it changes nothing.
+int open_regular_file(const std::string &path, const std::string &what, uint64_t *size) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open " + what + ": " + std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail(GPT_ERR_ARTIFACT_INVALID, what + " is not a regular file");
+    }
+    *size = static_cast<uint64_t>(st.st_size);
+    return fd;
+}
+
+}  // namespace
+
 Bytes read_file(const std::string &path, uint64_t max_bytes) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open '" + path + "': " + std::strerror(errno));
+    uint64_t size = 0;
+    const int fd = open_regular_file(path, "'" + path + "'", &size);
     Bytes bytes;
+    bytes.reserve(std::min<uint64_t>(size, max_bytes + 1));
     unsigned char chunk[1 << 16];
     while (bytes.size() <= max_bytes) {
         const uint64_t room = max_bytes - bytes.size() + 1;
@@ -59,33 +78,36 @@ Bytes read_file(const std::string &path, uint64_t max_bytes) {
 
 FileReader::FileReader(const std::string &path, std::string what, gpt_status changed)
     : what_(std::move(what)), changed_(changed) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open " + what_ + ": " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd_);
-        fail(GPT_ERR_ARTIFACT_INVALID, what_ + " is not a regular file");
-    }
-    size_ = static_cast<uint64_t>(st.st_size);
+    fd_ = open_regular_file(path, what_, &size_);
 }
 
 FileReader::~FileReader() { ::close(fd_); }
 
 void FileReader::changed() const { fail(changed_, what_ + " changed while being read"); }
 
+void FileReader::check_not_failed() const {
+    if (!read_error_.empty()) fail(GPT_ERR_ARTIFACT_INVALID, read_error_);
+}
+
 void FileReader::read(unsigned char *out, uint64_t n) {
+    check_not_failed();
     if (n > remaining()) changed();  // callers ask only for what the measured size allows
     for (uint64_t done = 0; done < n;) {
         const ssize_t got = ::read(fd_, out + done, static_cast<size_t>(std::min<uint64_t>(n - done, 1u << 30)));
         if (got < 0 && errno == EINTR) continue;
-        if (got < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot read " + what_ + ": " + std::strerror(errno));
+        if (got < 0) {
+            // Kept, so that a later finish() reports the failed read rather than a file that seems to have changed.
+            read_error_ = "cannot read " + what_ + ": " + std::strerror(errno);
+            fail(GPT_ERR_ARTIFACT_INVALID, read_error_);
+        }
         if (got == 0) changed();  // shorter than when it was opened
         done += static_cast<uint64_t>(got);
+        offset_ += static_cast<uint64_t>(got);
     }
-    offset_ += n;
 }
 
 void FileReader::finish() {
+    check_not_failed();
     std::vector<unsigned char> chunk(std::min<uint64_t>(remaining(), 1u << 20));
     while (remaining() > 0) read(chunk.data(), std::min<uint64_t>(remaining(), chunk.size()));
     unsigned char extra = 0;

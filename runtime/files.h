@@ -42,15 +42,17 @@ public:
     const std::string &what() const { return what_; }
     uint64_t size() const { return size_; }
     uint64_t remaining() const { return size_ - offset_; }
-    // Reads exactly `n` bytes, n <= remaining().
+    // Reads exactly `n` bytes, n <= remaining(). After a failed read, every call repeats that failure.
     virtual void read(unsigned char *out, uint64_t n);
     // Reads whatever is left, keeping nothing, and checks that the file ends there.
     virtual void finish();
 
 private:
     [[noreturn]] void changed() const;
+    void check_not_failed() const;
     std::string what_;
     gpt_status changed_;
+    std::string read_error_;  // set once a read fails: the reader is unusable from then on
     int fd_ = -1;
     uint64_t size_ = 0, offset_ = 0;
 };

@@ -217,8 +217,12 @@ Manifest parse_manifest(const Bytes &text) {
         for (const GraphSpec *g : {&m.training->train_step, &m.training->eval_loss, &m.training->adamw})
             used.push_back(&g->file);
     }
-    for (const std::string *f : used)
+    std::set<std::string> seen;
+    for (const std::string *f : used) {
         if (m.files.count(*f) == 0) invalid("'" + *f + "' is used but has no entry in 'files'");
+        if (!seen.insert(*f).second)
+            invalid("'" + *f + "' is named for two parts of the artifact; each has its own file");
+    }
     return m;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "error.h"
@@ -58,14 +59,18 @@ std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<st
         if (metadata != nullptr) *metadata = std::move(layout.metadata);
         // The entries tile the data region, so reading them in offset order reads the file front to back.
         std::sort(layout.entries.begin(), layout.entries.end(),
-                  [](const SafetensorsEntry &a, const SafetensorsEntry &b) { return a.begin < b.begin; });
+                  [](const SafetensorsEntry &a, const SafetensorsEntry &b) {
+                      return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+                  });
         for (const auto &e : layout.entries) {
             at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalar_type(e.dtype)));
             file.read(static_cast<unsigned char *>(t.data_ptr()), e.end - e.begin);
             tensors.emplace(e.name, std::move(t));
         }
-    } catch (const Error &) {
-        file.finish();  // a listed file's hash says whether bytes that do not parse are corrupt or foreign
+    } catch (...) {
+        // Whatever stopped the reading (bytes that do not parse, a tensor that cannot be made), a listed
+        // file's hash says first whether they are corrupt or foreign.
+        file.finish();
         throw;
     }
     file.finish();

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <string>
+#include <tuple>
 
 #include "error.h"
 
@@ -11,7 +13,11 @@ namespace gpt {
 
 namespace {
 
-constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // as the reference implementation
+// A header is parsed before the file's hash can be checked, so what parsing may cost is bounded: the
+// runtime's own files hold about 100 bytes of header per tensor, and the schema nests three deep
+// (file object, entry object, shape array), so 16 MiB and depth 3 leave room and refuse the rest.
+constexpr uint64_t kMaxHeaderBytes = 16u << 20;
+constexpr int kMaxDepth = 3;
 constexpr size_t kMaxRank = 8;
 
 // Multiplies without overflow; false if the product would not fit.
@@ -39,7 +45,7 @@ uint64_t safetensors_header_length(const unsigned char *first8, uint64_t file_si
     if (file_size < 8) invalid_file(what, "shorter than its 8-byte header length");
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | first8[i];  // little-endian
-    if (header_len > kMaxHeaderBytes) invalid_file(what, "header larger than 100 MiB");
+    if (header_len > kMaxHeaderBytes) invalid_file(what, "header larger than 16 MiB");
     if (header_len > file_size - 8) invalid_file(what, "header runs past the end of the file");
     return header_len;
 }
@@ -54,7 +60,14 @@ SafetensorsLayout parse_safetensors_layout(const unsigned char *bytes, size_t si
 SafetensorsLayout parse_safetensors_header(const unsigned char *header_bytes, uint64_t header_len, uint64_t data_size,
                                            const std::string &what) {
     const char *header_text = reinterpret_cast<const char *>(header_bytes);
-    auto header = nlohmann::json::parse(header_text, header_text + header_len, nullptr, false);
+    using json = nlohmann::json;
+    const json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t event, json &) {
+        if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+            depth >= kMaxDepth)
+            invalid_file(what, "header nests deeper than " + std::to_string(kMaxDepth));
+        return true;
+    };
+    auto header = json::parse(header_text, header_text + header_len, limit_depth, false);
     if (header.is_discarded() || !header.is_object()) invalid_file(what, "header is not a JSON object");
 
     SafetensorsLayout layout;
@@ -80,13 +93,17 @@ SafetensorsLayout parse_safetensors_header(const unsigned char *header_bytes, ui
             !offsets[1].is_number_unsigned())
             invalid_file(what, "entry '" + name + "' has bad data_offsets");
         SafetensorsEntry e{name, dtype.get<std::string>(), {}, offsets[0].get<uint64_t>(), offsets[1].get<uint64_t>()};
-        uint64_t nbytes = element_bytes;
+        // nbytes is what the data holds; extent, the same product with empty dimensions counted as 1, is
+        // the largest stride a tensor of this shape has, which must fit an int64 for one to be made.
+        uint64_t nbytes = element_bytes, extent = element_bytes;
         for (const auto &dim : shape) {
             if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
                 invalid_file(what, "entry '" + name + "' has a negative or huge dimension");
-            if (!checked_mul(nbytes, dim.get<uint64_t>(), &nbytes))
+            const uint64_t size = dim.get<uint64_t>();
+            if (!checked_mul(nbytes, size, &nbytes) || !checked_mul(extent, std::max<uint64_t>(size, 1), &extent) ||
+                extent > static_cast<uint64_t>(INT64_MAX))
                 invalid_file(what, "entry '" + name + "' size overflows");
-            e.shape.push_back(static_cast<int64_t>(dim.get<uint64_t>()));
+            e.shape.push_back(static_cast<int64_t>(size));
         }
         if (e.begin > e.end || e.end > layout.data_size)
             invalid_file(what, "entry '" + name + "' lies outside the data");
@@ -99,8 +116,10 @@ SafetensorsLayout parse_safetensors_header(const unsigned char *header_bytes, ui
     std::vector<const SafetensorsEntry *> by_offset;
     by_offset.reserve(layout.entries.size());
     for (const auto &e : layout.entries) by_offset.push_back(&e);
-    std::sort(by_offset.begin(), by_offset.end(),
-              [](const SafetensorsEntry *a, const SafetensorsEntry *b) { return a->begin < b->begin; });
+    // By (begin, end): an empty entry sorts before the entry that starts where it does.
+    std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsEntry *a, const SafetensorsEntry *b) {
+        return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
+    });
     uint64_t cursor = 0;
     for (const SafetensorsEntry *e : by_offset) {
         if (e->begin != cursor) invalid_file(what, "entry '" + e->name + "' overlaps another or leaves a gap");

@@ -84,6 +84,13 @@ TEST_CASE("ForeignFormatAndMissingFieldsAreInvalid", "[artifact]") {
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
 }
 
+TEST_CASE("one file named for two parts of the artifact is invalid", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    edit_manifest(art, [](json &m) { m["golden"]["file"] = m["weights"]["file"]; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("named for two parts"));
+}
+
 TEST_CASE("decode_one is required and takes exactly one row", "[artifact]") {
     test::ScratchArtifact art(test::artifact());
     const json original = art.manifest();

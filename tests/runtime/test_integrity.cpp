@@ -1,12 +1,14 @@
 // A listed file is used only once all of it has been read and its sha256 is the
 // manifest's, also when a loader reads it straight into tensors piece by piece.
 #include <ATen/ATen.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <new>
 #include <string>
 
 #include "error.h"
@@ -115,6 +117,43 @@ TEST_CASE("a file streamed into tensors is refused unless all of it has the mani
     }
 }
 
+TEST_CASE("whatever stops a streamed read, the hash is checked first", "[integrity]") {
+    // A reader whose third read (the first tensor's bytes) fails as an allocation would.
+    struct FailingReader : gpt::ListedFileReader {
+        using ListedFileReader::ListedFileReader;
+        int reads = 0;
+        void read(unsigned char *out, uint64_t n) override {
+            if (++reads == 3) throw std::bad_alloc();
+            ListedFileReader::read(out, n);
+        }
+    };
+    ListedDir d;
+    const gpt::Bytes good = reversed_safetensors(at::ones({64}), at::zeros({2}, at::kLong));
+    gpt::Bytes bad = good;
+    bad.back() ^= 1;
+
+    d.put("w.safetensors", good);
+    d.tamper("w.safetensors", bad);
+    FailingReader corrupt(d.dir, d.manifest, "w.safetensors");
+    CHECK(status_of([&] { gpt::read_safetensors(corrupt); }) == GPT_ERR_ARTIFACT_HASH);
+
+    d.put("w.safetensors", good);
+    FailingReader intact(d.dir, d.manifest, "w.safetensors");
+    CHECK_THROWS_AS(gpt::read_safetensors(intact), std::bad_alloc);
+}
+
+TEST_CASE("a FIFO in a file's place is refused, not waited on", "[integrity]") {
+    ListedDir d;
+    const std::string fifo = (d.dir / "fifo").string();
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // nothing ever writes to it: an open that waits never returns
+    std::string message;
+    CHECK(status_of([&] { gpt::FileReader(fifo, "fifo", GPT_ERR_ARTIFACT_HASH); }, &message) ==
+          GPT_ERR_ARTIFACT_INVALID);
+    CHECK_THAT(message, Catch::Contains("not a regular file"));
+    CHECK(status_of([&] { gpt::read_file(fifo, 1024); }, &message) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK_THAT(message, Catch::Contains("not a regular file"));
+}
+
 TEST_CASE("a listed file that grows or shrinks while it is read is refused", "[integrity]") {
     ListedDir d;
     const gpt::Bytes bytes(3000, 0x5a);
@@ -141,8 +180,7 @@ TEST_CASE("finish() hashes what the reader left unread, so a partial read proves
     gpt::Bytes bytes(5 << 20, 0x11);  // past the 1 MiB piece finish() reads at a time
     d.put("f.bin", bytes);
     bytes[(5 << 20) - 1] = 0x12;  // a change beyond what is read below, in a file of the listed size
-    std::ofstream(d.dir / "f.bin", std::ios::binary | std::ios::trunc)
-        .write(reinterpret_cast<const char *>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    d.tamper("f.bin", bytes);
     gpt::ListedFileReader file(d.dir, d.manifest, "f.bin");
     gpt::Bytes head(16);
     file.read(head.data(), head.size());

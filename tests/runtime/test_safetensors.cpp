@@ -41,6 +41,19 @@ TEST_CASE("a well-formed file parses into tensors of the declared shape", "[safe
     CHECK(t.at("b").scalar_type() == at::kLong);
 }
 
+TEST_CASE("an empty entry may start where a non-empty one does", "[safetensors]") {
+    // Both orders in the header, since the tiling check must not depend on which comes first.
+    for (const char *header : {R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+                               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                               R"("b":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})"}) {
+        const auto bytes = file_with(header, 8);
+        const auto t = gpt::parse_safetensors(bytes.data(), bytes.size(), "x");
+        REQUIRE(t.size() == 2);
+        CHECK(t.at("a").numel() + t.at("b").numel() == 2);
+    }
+}
+
 TEST_CASE("malformed layouts are ARTIFACT_INVALID", "[safetensors]") {
     const std::string ok_entry = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
     SECTION("shorter than the length prefix") { CHECK(parse_status({1, 2, 3}) == GPT_ERR_ARTIFACT_INVALID); }
@@ -78,6 +91,20 @@ TEST_CASE("malformed layouts are ARTIFACT_INVALID", "[safetensors]") {
     }
     SECTION("trailing bytes after the last entry") {
         CHECK(parse_status(file_with(ok_entry, 12)) == GPT_ERR_ARTIFACT_INVALID);
+    }
+    SECTION("an empty dimension beside ones whose strides overflow") {
+        // No bytes, but a tensor of this shape has a stride of 2^64: refused before one is made.
+        CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})",
+                                     0)) == GPT_ERR_ARTIFACT_INVALID);
+    }
+    SECTION("nesting deeper than the schema's three levels") {
+        const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+        CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" + deep + "}}",
+                                     8)) == GPT_ERR_ARTIFACT_INVALID);
+    }
+    SECTION("header longer than 16 MiB") {
+        CHECK(parse_status(file_with(ok_entry + std::string((16u << 20) - ok_entry.size() + 1, ' '), 8)) ==
+              GPT_ERR_ARTIFACT_INVALID);
     }
     SECTION("negative dimension") {
         CHECK(parse_status(file_with(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8)) ==
