@@ -83,7 +83,8 @@ typedef enum gpt_status {
     GPT_ERR_CUDA = 401,          /* a CUDA call failed; the message carries CUDA's error string */
     GPT_ERR_ABORTED = 402,       /* a callback asked to stop */
     GPT_ERR_BUSY = 403,          /* the object is in use (e.g. a model with live sessions) */
-    GPT_ERR_NON_FINITE = 404,    /* training produced a NaN/Inf loss or gradient; weights were not updated */
+    GPT_ERR_NON_FINITE = 404,    /* training produced a NaN/Inf loss or gradient (weights were not updated), or
+                                    generation met NaN/+inf logits (nothing can be sampled from them) */
     GPT_ERR_PEER_FAILED = 405,   /* another rank of distributed training died, hung past the timeout or never
                                     joined; the trainer cannot step again: free it and restart from a checkpoint */
     GPT_ERR_IO = 406,            /* a file could not be written (disk full, file size limit, permissions) */

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "error.h"
 
 namespace gpt {
 
@@ -21,18 +24,29 @@ Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed)
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 gpt_token Sampler::sample(const float *logits, int32_t vocab_size) {
-    if (temperature_ <= 0.0f) return static_cast<gpt_token>(std::max_element(logits, logits + vocab_size) - logits);
+    // -inf is a token ruled out; NaN or +inf is a model that overflowed, and nothing can be drawn from it.
+    gpt_token argmax = 0;
+    for (gpt_token i = 0; i < vocab_size; ++i) {
+        if (std::isnan(logits[i]) || logits[i] == INFINITY)
+            fail(GPT_ERR_NON_FINITE, "the model's logits hold " + std::to_string(logits[i]) + " at token " +
+                                         std::to_string(i) + "; nothing can be sampled from them");
+        if (logits[i] > logits[argmax]) argmax = i;
+    }
+    if (logits[argmax] == -INFINITY) fail(GPT_ERR_NON_FINITE, "the model's logits are -inf for every token");
+    if (temperature_ <= 0.0f) return argmax;
 
+    // Scaled after subtracting the largest, so that a tiny temperature drives the others to -inf, never the top one
+    // to +inf: softmax weights exp(value) are then in (0, 1], the top one exactly 1.
+    const float max_logit = logits[argmax];
     candidates_.clear();
-    for (gpt_token i = 0; i < vocab_size; ++i) candidates_.emplace_back(logits[i] / temperature_, i);
+    for (gpt_token i = 0; i < vocab_size; ++i) candidates_.emplace_back((logits[i] - max_logit) / temperature_, i);
     std::sort(candidates_.begin(), candidates_.end(), before);
     if (top_k_ > 0 && top_k_ < vocab_size) candidates_.resize(static_cast<size_t>(top_k_));
 
     // Softmax in place: values become probabilities.
-    const float max_value = candidates_.front().first;
     double total = 0.0;
     for (auto &c : candidates_) {
-        c.first = std::exp(c.first - max_value);
+        c.first = std::exp(c.first);
         total += c.first;
     }
     double kept = 0.0;

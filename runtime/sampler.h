@@ -14,6 +14,7 @@ namespace gpt {
 class Sampler {
 public:
     Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed);
+    // Logits may be -inf (a token ruled out); NaN, +inf or all -inf throw GPT_ERR_NON_FINITE.
     gpt_token sample(const float *logits, int32_t vocab_size);
 
 private:

@@ -49,6 +49,7 @@ std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::stri
     int32_t n = 0;
     gpt_status s = gpt_tokenize(model.model, prompt.c_str(), nullptr, 0, &n);
     if (s != GPT_ERR_BUFFER_TOO_SMALL && s != GPT_OK) throw BadRequest(std::string("prompt: ") + gpt_last_error());
+    if (n == 0) throw BadRequest("prompt encodes to no tokens");
     if (n > model.info.block_size)
         throw BadRequest("prompt is " + std::to_string(n) + " tokens, the model's context is " +
                          std::to_string(model.info.block_size));

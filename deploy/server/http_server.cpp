@@ -16,9 +16,21 @@ using nlohmann::json;
 
 constexpr const char *kJson = "application/json";
 
+// Every reply goes through here: strings a client sent (echoed in an error message) need not be UTF-8,
+// and bytes that are not become U+FFFD instead of an exception halfway through a reply.
+std::string json_text(const json &j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void reply_error(httplib::Response &res, int code, const std::string &type, const std::string &message) {
     res.status = code;
-    res.set_content(json{{"error", {{"type", type}, {"message", message}}}}.dump(), kJson);
+    res.set_content(json_text(json{{"error", {{"type", type}, {"message", message}}}}), kJson);
+}
+
+// The endpoint a request is counted under: its path if the server has one there, else "other", so that
+// clients cannot add a metrics series per made-up URL.
+std::string endpoint_label(const std::string &path) {
+    for (const char *known : {"/healthz", "/readyz", "/metrics", "/v1/generate", "/admin/reload"})
+        if (path == known) return path;
+    return "other";
 }
 
 bool is_loopback(const std::string &addr) {
@@ -37,7 +49,7 @@ json summary(const ServedModel &model, const std::string &id, const GenerateRequ
 }
 
 std::string sse(const char *event, const json &data) {
-    return std::string("event: ") + event + "\ndata: " + data.dump() + "\n\n";
+    return std::string("event: ") + event + "\ndata: " + json_text(data) + "\n\n";
 }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -80,7 +92,7 @@ HttpServer::HttpServer(const Options &options, ModelSlot &slot, Admission &admis
                 : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
                                     : "HTTP error " + std::to_string(res.status);
             reply_error(res, res.status, "http", message);
-            metrics_.count_request(req.path, res.status);
+            metrics_.count_request(endpoint_label(req.path), res.status);
         }
     });
 }
@@ -145,8 +157,8 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
         const auto model = slot_.current();
         res.status = 200;
         res.set_content(
-            json{{"status", "ok"}, {"message", r.message}, {"model", model->info.name}, {"artifact", model->dir}}
-                .dump(),
+            json_text(
+                json{{"status", "ok"}, {"message", r.message}, {"model", model->info.name}, {"artifact", model->dir}}),
             kJson);
     } else {
         reply_error(res, r.status == GPT_ERR_BUSY ? 409 : 422, gpt_status_string(r.status),
@@ -224,7 +236,7 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
             body["text"] = result.text;
             body["tokens"] = result.tokens;
             res.status = 200;
-            res.set_content(body.dump(), kJson);
+            res.set_content(json_text(body), kJson);
             return finish(200);
         }
         reply_error(res, result.status == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, gpt_status_string(result.status),

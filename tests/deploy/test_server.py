@@ -8,6 +8,7 @@ Every wait is bounded; every server is killed at the end of its test.
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -224,6 +225,9 @@ def test_metrics_report_the_models_memory(serve, model_dirs):
         ({"prompt": "a", "stream": "yes"}, 400, "'stream'"),
         ({"prompt": "a", "temprature": 1}, 400, "unknown field 'temprature'"),
         ({"prompt": "caf\u00e9"}, 400, "prompt"),
+        (b'{"prompt": "\xff"}', 400, "not valid JSON"),  # the echoed byte is not UTF-8
+        ({"prompt": "\u0000"}, 400, "NUL"),
+        ({"prompt": "ab\u0000cd"}, 400, "NUL"),  # would otherwise generate from "ab"
         ({"prompt": "x" * 33}, 400, "context is 32"),
         ({"prompt": "x" * 70000}, 413, "exceeds 65536 bytes"),
     ],
@@ -249,6 +253,16 @@ def test_unknown_paths_and_disabled_admin_are_404(shared_server):
     for method, path in [("GET", "/nope"), ("POST", "/admin/reload")]:  # admin endpoints are off by default
         status, payload = shared_server.request(method, path, {})
         assert status == 404 and "no such endpoint" in json.loads(payload)["error"]["message"]
+
+
+def test_made_up_paths_share_one_metrics_series(shared_server):
+    for i in range(40):
+        assert shared_server.request("GET", f"/probe-{i}")[0] == 404
+    _, text = shared_server.request("GET", "/metrics")
+    endpoints = set(re.findall(r'^gpt_requests_total\{endpoint="([^"]*)"', text, re.MULTILINE))
+    assert "other" in endpoints
+    assert not any(e.startswith("/probe-") for e in endpoints), endpoints
+    assert endpoints <= {"/healthz", "/readyz", "/metrics", "/v1/generate", "/admin/reload", "other"}
 
 
 def test_full_queue_is_429_and_slot_frees_after(serve, model_dirs):

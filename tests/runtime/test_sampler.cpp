@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "error.h"
 #include "sampler.h"
 
 TEST_CASE("temperature 0 is the argmax, first index on ties", "[sampler]") {
@@ -64,4 +65,37 @@ TEST_CASE("the same seed draws the same sequence", "[sampler]") {
     }
     CHECK(sa == sb);
     CHECK(sa != sc);
+}
+
+TEST_CASE("a tiny temperature is the argmax, not an overflow", "[sampler]") {
+    // 1e-40 is a denormal float: logits / temperature alone would be +-inf.
+    const float logits[] = {0.1f, 2.0f, -1.0f, 1.5f};
+    for (const float temperature : {1e-40f, 1e-30f, 1e-6f}) {
+        gpt::Sampler s(temperature, 0, 1.0f, 3);
+        for (int i = 0; i < 20; ++i) CHECK(s.sample(logits, 4) == 1);
+    }
+}
+
+TEST_CASE("-inf rules a token out; NaN, +inf or nothing possible is NON_FINITE", "[sampler]") {
+    const float masked[] = {-INFINITY, 0.0f, -INFINITY, 0.0f};
+    gpt::Sampler s(1.0f, 0, 1.0f, 8);
+    for (int i = 0; i < 200; ++i) {
+        const gpt_token t = s.sample(masked, 4);
+        CHECK((t == 1 || t == 3));
+    }
+    const auto status_of = [](const std::vector<float> &logits, float temperature) {
+        gpt::Sampler sampler(temperature, 0, 1.0f, 8);
+        try {
+            sampler.sample(logits.data(), static_cast<int32_t>(logits.size()));
+            return GPT_OK;
+        } catch (const gpt::Error &e) {
+            return e.status();
+        }
+    };
+    for (const float temperature : {0.0f, 1.0f}) {
+        CHECK(status_of({0.5f, NAN, 0.1f}, temperature) == GPT_ERR_NON_FINITE);
+        CHECK(status_of({0.5f, INFINITY, 0.1f}, temperature) == GPT_ERR_NON_FINITE);
+        CHECK(status_of({-INFINITY, -INFINITY}, temperature) == GPT_ERR_NON_FINITE);
+        CHECK(status_of({-INFINITY, -3.0f}, temperature) == GPT_OK);
+    }
 }
