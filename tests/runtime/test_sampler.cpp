@@ -76,7 +76,7 @@ TEST_CASE("a tiny temperature is the argmax, not an overflow", "[sampler]") {
     }
 }
 
-TEST_CASE("-inf rules a token out; NaN, +inf or nothing possible is NON_FINITE", "[sampler]") {
+TEST_CASE("a logit of -inf rules its token out, and NaN, +inf or no token left is NON_FINITE", "[sampler]") {
     const float masked[] = {-INFINITY, 0.0f, -INFINITY, 0.0f};
     gpt::Sampler s(1.0f, 0, 1.0f, 8);
     for (int i = 0; i < 200; ++i) {
