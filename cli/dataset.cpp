@@ -14,13 +14,17 @@ TokenFile::TokenFile(const std::string &path, int32_t seq) {
     tokens_.resize(bytes / 2);
     in.seekg(0);
     in.read(reinterpret_cast<char *>(tokens_.data()), static_cast<std::streamsize>(bytes));
-    if (tokens_.size() <= static_cast<size_t>(seq) + 1)
+    if (static_cast<size_t>(in.gcount()) != bytes)  // else the rest would train as token 0
+        throw std::runtime_error("cannot read " + path + ": got " + std::to_string(in.gcount()) + " of " +
+                                 std::to_string(bytes) + " bytes");
+    if (tokens_.size() < static_cast<size_t>(seq) + 1)
         throw std::runtime_error(path + " holds fewer tokens than one window of " + std::to_string(seq + 1));
 }
 
 void TokenFile::sample(std::mt19937_64 &rng, int32_t rows, int32_t seq, std::vector<gpt_token> *x,
                        std::vector<gpt_token> *y, int rank, int world) const {
-    const uint64_t starts = tokens_.size() - static_cast<size_t>(seq) - 1;
+    // Every window whose targets fit, the last one included (nanoGPT's randint(len(data) - block_size)).
+    const uint64_t starts = tokens_.size() - static_cast<size_t>(seq);
     for (int32_t r = 0; r < rows * world; ++r) {
         const size_t start = static_cast<size_t>(rng() % starts);
         if (r / rows != rank) continue;

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from .files import replaced_atomically
 from .manifest import read_manifest
 from .weights import load_checkpoint
 
@@ -71,9 +72,8 @@ def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
         "model.dtype": manifest["dtype"],
         **{f"model.{k}": str(m[k]) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")},
     }
-    tmp = out.with_name(out.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=metadata)
-    tmp.replace(out)
+    with replaced_atomically(out) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
     return iteration
 
 
@@ -89,4 +89,5 @@ def export_weights(checkpoint: Path, out: Path, vocab_size: int | None = None) -
             value = value[:vocab_size]
         weights[name] = value.contiguous()
     weights["transformer.wte.weight"] = weights["lm_head.weight"].clone()
-    save_file(weights, str(out))
+    with replaced_atomically(out) as tmp:
+        save_file(weights, str(tmp))

@@ -235,6 +235,10 @@ def compile_artifact(
     `attention`, `decode_linear` (decode_one's linears) and `batched_linear`
     (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs."""
+    if train is not None and target.dtype == torch.float16:
+        # Weights and Adam's moments live in the artifact's dtype: in fp16, (1 - beta2) * g^2 underflows to 0 for
+        # gradients below ~1e-3, the update becomes lr * m / eps, and the weights blow up.
+        raise ValueError("training needs fp32 or bf16 weights: fp16 underflows Adam's second moment")
     progress = Progress(quiet=quiet)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     out_dir = Path(out_dir)
@@ -300,12 +304,17 @@ def compile_artifact(
 
 
 def _replace_dir(src: Path, dst: Path) -> None:
-    """Swap a finished artifact into place; the old one is removed only after."""
+    """Swap a finished artifact into place; the old one is removed only after, and put back if the swap fails."""
     old = None
     if dst.exists():
         old = dst.with_name(f".{dst.name}.old")
         shutil.rmtree(old, ignore_errors=True)
         dst.rename(old)
-    src.rename(dst)
+    try:
+        src.rename(dst)
+    except BaseException:
+        if old is not None:
+            old.rename(dst)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .files import replaced_atomically
+
 SEED_TRAIN_TOKENS = 1_003_854  # shakespeare_char's train split, for comparison
 BIBLE_RANGE = "Gen1:1-Rev22:21"
 
@@ -37,10 +39,12 @@ def prepare(out_dir: Path, text: str | None = None) -> dict:
     ids = np.fromiter((stoi[ch] for ch in text), dtype=np.uint16, count=len(text))
     split = int(len(ids) * 0.9)
     out_dir.mkdir(parents=True, exist_ok=True)
-    ids[:split].tofile(out_dir / "train.bin")
-    ids[split:].tofile(out_dir / "val.bin")
+    for name, part in (("train.bin", ids[:split]), ("val.bin", ids[split:])):
+        with replaced_atomically(out_dir / name) as tmp:
+            part.tofile(tmp)
     meta = {"kind": "char", "vocab_size": len(itos), "itos": itos}
-    (out_dir / "meta.json").write_text(json.dumps(meta, ensure_ascii=False))
+    with replaced_atomically(out_dir / "meta.json") as tmp:
+        tmp.write_text(json.dumps(meta, ensure_ascii=False))
     return {"chars": len(text), "vocab_size": len(itos), "train_tokens": split, "val_tokens": len(ids) - split}
 
 

@@ -6,8 +6,9 @@ FORMAT_VERSION (runtime/manifest.cpp accepts exactly the versions it knows).
 
 import hashlib
 import json
-import os
 from pathlib import Path
+
+from .files import replaced_atomically
 
 FORMAT_NAME = "gpt-aot"
 # 2: the KV cache goes into the graphs as per-layer k and v views.
@@ -45,12 +46,8 @@ def file_entries(directory: Path) -> dict:
 def write_manifest(directory: Path, body: dict) -> dict:
     manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body}
     manifest["files"] = file_entries(directory)
-    tmp = directory / (MANIFEST + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(manifest, f, indent=2, ensure_ascii=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, directory / MANIFEST)
+    with replaced_atomically(directory / MANIFEST) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))
     return manifest
 
 

@@ -315,7 +315,11 @@ class GPT(nn.Module):
         logits = self.lm_head(self.transformer.ln_f(x))  # (B, T, Vp)
         if targets is None:
             return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+        # Over the tokenizer's tokens only: the padding rows stand for no token, and an imported checkpoint's
+        # zero-filled ones would otherwise put logits of 0 beside GPT-2's far lower real ones in every softmax.
+        vocab = self.config.vocab_size
+        real = logits if vocab == logits.size(-1) else logits[..., :vocab]
+        loss = F.cross_entropy(real.reshape(-1, vocab), targets.view(-1), ignore_index=-1)
         return logits, loss
 
     # `kv` is the cache tensor (read whole) or its layer_caches views (what the graphs take).

@@ -14,6 +14,7 @@ import json
 import os
 from pathlib import Path
 
+from .files import replaced_atomically
 from .manifest import MANIFEST, SIGNATURE, sha256_file
 
 SIGNATURE_FORMAT = "gpt-aot-signature"
@@ -110,9 +111,8 @@ def sign_artifact(directory: Path, secret_key: Path) -> str:
         "key_id": key_id(public),
         "signature": signature.raw.hex(),
     }
-    tmp = directory / (SIGNATURE + ".tmp")
-    tmp.write_text(json.dumps(body, indent=2) + "\n")
-    os.replace(tmp, directory / SIGNATURE)
+    with replaced_atomically(directory / SIGNATURE) as tmp:
+        tmp.write_text(json.dumps(body, indent=2) + "\n")
     return body["key_id"]
 
 

@@ -358,3 +358,27 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         assert pick["form"] == min(forms, key=lambda f: pick["candidates"][f]["ms"])
     assert manifest["graphs"]["prefill"]["linear"] == manifest["graphs"]["decode"]["linear"]
     assert flash_kernel not in compile_mod._wrapper_source(out / "decode_one.pt2")  # decode's kernel
+
+
+def test_a_failed_swap_puts_the_old_artifact_back(tmp_path, monkeypatch):
+    dst, src = tmp_path / "cpu", tmp_path / ".cpu.work"
+    dst.mkdir()
+    (dst / "manifest.json").write_text("old")
+    src.mkdir()
+    (src / "manifest.json").write_text("new")
+    real_rename = Path.rename
+
+    def rename(self, target):
+        if self == src:
+            raise OSError("disk full")
+        return real_rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OSError, match="disk full"):
+        compile_mod._replace_dir(src, dst)
+    assert (dst / "manifest.json").read_text() == "old"
+    assert not (tmp_path / ".cpu.old").exists()
+    monkeypatch.undo()
+    compile_mod._replace_dir(src, dst)
+    assert (dst / "manifest.json").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu"]

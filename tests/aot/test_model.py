@@ -110,5 +110,26 @@ def test_loss_ignores_targets_of_minus_one():
     targets[:, :4] = -1
     with torch.no_grad():
         logits, loss = m(idx, targets)
-        expected = F.cross_entropy(logits[:, 4:].reshape(-1, logits.size(-1)), targets[:, 4:].reshape(-1))
+        real = logits[..., : CONFIG.vocab_size]
+        expected = F.cross_entropy(real[:, 4:].reshape(-1, CONFIG.vocab_size), targets[:, 4:].reshape(-1))
     torch.testing.assert_close(loss, expected)
+
+
+def test_loss_is_over_the_tokenizers_tokens_not_the_padding_rows():
+    assert CONFIG.padded_vocab_size > CONFIG.vocab_size  # the test needs padding rows
+    m = model()
+    idx = torch.randint(0, CONFIG.vocab_size, (2, 10))
+    targets = torch.randint(0, CONFIG.vocab_size, (2, 10))
+    gen = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        _, before = m(idx, targets)
+        # Padding rows that would dominate a softmax over them (an imported checkpoint's zero rows do so beside
+        # GPT-2's real logits, which lie far below 0). wte is tied to lm_head, but padding ids are never input.
+        pad = m.lm_head.weight[CONFIG.vocab_size :]
+        pad.copy_(torch.randn(pad.shape, generator=gen) * 10)
+        logits, loss = m(idx, targets)
+        expected = F.cross_entropy(logits[..., : CONFIG.vocab_size].reshape(-1, CONFIG.vocab_size), targets.view(-1))
+        padded = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.view(-1))
+    torch.testing.assert_close(loss, before)  # the padding rows do not enter the loss
+    torch.testing.assert_close(loss, expected)
+    assert padded > loss + 1.0  # what counting them would have cost

@@ -223,3 +223,15 @@ def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itsel
     assert auto["backend"] in ("math", "flash")  # naive is a reference, picked only when nothing else runs
     pinned = choose_attention(fixtures.tiny_model("naive"), target, "naive", attention_pick.measure_training)
     assert pinned == {"backend": "naive", "selected_by": "user"}
+
+
+def test_fp16_training_is_refused_before_any_compile(tmp_path, fixtures):
+    from gpt_aot.compile import compile_artifact
+    from gpt_aot.target import resolve
+
+    target = resolve("cpu", "auto", "fp16")
+    with pytest.raises(ValueError, match="fp16 underflows"):
+        compile_artifact(
+            fixtures.tiny_model("math"), target, tmp_path / "cpu", "t", fixtures.tokenizer(), train=fixtures.OPTIMIZER
+        )
+    assert not (tmp_path / "cpu").exists()

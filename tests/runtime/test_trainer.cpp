@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "dataset.h"
@@ -191,4 +192,35 @@ TEST_CASE("training on the real corpus lowers validation loss by more than 1.5 n
     const float after = mean_eval_loss(trainer.handle, val, batch, seq);
     INFO("val loss " << before << " -> " << after);
     CHECK(before - after > 1.5f);
+}
+
+TEST_CASE("a token file's windows: every start whose targets fit, the last included", "[trainer][dataset]") {
+    const std::string path = (std::filesystem::temp_directory_path() / "gpt_dataset_windows.bin").string();
+    const auto write_tokens = [&](uint16_t n) {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        for (uint16_t i = 0; i < n; ++i) out.write(reinterpret_cast<const char *>(&i), sizeof i);
+    };
+    const int32_t seq = 4;
+    write_tokens(seq);  // no room for the last target
+    CHECK_THROWS_WITH(cli::TokenFile(path, seq), Catch::Contains("fewer tokens than one window of 5"));
+
+    write_tokens(seq + 1);  // exactly one window: x = 0..3, y = 1..4
+    std::mt19937_64 rng(1);
+    std::vector<gpt_token> x, y;
+    cli::TokenFile(path, seq).sample(rng, 1, seq, &x, &y);
+    CHECK(x == std::vector<gpt_token>{0, 1, 2, 3});
+    CHECK(y == std::vector<gpt_token>{1, 2, 3, 4});
+
+    write_tokens(seq + 3);  // starts 0, 1, 2 (token ids equal their positions)
+    const cli::TokenFile file(path, seq);
+    std::set<gpt_token> starts;
+    for (int i = 0; i < 200; ++i) {
+        x.clear();
+        y.clear();
+        file.sample(rng, 1, seq, &x, &y);
+        starts.insert(x.front());
+        CHECK(y.back() <= seq + 2);
+    }
+    CHECK(starts == std::set<gpt_token>{0, 1, 2});
+    std::filesystem::remove(path);
 }
