@@ -76,14 +76,26 @@ def build_model(config: GPTConfig, state: dict | None, seed: int, attention: str
     return model
 
 
+# What a checkpoint fixes; the rest (dropout, ...) the config may still set, as nanoGPT's resume allows.
+_SHAPE_KEYS = ("vocab_size", "n_embd", "block_size", "n_layer", "n_head", "bias")
+
+
 def load_model(ckpt: Path | None, config_overrides: dict, seed: int, attention: str) -> GPT:
-    """Model from a checkpoint/safetensors file (its shape wins) or from config + seed."""
-    state, args = None, {}
-    if ckpt is not None:
-        ckpt = Path(ckpt)
-        state, args = load_safetensors(ckpt) if ckpt.suffix == ".safetensors" else load_checkpoint(ckpt)
-        if "n_head" in config_overrides:
+    """Model from a checkpoint/safetensors file (its shape wins; a config that says otherwise is an error) or
+    from config + seed."""
+    if ckpt is None:
+        return build_model(GPTConfig.from_dict(dict(config_overrides)), None, seed, attention)
+    ckpt = Path(ckpt)
+    if ckpt.suffix == ".safetensors":
+        state, args = load_safetensors(ckpt)
+        if "n_head" in config_overrides:  # the tensors do not record it: infer_args only guessed
             args["n_head"] = config_overrides["n_head"]
-    merged = {**config_overrides, **args} if ckpt else dict(config_overrides)
-    config = GPTConfig.from_dict(merged)
-    return build_model(config, state, seed, attention)
+    else:
+        state, args = load_checkpoint(ckpt)
+    merged = dict(config_overrides)
+    for key, value in args.items():
+        if key in _SHAPE_KEYS and key in config_overrides and config_overrides[key] != value:
+            raise ValueError(f"{ckpt} has {key}={value!r}, the config asks for {config_overrides[key]!r}")
+        if key in _SHAPE_KEYS or key not in config_overrides:
+            merged[key] = value
+    return build_model(GPTConfig.from_dict(merged), state, seed, attention)

@@ -101,3 +101,17 @@ def test_weights_that_do_not_fit_the_config_are_refused(tmp_path):
     torch.save({"model": state, "model_args": ARGS}, path)
     with pytest.raises(ValueError, match="unexpected"):
         load_model(path, {}, seed=0, attention="math")
+
+
+def test_a_checkpoint_fixes_the_shape_and_the_config_the_rest(tmp_path):
+    src = source_model()
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": nanogpt_state(src), "model_args": {**ARGS, "dropout": 0.2}}, path)
+    # dropout is the config's to set (as nanoGPT's resume lets it), the shape keys agree
+    loaded = load_model(path, {"dropout": 0.0, "n_layer": 2, "vocab_size": 65}, seed=0, attention="math")
+    assert loaded.config.dropout == 0.0
+    assert load_model(path, {}, seed=0, attention="math").config.dropout == 0.2
+    # a shape the checkpoint disagrees with is an error, not silently the checkpoint's
+    for key, value in (("n_head", 4), ("vocab_size", 96), ("bias", False), ("block_size", 32)):
+        with pytest.raises(ValueError, match=f"has {key}="):
+            load_model(path, {key: value}, seed=0, attention="math")
