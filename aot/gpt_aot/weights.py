@@ -77,7 +77,7 @@ def build_model(config: GPTConfig, state: dict | None, seed: int, attention: str
 
 
 # What a checkpoint fixes; the rest (dropout, ...) the config may still set, as nanoGPT's resume allows.
-_SHAPE_KEYS = ("vocab_size", "n_embd", "block_size", "n_layer", "n_head", "bias")
+SHAPE_KEYS = ("vocab_size", "n_embd", "block_size", "n_layer", "n_head", "bias")
 
 
 def load_model(ckpt: Path | None, config_overrides: dict, seed: int, attention: str) -> GPT:
@@ -94,8 +94,8 @@ def load_model(ckpt: Path | None, config_overrides: dict, seed: int, attention: 
         state, args = load_checkpoint(ckpt)
     merged = dict(config_overrides)
     for key, value in args.items():
-        if key in _SHAPE_KEYS and key in config_overrides and config_overrides[key] != value:
+        if key in SHAPE_KEYS and key in config_overrides and config_overrides[key] != value:
             raise ValueError(f"{ckpt} has {key}={value!r}, the config asks for {config_overrides[key]!r}")
-        if key in _SHAPE_KEYS or key not in config_overrides:
+        if key in SHAPE_KEYS or key not in config_overrides:
             merged[key] = value
     return build_model(GPTConfig.from_dict(merged), state, seed, attention)

@@ -235,3 +235,17 @@ def test_fp16_training_is_refused_before_any_compile(tmp_path, fixtures):
             fixtures.tiny_model("math"), target, tmp_path / "cpu", "t", fixtures.tokenizer(), train=fixtures.OPTIMIZER
         )
     assert not (tmp_path / "cpu").exists()
+
+
+def test_importing_a_checkpoint_of_another_shape_is_refused(artifacts, tmp_path):
+    from gpt_aot.checkpoint import import_nanogpt
+
+    ckpt = torch.load(artifacts / "nanogpt_ckpt.pt", map_location="cpu", weights_only=True)
+    artifact = artifacts / "tiny-train" / "cpu"
+    assert import_nanogpt(artifacts / "nanogpt_ckpt.pt", artifact, tmp_path / "ok.safetensors") == ckpt["iter_num"]
+    heads = ckpt["model_args"]["n_head"]
+    ckpt["model_args"]["n_head"] = heads * 2  # same tensors, another model
+    torch.save(ckpt, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match=f"has n_head={heads * 2}"):
+        import_nanogpt(tmp_path / "other.pt", artifact, tmp_path / "other.safetensors")
+    assert not (tmp_path / "other.safetensors").exists()
