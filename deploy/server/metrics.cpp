@@ -123,7 +123,8 @@ std::string Metrics::render(const Gauges &gauges) const {
     out << "process_resident_memory_bytes " << gauges.resident_bytes << '\n';
     header(out, "gpt_process_peak_resident_memory_bytes", "gauge", "Highest resident memory of the server process.");
     out << "gpt_process_peak_resident_memory_bytes " << gauges.memory.host_peak_rss_bytes << '\n';
-    header(out, "gpt_time_to_first_token_seconds", "histogram", "From admission to the first generated token.");
+    header(out, "gpt_time_to_first_token_seconds", "histogram",
+           "From the request's arrival (queueing included) to the first generated token.");
     out << time_to_first_token_.render("gpt_time_to_first_token_seconds");
     header(out, "gpt_token_latency_seconds", "histogram", "Time between consecutive generated tokens.");
     out << token_latency_.render("gpt_token_latency_seconds");
