@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <tuple>
 #include <vector>
 
 #include "error.h"
@@ -57,12 +56,7 @@ std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<st
         file.read(header.data(), header_len);
         SafetensorsLayout layout = parse_safetensors_header(header.data(), header_len, file.remaining(), file.what());
         if (metadata != nullptr) *metadata = std::move(layout.metadata);
-        // The entries tile the data region, so reading them in offset order reads the file front to back.
-        std::sort(layout.entries.begin(), layout.entries.end(),
-                  [](const SafetensorsEntry &a, const SafetensorsEntry &b) {
-                      return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
-                  });
-        for (const auto &e : layout.entries) {
+        for (const auto &e : layout.entries) {  // in file order: the reads go front to back
             at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalar_type(e.dtype)));
             file.read(static_cast<unsigned char *>(t.data_ptr()), e.end - e.begin);
             tensors.emplace(e.name, std::move(t));

@@ -112,18 +112,15 @@ SafetensorsLayout parse_safetensors_header(const unsigned char *header_bytes, ui
         layout.entries.push_back(std::move(e));
     }
 
-    // The entries must tile the data region exactly: no overlap, no gap, no tail.
-    std::vector<const SafetensorsEntry *> by_offset;
-    by_offset.reserve(layout.entries.size());
-    for (const auto &e : layout.entries) by_offset.push_back(&e);
-    // By (begin, end): an empty entry sorts before the entry that starts where it does.
-    std::sort(by_offset.begin(), by_offset.end(), [](const SafetensorsEntry *a, const SafetensorsEntry *b) {
-        return std::tie(a->begin, a->end) < std::tie(b->begin, b->end);
+    // The entries must tile the data region exactly: no overlap, no gap, no tail. Sorted by (begin, end), an
+    // empty entry comes before the one that starts where it does; callers then read the file front to back.
+    std::sort(layout.entries.begin(), layout.entries.end(), [](const SafetensorsEntry &a, const SafetensorsEntry &b) {
+        return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
     });
     uint64_t cursor = 0;
-    for (const SafetensorsEntry *e : by_offset) {
-        if (e->begin != cursor) invalid_file(what, "entry '" + e->name + "' overlaps another or leaves a gap");
-        cursor = e->end;
+    for (const SafetensorsEntry &e : layout.entries) {
+        if (e.begin != cursor) invalid_file(what, "entry '" + e.name + "' overlaps another or leaves a gap");
+        cursor = e.end;
     }
     if (cursor != layout.data_size) invalid_file(what, "data region has trailing bytes");
     return layout;

@@ -18,7 +18,7 @@ struct SafetensorsEntry {
 };
 
 struct SafetensorsLayout {
-    std::vector<SafetensorsEntry> entries;        // header order
+    std::vector<SafetensorsEntry> entries;        // in file order: by offset, an empty entry before one at its offset
     std::map<std::string, std::string> metadata;  // __metadata__
     const unsigned char *data = nullptr;          // start of the data region in the parsed bytes (null from a header)
     uint64_t data_size = 0;

@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from .files import replaced_atomically
 from .manifest import read_manifest
-from .weights import SHAPE_KEYS, load_checkpoint
+from .weights import SHAPE_KEYS, checkpoint_model, read_checkpoint
 
 FORMAT = "gpt-aot-checkpoint"
 FORMAT_VERSION = "1"
@@ -37,11 +37,11 @@ def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
         raise ValueError(f"{artifact_dir} has no training graphs: compile it with --train")
     m = manifest["model"]
     dtype = getattr(torch, manifest["dtype"])
-    state, args = load_checkpoint(ckpt_path)
+    raw = read_checkpoint(ckpt_path)
+    state, args = checkpoint_model(raw)
     for key in SHAPE_KEYS:  # tensor shapes alone do not show n_head
         if key in args and args[key] != m[key]:
             raise ValueError(f"{ckpt_path} has {key}={args[key]!r}, {artifact_dir} was compiled with {m[key]!r}")
-    raw = torch.load(ckpt_path, map_location="cpu", weights_only=True)
     # nanoGPT's configure_optimizers: named_parameters() (tied tensor once, as wte),
     # >= 2-D tensors in the decay group first; optimizer state is indexed in that order.
     names = [n for n in state if n != "lm_head.weight" and not n.endswith((".attn.bias", ".attn.masked_bias"))]

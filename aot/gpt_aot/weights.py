@@ -17,11 +17,16 @@ _CONV1D = re.compile(r"\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weig
 _BUFFERS = re.compile(r"\.attn\.(bias|masked_bias)$")  # causal-mask buffers of old checkpoints
 
 
-def load_checkpoint(path: Path) -> tuple[dict, dict]:
-    """nanoGPT ckpt.pt → (state_dict, model_args). Never unpickles arbitrary objects."""
+def read_checkpoint(path: Path) -> dict:
+    """nanoGPT ckpt.pt as saved (model, model_args, optimizer, iter_num, ...). Never unpickles arbitrary objects."""
     ckpt = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(ckpt, dict) or "model" not in ckpt or "model_args" not in ckpt:
         raise ValueError(f"{path}: not a nanoGPT checkpoint (expects keys 'model' and 'model_args')")
+    return ckpt
+
+
+def checkpoint_model(ckpt: dict) -> tuple[dict, dict]:
+    """(state_dict, model_args) of a read_checkpoint result."""
     state = {k.removeprefix("_orig_mod."): v for k, v in ckpt["model"].items()}
     return state, dict(ckpt["model_args"])
 
@@ -91,7 +96,7 @@ def load_model(ckpt: Path | None, config_overrides: dict, seed: int, attention: 
         if "n_head" in config_overrides:  # the tensors do not record it: infer_args only guessed
             args["n_head"] = config_overrides["n_head"]
     else:
-        state, args = load_checkpoint(ckpt)
+        state, args = checkpoint_model(read_checkpoint(ckpt))
     merged = dict(config_overrides)
     for key, value in args.items():
         if key in SHAPE_KEYS and key in config_overrides and config_overrides[key] != value:
