@@ -21,7 +21,7 @@ static double now_ms(void) {
 }
 
 static int die(const char *what, gpt_status s) {
-    fprintf(stderr, "runtime_bench: %s: %s: %s\n", what, gpt_status_string(s), gpt_last_error());
+    fprintf(stderr, "runtime_bench: %s: %s: %s\n", what, gpt_status_to_string(s), gpt_runtime_last_error());
     return 1;
 }
 
@@ -55,7 +55,7 @@ static void print_list(const char *name, const double *v, int n) {
 static void print_peak_memory(const struct gpt_model *model, const struct gpt_model_info *info) {
     struct gpt_memory_stats stats;
     printf(", \"peak_rss_mib\": %.1f", peak_rss_mib());
-    if (strcmp(info->device, "cuda") == 0 && gpt_model_get_memory(model, &stats) == GPT_OK)
+    if (strcmp(info->device, "cuda") == 0 && gpt_model_get_memory(model, &stats, sizeof stats) == GPT_OK)
         printf(", \"peak_device_bytes\": %llu", (unsigned long long)stats.device_peak_bytes);
 }
 
@@ -125,7 +125,8 @@ static int bench_train(struct gpt_model *model, const struct gpt_model_info *inf
     }
     fclose(f);
     double *ms = malloc(sizeof(double) * (size_t)iters), *losses = malloc(sizeof(double) * (size_t)iters);
-    struct gpt_trainer_params p = gpt_trainer_default_params();
+    struct gpt_trainer_params p;
+    gpt_trainer_default_params(&p, sizeof p);
     p.decay_lr = false;
     p.learning_rate = 1e-3f;
     struct gpt_trainer *trainer = NULL;
@@ -155,7 +156,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: runtime_bench generate|train ARTIFACT [--threads N] [options]\n");
         return 2;
     }
-    struct gpt_model_params params = gpt_model_default_params();
+    struct gpt_model_params params;
+    gpt_model_default_params(&params, sizeof params);
     params.num_threads = arg_int(argc, argv, "--threads", 0);
     struct gpt_model *model = NULL;
     const double t0 = now_ms();
@@ -163,7 +165,7 @@ int main(int argc, char **argv) {
     if (s != GPT_OK) return die("load", s);
     fprintf(stderr, "runtime_bench: loaded in %.0f ms\n", now_ms() - t0);
     struct gpt_model_info info;
-    gpt_model_get_info(model, &info);
+    gpt_model_get_info(model, &info, sizeof info);
     const int rc = strcmp(argv[1], "train") == 0 ? bench_train(model, &info, argc, argv)
                                                  : bench_generate(model, &info, argc, argv);
     gpt_model_free(model);

@@ -22,7 +22,7 @@ int cmd_info(const std::string &dir) {
     LoadedModel m(dir, 0);
     if (m.status != GPT_OK) return report(m.status);
     gpt_model_info info;
-    if (gpt_status s = gpt_model_get_info(m.model, &info); s != GPT_OK) return report(s);
+    if (gpt_status s = gpt_model_get_info(m.model, &info, sizeof info); s != GPT_OK) return report(s);
     std::printf(
         "artifact     %s\nname         %s\ntarget       %s %s\ndtype        %s\nattention    %s\n"
         "torch        %s (runtime %s)\ntokenizer    %s\nvocab_size   %d\nblock_size   %d\n"

@@ -68,7 +68,7 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
     LoadedModel m(artifact, o.threads);
     if (m.status != GPT_OK) return report(m.status);
     gpt_model_info info;
-    if (gpt_status s = gpt_model_get_info(m.model, &info); s != GPT_OK) return report(s);
+    if (gpt_status s = gpt_model_get_info(m.model, &info, sizeof info); s != GPT_OK) return report(s);
     const int32_t seq = o.block > 0 ? o.block : info.block_size;
 
     std::unique_ptr<TokenFile> train, val;
@@ -80,13 +80,16 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
         return 1;
     }
 
-    gpt_trainer_params tp = gpt_trainer_default_params();
+    gpt_trainer_params tp;
+
+    gpt_trainer_default_params(&tp, sizeof tp);
     tp.learning_rate = o.lr;
     tp.min_lr = o.min_lr;
     tp.warmup_iters = o.warmup;
     tp.lr_decay_iters = o.decay_iters > 0 ? o.decay_iters : o.iters;
     tp.seed = o.seed;
-    gpt_dist_params dist = gpt_dist_default_params();
+    gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
     const bool distributed = std::getenv("WORLD_SIZE") != nullptr;
     if (distributed) {
         if (gpt_status s = gpt_dist_params_from_env(&dist); s != GPT_OK) return report(s);
@@ -99,14 +102,14 @@ int cmd_train(const std::string &artifact, const TrainOptions &o) {
                                    : gpt_trainer_create(m.model, &tp, &trainer);
         s != GPT_OK)
         return report(s);
-    std::unique_ptr<gpt_trainer, void (*)(gpt_trainer *)> owner(trainer, gpt_trainer_free);
+    std::unique_ptr<gpt_trainer, decltype(&gpt_trainer_free)> owner(trainer, gpt_trainer_free);
 
     // Every rank loads the checkpoint (they must agree on the iteration); only rank 0 writes one.
     int first_iter = 0;
     if (o.resume && !o.ckpt.empty() && access(o.ckpt.c_str(), F_OK) == 0) {
         if (gpt_status s = gpt_trainer_load(trainer, o.ckpt.c_str()); s != GPT_OK) return report(s);
         gpt_trainer_state state;
-        gpt_trainer_get_state(trainer, &state);
+        gpt_trainer_get_state(trainer, &state, sizeof state);
         first_iter = static_cast<int>(state.iteration);
         if (lead) std::printf("resumed from %s at iteration %d\n", o.ckpt.c_str(), first_iter);
     }

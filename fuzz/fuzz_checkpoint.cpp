@@ -1,12 +1,12 @@
 // fuzz_checkpoint.cpp — a trainer checkpoint file into the checks that
 // gpt_trainer_load makes before it touches tensors: the safetensors layout, then
-// the metadata (runtime/checkpoint_format.cpp).
+// the metadata (runtime/formats/checkpoint_format.cpp).
 #include <cstdint>
 
-#include "checkpoint_format.h"
-#include "error.h"
+#include "base/error.h"
+#include "formats/checkpoint_format.h"
+#include "formats/safetensors_layout.h"
 #include "fuzz_check.h"
-#include "safetensors_layout.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gpt::SafetensorsLayout layout;

@@ -1,11 +1,11 @@
-// fuzz_manifest.cpp — manifest.json bytes into parse_manifest (runtime/manifest.cpp).
+// fuzz_manifest.cpp — manifest.json bytes into parse_manifest (runtime/formats/manifest.cpp).
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 
-#include "error.h"
+#include "base/error.h"
+#include "formats/manifest.h"
 #include "fuzz_check.h"
-#include "manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gpt::Manifest m;

@@ -1,10 +1,10 @@
 // fuzz_safetensors.cpp — safetensors bytes (weights, golden vectors, checkpoints)
-// into parse_safetensors_layout (runtime/safetensors_layout.cpp).
+// into parse_safetensors_layout (runtime/formats/safetensors_layout.cpp).
 #include <cstdint>
 
-#include "error.h"
+#include "base/error.h"
+#include "formats/safetensors_layout.h"
 #include "fuzz_check.h"
-#include "safetensors_layout.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gpt::SafetensorsLayout layout;
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t covered = 0;
     volatile unsigned sum = 0;
     for (const auto &e : layout.entries) {
-        uint64_t n = gpt::safetensors_dtype_size(e.dtype), extent = n;
+        uint64_t n = e.dtype->bytes, extent = n;
         for (int64_t d : e.shape) {  // cannot overflow: the reader checked both
             n *= static_cast<uint64_t>(d);
             extent *= static_cast<uint64_t>(d > 1 ? d : 1);

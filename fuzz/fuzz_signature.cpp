@@ -1,13 +1,13 @@
 // fuzz_signature.cpp — manifest.sig and public key files into the signature
-// checks (runtime/signature.cpp). The manifest and the one trusted key are
+// checks (runtime/formats/signature.cpp). The manifest and the one trusted key are
 // fixed, so no input can carry a valid signature except one made with the
 // fixed key's secret, which is not in this program.
 #include <cstdint>
 #include <string>
 
-#include "error.h"
+#include "base/error.h"
+#include "formats/signature.h"
 #include "fuzz_check.h"
-#include "signature.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string text(reinterpret_cast<const char *>(data), size);

@@ -1,11 +1,11 @@
 // fuzz_tokenizer.cpp — tokenizer.json and prompt text into the char tokenizer
-// (runtime/tokenizer.cpp). Input: tokenizer.json, a NUL byte, then the text.
+// (runtime/formats/tokenizer.cpp). Input: tokenizer.json, a NUL byte, then the text.
 #include <cstdint>
 #include <string>
 
-#include "error.h"
+#include "base/error.h"
+#include "formats/tokenizer.h"
 #include "fuzz_check.h"
-#include "tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string input(reinterpret_cast<const char *>(data), size);

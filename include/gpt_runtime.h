@@ -16,11 +16,20 @@
  *   A model must outlive its sessions and trainers: gpt_model_free on a model that
  *   still has them returns GPT_ERR_BUSY and frees nothing.
  *
+ * Names
+ *   gpt_<object>_<verb>: gpt_model_load, gpt_model_tokenize, gpt_session_decode,
+ *   gpt_trainer_step, ... Every object has one gpt_<object>_free, which takes NULL
+ *   as a no-op and returns gpt_status.
+ *
  * Errors
- *   Every fallible call returns gpt_status. On failure, outputs are left untouched
- *   and gpt_last_error() describes what happened and what to do, valid until the
- *   next call on the same thread. No C++ exception crosses this boundary and the
- *   library never aborts the process or writes to stdout.
+ *   Every call that can fail returns gpt_status. On failure, outputs are left
+ *   untouched and gpt_runtime_last_error() describes what happened and what to do,
+ *   valid until the next call on the same thread. The exceptions, each stated at
+ *   its function: GPT_ERR_BUFFER_TOO_SMALL still reports the size needed
+ *   (*out_size, *out_count); gpt_model_verify reports the error it measured; a
+ *   batched prefill that fails while running leaves its sequences empty. No C++
+ *   exception crosses this boundary and the library never aborts the process or
+ *   writes to stdout.
  *
  * Logging
  *   To stderr at the level named by the GPT_LOG environment variable (trace,
@@ -28,8 +37,22 @@
  *
  * Versioning
  *   GPT_RUNTIME_ABI_VERSION grows with additive changes only; a changed
- *   signature gets a new name (_v2). Structs passed by pointer are created by
- *   their *_default_params() function and then edited field by field.
+ *   signature gets a new name (_v2). The structs passed by pointer grow at their
+ *   end without breaking callers built against an older header: each begins with
+ *   `struct_size`, the size the caller knows.
+ *     - A function that fills a struct (gpt_model_get_info, gpt_model_get_memory,
+ *       gpt_trainer_get_state, the *_default_params) takes that size as its last
+ *       argument, `sizeof` of the caller's struct, writes only those bytes (the
+ *       fields the caller knows) and sets struct_size to the bytes it filled, which
+ *       is less when the caller's header is newer than the library.
+ *     - A function that reads a params struct takes the fields within its
+ *       struct_size and the defaults for the rest; a struct_size larger than the
+ *       library knows is refused (GPT_ERR_INVALID_ARGUMENT): a setting the library
+ *       cannot see would be ignored silently.
+ *   Params structs are made by their *_default_params() and then edited field by field:
+ *       struct gpt_model_params params;
+ *       gpt_model_default_params(&params, sizeof params);
+ *       params.num_threads = 4;
  */
 #ifndef GPT_RUNTIME_H
 #define GPT_RUNTIME_H
@@ -52,8 +75,13 @@ extern "C" {
  *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO;
  *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory; batched
  *    sessions (gpt_session_create_batch, _prefill_seq, _position_seq, _decode_batch);
- *    gpt_session_prefill_batch. */
-#define GPT_RUNTIME_ABI_VERSION 2
+ *    gpt_session_prefill_batch.
+ * 3: versioned structs (struct_size first; the *_default_params and getters take the
+ *    caller's sizeof), one naming scheme (gpt_tokenize -> gpt_model_tokenize,
+ *    gpt_detokenize -> gpt_model_detokenize, gpt_session_position[_seq] ->
+ *    gpt_session_get_position[_seq], gpt_status_string -> gpt_status_to_string,
+ *    gpt_last_error -> gpt_runtime_last_error), every *_free returns gpt_status. */
+#define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
 
@@ -102,9 +130,9 @@ GPT_API uint32_t gpt_runtime_abi_version(void);
 /* Library version and the torch it was built against, e.g. "0.1.0 (torch 2.11.0)". */
 GPT_API const char *gpt_runtime_version(void);
 /* Static name of a status, e.g. "GPT_ERR_ARTIFACT_HASH". */
-GPT_API const char *gpt_status_string(gpt_status status);
+GPT_API const char *gpt_status_to_string(gpt_status status);
 /* Message of the last failed call on this thread ("" if none). */
-GPT_API const char *gpt_last_error(void);
+GPT_API const char *gpt_runtime_last_error(void);
 
 enum gpt_log_level { GPT_LOG_TRACE = 0, GPT_LOG_DEBUG, GPT_LOG_INFO, GPT_LOG_WARN, GPT_LOG_ERROR };
 typedef void (*gpt_log_callback)(enum gpt_log_level level, const char *message, void *user_data);
@@ -114,6 +142,7 @@ GPT_API void gpt_log_set_callback(gpt_log_callback callback, void *user_data);
 /* ---- model ------------------------------------------------------------------ */
 
 struct gpt_model_params {
+    size_t struct_size;  /* set by gpt_model_default_params (see Versioning) */
     int32_t num_threads; /* intra-op CPU threads; default 0 = torch's default */
     int32_t num_runners; /* graph instances that may run at once; default 1 (calls queue) */
     bool verify_golden;  /* run the golden vector at load; default false (see gpt_model_verify) */
@@ -124,7 +153,7 @@ struct gpt_model_params {
      * refused with GPT_ERR_ARTIFACT_SIGNATURE before any of it is parsed or loaded. */
     const char *trusted_keys;
 };
-GPT_API struct gpt_model_params gpt_model_default_params(void);
+GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
 
 /* Load the artifact in `artifact_dir`: a directory holding manifest.json, or a
  * model directory (model_artifacts/<name>/) holding one artifact per target, of
@@ -134,10 +163,11 @@ GPT_API struct gpt_model_params gpt_model_default_params(void);
  * read once: changing them on disk later does not affect the loaded model. */
 GPT_API gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
                                   struct gpt_model **out_model);
-/* Frees the model. Returns GPT_ERR_BUSY (and frees nothing) while sessions exist. NULL is a no-op. */
+/* Frees the model. Returns GPT_ERR_BUSY (and frees nothing) while sessions or trainers exist. NULL is a no-op. */
 GPT_API gpt_status gpt_model_free(struct gpt_model *model);
 
 struct gpt_model_info {
+    size_t struct_size;        /* bytes filled by gpt_model_get_info (see Versioning) */
     const char *name;          /* strings live as long as the model */
     const char *device;        /* "cpu" or "cuda" */
     const char *arch;          /* "x86_64", "sm_90", ... */
@@ -151,7 +181,8 @@ struct gpt_model_info {
     int32_t n_layer, n_head, n_embd;
     int32_t max_batch;
 };
-GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info);
+GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
+                                      size_t struct_size);
 
 /* Run the artifact's golden vector (prefill + one decode step) and compare the
  * logits with those recorded at compile time. GPT_ERR_VERIFY_FAILED on mismatch;
@@ -161,6 +192,7 @@ GPT_API gpt_status gpt_model_verify(const struct gpt_model *model, double *out_m
 /* Memory in bytes. Device figures are the process's for the model's GPU (torch's
  * caching allocator serves every model and trainer on it) and 0 for a CPU model. */
 struct gpt_memory_stats {
+    size_t struct_size;              /* bytes filled by gpt_model_get_memory (see Versioning) */
     uint64_t weights_bytes;          /* this model's weights, tied ones counted once, and the copies of
                                         them packed for oneDNN (CPU artifacts whose graphs read them so) */
     uint64_t device_allocated_bytes; /* in live tensors now */
@@ -168,7 +200,8 @@ struct gpt_memory_stats {
     uint64_t device_reserved_bytes;  /* held from the driver, allocated or cached */
     uint64_t host_peak_rss_bytes;    /* the process's peak resident set */
 };
-GPT_API gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats);
+GPT_API gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats,
+                                        size_t struct_size);
 /* Starts a new peak: device_peak_bytes becomes device_allocated_bytes. */
 GPT_API gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model);
 
@@ -200,26 +233,26 @@ GPT_API gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, ch
 GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity,
                                          size_t *out_size);
 
-/* ---- tokenizer -------------------------------------------------------------- */
+/* ---- the model's tokenizer ------------------------------------------------------ */
 
 /* UTF-8 text → token ids. Characters outside the vocabulary are an error.
  * `*out_count` always receives the number of tokens needed; with a too-small
  * `capacity` the call returns GPT_ERR_BUFFER_TOO_SMALL. */
-GPT_API gpt_status gpt_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
-                                int32_t *out_count);
+GPT_API gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens,
+                                      int32_t capacity, int32_t *out_count);
 /* Token ids → UTF-8 text, NUL-terminated. `*out_size` receives the bytes needed
  * including the NUL; GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. */
-GPT_API gpt_status gpt_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens, char *text,
-                                  size_t capacity, size_t *out_size);
+GPT_API gpt_status gpt_model_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens,
+                                        char *text, size_t capacity, size_t *out_size);
 
 /* ---- session ---------------------------------------------------------------- */
 
 GPT_API gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session);
-GPT_API void gpt_session_free(struct gpt_session *session); /* NULL is a no-op */
+GPT_API gpt_status gpt_session_free(struct gpt_session *session); /* NULL is a no-op */
 /* Forget the sequence (every sequence of a batched session): positions back to 0. */
 GPT_API gpt_status gpt_session_reset(struct gpt_session *session);
 /* Tokens currently in the KV cache (of sequence 0 in a batched session). */
-GPT_API gpt_status gpt_session_position(const struct gpt_session *session, int32_t *out_position);
+GPT_API gpt_status gpt_session_get_position(const struct gpt_session *session, int32_t *out_position);
 
 /* Low level: start a sequence with `tokens` (1..block_size of them) and write the
  * next-token logits (vocab_size floats) to `logits`. Prefill, decode and generate
@@ -248,7 +281,7 @@ GPT_API gpt_status gpt_session_prefill_seq(struct gpt_session *session, int32_t 
  * changes nothing); a failure while running leaves the given sequences empty. */
 GPT_API gpt_status gpt_session_prefill_batch(struct gpt_session *session, const gpt_token *const *prompts,
                                              const int32_t *n_tokens, float *logits);
-GPT_API gpt_status gpt_session_position_seq(const struct gpt_session *session, int32_t seq, int32_t *out_position);
+GPT_API gpt_status gpt_session_get_position_seq(const struct gpt_session *session, int32_t seq, int32_t *out_position);
 /* One step of every sequence: tokens[i] (n_seq of them) is appended to sequence i
  * and its next-token logits go to logits + i * vocab_size (n_seq rows in all).
  * GPT_TOKEN_NONE leaves sequence i as it is, its logits row unwritten: finished or
@@ -262,6 +295,7 @@ GPT_API gpt_status gpt_session_decode_batch(struct gpt_session *session, const g
 typedef bool (*gpt_token_callback)(gpt_token token, void *user_data);
 
 struct gpt_generate_params {
+    size_t struct_size;          /* set by gpt_generate_default_params (see Versioning) */
     int32_t max_new_tokens;      /* default 64; must be > 0 */
     float temperature;           /* default 1.0; 0 = greedy (argmax) */
     int32_t top_k;               /* default 0 = off */
@@ -271,7 +305,7 @@ struct gpt_generate_params {
     gpt_token_callback on_token; /* default NULL */
     void *user_data;
 };
-GPT_API struct gpt_generate_params gpt_generate_default_params(void);
+GPT_API gpt_status gpt_generate_default_params(struct gpt_generate_params *params, size_t struct_size);
 
 /* Generate from `prompt` (replaces the session's sequence). Stops after
  * max_new_tokens or at the stop token. When the context (block_size) fills, the
@@ -284,6 +318,7 @@ GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_t
 /* ---- training --------------------------------------------------------------- */
 
 struct gpt_trainer_params {
+    size_t struct_size;     /* set by gpt_trainer_default_params (see Versioning) */
     float learning_rate;    /* peak learning rate; default 6e-4 */
     float min_lr;           /* floor of the cosine decay; default 6e-5 */
     int32_t warmup_iters;   /* linear warm-up steps; default 2000 */
@@ -291,12 +326,12 @@ struct gpt_trainer_params {
     bool decay_lr;          /* false = constant learning_rate; default true */
     uint64_t seed;          /* seeds dropout; default 1337 */
 };
-GPT_API struct gpt_trainer_params gpt_trainer_default_params(void);
+GPT_API gpt_status gpt_trainer_default_params(struct gpt_trainer_params *params, size_t struct_size);
 
 /* Needs an artifact compiled with training graphs (`gpt_aot compile --train`). */
 GPT_API gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_params *params,
                                       struct gpt_trainer **out_trainer);
-GPT_API void gpt_trainer_free(struct gpt_trainer *trainer); /* NULL is a no-op */
+GPT_API gpt_status gpt_trainer_free(struct gpt_trainer *trainer); /* NULL is a no-op */
 
 /* One optimizer step over `grad_accum_steps` micro-batches. `x` and `y` each hold
  * grad_accum_steps * batch * seq token ids, micro-batch after micro-batch, rows of
@@ -309,11 +344,13 @@ GPT_API gpt_status gpt_trainer_eval(struct gpt_trainer *trainer, const gpt_token
                                     int32_t seq, float *out_loss);
 
 struct gpt_trainer_state {
+    size_t struct_size;  /* bytes filled by gpt_trainer_get_state (see Versioning) */
     int64_t iteration;   /* optimizer steps taken */
     float learning_rate; /* what the next step will use */
     float grad_norm;     /* global gradient norm of the last step, before clipping */
 };
-GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state);
+GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state,
+                                         size_t struct_size);
 
 /* Writes weights, AdamW state, iteration and the CPU RNG state to `path` (one
  * safetensors file). The file is replaced atomically (temporary file, fsync,
@@ -339,6 +376,7 @@ GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *pat
  * A rank that dies or stops answering makes the others return GPT_ERR_PEER_FAILED
  * within timeout_ms. */
 struct gpt_dist_params {
+    size_t struct_size;      /* set by gpt_dist_default_params (see Versioning) */
     int32_t world_size;      /* ranks in the job; default 1 */
     int32_t rank;            /* this process, in [0, world_size); default 0 */
     const char *master_addr; /* host of rank 0's store; copied at create; default "127.0.0.1" */
@@ -346,7 +384,7 @@ struct gpt_dist_params {
     int32_t timeout_ms;      /* bound on the rendezvous and on every collective; default 300000 */
     int32_t bucket_mb;       /* gradients are all-reduced in buckets of about this many MiB; default 25 */
 };
-GPT_API struct gpt_dist_params gpt_dist_default_params(void);
+GPT_API gpt_status gpt_dist_default_params(struct gpt_dist_params *params, size_t struct_size);
 /* Fills world_size, rank, master_addr and master_port from WORLD_SIZE, RANK,
  * MASTER_ADDR and MASTER_PORT (each only when set). master_addr then points into
  * the environment. GPT_ERR_INVALID_ARGUMENT when a variable is not a number. */

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION="${GPT_TORCH_VERSION:-2.11.0}"
 APT_PACKAGES=(cmake ninja-build g++ pkg-config catch2 libspdlog-dev nlohmann-json3-dev libcli11-dev
               libsodium-dev libcpp-httplib-dev bible-kjv clang-format clang-tidy python3-venv clang libclang-rt-dev
-              libgloo-dev)  # headers for c10d's ProcessGroupGloo (runtime/collectives.cpp)
+              libgloo-dev)  # headers for c10d's ProcessGroupGloo (runtime/train/collectives.cpp)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

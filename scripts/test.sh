@@ -16,7 +16,7 @@ echo "== compile test artifacts"
 rm -rf build/test_artifacts
 .venv/bin/python tests/fixtures/build_artifacts.py build/test_artifacts
 echo "== pytest"
-GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/aot tests/deploy
+GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/layout tests/aot tests/deploy
 echo "== ctest (Catch2, C ABI)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 echo "== fuzz (readers of outside bytes, ASan+UBSan, 25 s per target)"

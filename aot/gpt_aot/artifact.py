@@ -49,7 +49,7 @@ class ArtifactGraphs:
     def prefill(self, idx: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         return self.graphs["prefill"](idx.contiguous(), layer_caches(kv, self.manifest["model"]["block_size"]))
 
-    # One row runs decode_one, as the runtime does (runtime/model.cpp); the cache
+    # One row runs decode_one, as the runtime does (runtime/exec/model.cpp); the cache
     # views span the positions up to the furthest row's, as the runtime's do.
     def decode(self, idx: torch.Tensor, pos: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         graph = self.graphs["decode_one" if idx.shape[0] == 1 else "decode"]

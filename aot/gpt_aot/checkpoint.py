@@ -1,6 +1,6 @@
 """Runtime checkpoints from and to nanoGPT's formats.
 
-A runtime checkpoint (runtime/trainer_checkpoint.cpp) is one safetensors file:
+A runtime checkpoint (runtime/train/trainer_checkpoint.cpp) is one safetensors file:
 param.<name>, exp_avg.<name>, exp_avg_sq.<name> for each name in the artifact's
 training.param_names, rng.cpu, and string metadata (format, iteration, model shape).
 """

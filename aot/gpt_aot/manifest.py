@@ -1,7 +1,7 @@
 """manifest.json: what an artifact holds and how to check it before use.
 
 The runtime reads this file first; any change to its meaning bumps
-FORMAT_VERSION (runtime/manifest.cpp accepts exactly the versions it knows).
+FORMAT_VERSION (runtime/formats/manifest.cpp accepts exactly the versions it knows).
 """
 
 import hashlib

@@ -115,7 +115,7 @@ class Linear(nn.Linear):
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
     """A linear's weight in the layout oneDNN's product reads fastest (opaque,
-    for its linear only), as runtime/packed_weights.cpp packs it."""
+    for its linear only), as runtime/exec/packed_weights.cpp packs it."""
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 

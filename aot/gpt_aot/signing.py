@@ -3,7 +3,7 @@
 An artifact is signed by a detached manifest.sig beside manifest.json: an
 Ed25519 signature over the manifest's exact bytes. The manifest holds the
 sha256 and size of every other file, so the signature vouches for all of them.
-The runtime checks it before parsing anything (runtime/signature.cpp) when
+The runtime checks it before parsing anything (runtime/formats/signature.cpp) when
 trusted public keys are configured. Formats and key handling: docs/SECURITY.md.
 """
 

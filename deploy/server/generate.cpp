@@ -10,7 +10,7 @@ namespace {
 std::string piece_of(const gpt_model *model, gpt_token token) {
     char text[32];
     size_t size = 0;
-    if (gpt_detokenize(model, &token, 1, text, sizeof text, &size) != GPT_OK) return "";
+    if (gpt_model_detokenize(model, &token, 1, text, sizeof text, &size) != GPT_OK) return "";
     return std::string(text, size - 1);
 }
 
@@ -47,15 +47,16 @@ bool on_token(gpt_token token, void *user_data) {
 
 std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::string &prompt) {
     int32_t n = 0;
-    gpt_status s = gpt_tokenize(model.model, prompt.c_str(), nullptr, 0, &n);
-    if (s != GPT_ERR_BUFFER_TOO_SMALL && s != GPT_OK) throw BadRequest(std::string("prompt: ") + gpt_last_error());
+    gpt_status s = gpt_model_tokenize(model.model, prompt.c_str(), nullptr, 0, &n);
+    if (s != GPT_ERR_BUFFER_TOO_SMALL && s != GPT_OK)
+        throw BadRequest(std::string("prompt: ") + gpt_runtime_last_error());
     if (n == 0) throw BadRequest("prompt encodes to no tokens");
     if (n > model.info.block_size)
         throw BadRequest("prompt is " + std::to_string(n) + " tokens, the model's context is " +
                          std::to_string(model.info.block_size));
     std::vector<gpt_token> tokens(static_cast<size_t>(n));
-    if (gpt_tokenize(model.model, prompt.c_str(), tokens.data(), n, &n) != GPT_OK)
-        throw BadRequest(std::string("prompt: ") + gpt_last_error());
+    if (gpt_model_tokenize(model.model, prompt.c_str(), tokens.data(), n, &n) != GPT_OK)
+        throw BadRequest(std::string("prompt: ") + gpt_runtime_last_error());
     return tokens;
 }
 
@@ -65,10 +66,11 @@ GenerationResult run_generation(const ServedModel &model, const std::vector<gpt_
     CallbackState state{&model, &control, &result, control.started};
     gpt_session *session = nullptr;
     if ((result.status = gpt_session_create(model.model, &session)) != GPT_OK) {
-        result.error = gpt_last_error();
+        result.error = gpt_runtime_last_error();
         return result;
     }
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = request.max_tokens;
     p.temperature = request.temperature;
     p.top_k = request.top_k;
@@ -80,7 +82,7 @@ GenerationResult run_generation(const ServedModel &model, const std::vector<gpt_
     int32_t count = 0;
     result.status = gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(),
                                          request.max_tokens, &count);
-    if (result.status != GPT_OK) result.error = gpt_last_error();
+    if (result.status != GPT_OK) result.error = gpt_runtime_last_error();
     gpt_session_free(session);
     if (result.status == GPT_OK) {
         result.finish_reason = "length";

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "base/loopback.h"
 #include "generate.h"
 
 namespace server {
@@ -31,10 +32,6 @@ std::string endpoint_label(const std::string &path) {
     for (const char *known : {"/healthz", "/readyz", "/metrics", "/v1/generate", "/admin/reload"})
         if (path == known) return path;
     return "other";
-}
-
-bool is_loopback(const std::string &addr) {
-    return addr == "127.0.0.1" || addr == "::1" || addr == "::ffff:127.0.0.1" || addr.rfind("127.", 0) == 0;
 }
 
 json summary(const ServedModel &model, const std::string &id, const GenerateRequest &request, size_t prompt_tokens,
@@ -115,7 +112,7 @@ void HttpServer::serve_metrics(httplib::Response &res) {
     if (const auto model = slot_.current()) {
         g.model_name = model->info.name;
         g.model_dir = model->dir;
-        if (gpt_model_get_memory(model->model, &g.memory) != GPT_OK) g.memory = {};
+        if (gpt_model_get_memory(model->model, &g.memory, sizeof g.memory) != GPT_OK) g.memory = {};
     }
     g.resident_bytes = resident_memory_bytes();
     res.status = 200;
@@ -132,14 +129,14 @@ LoadResult HttpServer::reload(const std::string &path) {
         spdlog::info("event=reload_done path={} result=ok message=\"{}\"", target, r.message);
     } else {
         spdlog::error("event=reload_done path={} result=refused status={} message=\"{}\" (previous model kept)", target,
-                      gpt_status_string(r.status), r.message);
+                      gpt_status_to_string(r.status), r.message);
     }
     return r;
 }
 
 void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &res) {
     auto count = [&] { metrics_.count_request("/admin/reload", res.status); };
-    if (!is_loopback(req.remote_addr)) {
+    if (!gpt::is_loopback_address(req.remote_addr)) {
         reply_error(res, 403, "forbidden", "admin endpoints answer loopback clients only");
         return count();
     }
@@ -161,7 +158,7 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
                 json{{"status", "ok"}, {"message", r.message}, {"model", model->info.name}, {"artifact", model->dir}}),
             kJson);
     } else {
-        reply_error(res, r.status == GPT_ERR_BUSY ? 409 : 422, gpt_status_string(r.status),
+        reply_error(res, r.status == GPT_ERR_BUSY ? 409 : 422, gpt_status_to_string(r.status),
                     r.message + " (the previous model keeps serving)");
     }
     count();
@@ -239,7 +236,7 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
             res.set_content(json_text(body), kJson);
             return finish(200);
         }
-        reply_error(res, result.status == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, gpt_status_string(result.status),
+        reply_error(res, result.status == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, gpt_status_to_string(result.status),
                     result.error);
         return finish(res.status);
     }
@@ -247,23 +244,24 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     res.status = 200;
     finish(200);  // the status line goes out before the first token
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, ticket, model, id, request, prompt, run](
-                                                              size_t, httplib::DataSink &sink) {
-        const TokenSink token_sink = [&sink](gpt_token token, const std::string &piece) {
-            const std::string event = sse("token", {{"token", token}, {"text", piece}});
-            return sink.write(event.data(), event.size());
-        };
-        const GenerationResult result = run(token_sink);
-        std::string last;
-        if (!result.finish_reason.empty()) {
-            last = sse("done", summary(*model, id, request, prompt.size(), result));
-        } else {
-            last = sse("error", {{"error", {{"type", gpt_status_string(result.status)}, {"message", result.error}}}});
-        }
-        if (result.finish_reason != "cancelled") sink.write(last.data(), last.size());
-        sink.done();
-        return true;
-    });
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, ticket, model, id, request, prompt, run](size_t, httplib::DataSink &sink) {
+            const TokenSink token_sink = [&sink](gpt_token token, const std::string &piece) {
+                const std::string event = sse("token", {{"token", token}, {"text", piece}});
+                return sink.write(event.data(), event.size());
+            };
+            const GenerationResult result = run(token_sink);
+            std::string last;
+            if (!result.finish_reason.empty()) {
+                last = sse("done", summary(*model, id, request, prompt.size(), result));
+            } else {
+                last = sse("error",
+                           {{"error", {{"type", gpt_status_to_string(result.status)}, {"message", result.error}}}});
+            }
+            if (result.finish_reason != "cancelled") sink.write(last.data(), last.size());
+            sink.done();
+            return true;
+        });
 }
 
 }  // namespace server

@@ -9,7 +9,7 @@ namespace server {
 namespace {
 
 LoadResult failed(gpt_status status, const std::string &what) {
-    return {status, what + ": " + gpt_status_string(status) + ": " + gpt_last_error()};
+    return {status, what + ": " + gpt_status_to_string(status) + ": " + gpt_runtime_last_error()};
 }
 
 }  // namespace
@@ -31,14 +31,16 @@ LoadResult ModelSlot::load(const std::string &path) {
 
     auto next = std::make_shared<ServedModel>();
     next->dir = dir;
-    gpt_model_params params = gpt_model_default_params();
+    gpt_model_params params;
+    gpt_model_default_params(&params, sizeof params);
     params.num_threads = options_.num_threads;
     params.num_runners = options_.num_runners;
     if (!options_.trusted_keys.empty()) params.trusted_keys = options_.trusted_keys.c_str();
     if ((s = gpt_model_load(dir.c_str(), &params, &next->model)) != GPT_OK) return failed(s, "cannot load " + dir);
     double max_err = 0.0;
     if ((s = gpt_model_verify(next->model, &max_err)) != GPT_OK) return failed(s, dir + " fails its golden vector");
-    if ((s = gpt_model_get_info(next->model, &next->info)) != GPT_OK) return failed(s, "cannot describe " + dir);
+    if ((s = gpt_model_get_info(next->model, &next->info, sizeof next->info)) != GPT_OK)
+        return failed(s, "cannot describe " + dir);
 
     char detail[64];
     std::snprintf(detail, sizeof detail, "golden max abs error %.3g", max_err);

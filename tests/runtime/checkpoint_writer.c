@@ -10,7 +10,7 @@ int main(int argc, char **argv) {
     struct gpt_model *model = NULL;
     struct gpt_trainer *trainer = NULL;
     if (gpt_model_load(argv[1], NULL, &model) != GPT_OK || gpt_trainer_create(model, NULL, &trainer) != GPT_OK) {
-        fprintf(stderr, "%s\n", gpt_last_error());
+        fprintf(stderr, "%s\n", gpt_runtime_last_error());
         return 1;
     }
     gpt_token x[2 * 16], y[2 * 16];
@@ -24,7 +24,7 @@ int main(int argc, char **argv) {
         float loss = 0.0f;
         if (gpt_trainer_step(trainer, x, y, 2, 16, 1, &loss) != GPT_OK ||
             gpt_trainer_save(trainer, argv[2]) != GPT_OK) {
-            fprintf(stderr, "%s\n", gpt_last_error());
+            fprintf(stderr, "%s\n", gpt_runtime_last_error());
             return 1;
         }
         printf("saved\n");

@@ -28,8 +28,8 @@ static void shard(long it, int world, int rank, gpt_token *x, gpt_token *y) {
 }
 
 static int finish(gpt_status status) {
-    printf("status %s\n", gpt_status_string(status));
-    if (status != GPT_OK) fprintf(stderr, "%s\n", gpt_last_error());
+    printf("status %s\n", gpt_status_to_string(status));
+    if (status != GPT_OK) fprintf(stderr, "%s\n", gpt_runtime_last_error());
     return status == GPT_OK ? 0 : 1;
 }
 
@@ -39,7 +39,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    struct gpt_dist_params dist = gpt_dist_default_params();
+    struct gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
     dist.world_size = atoi(argv[2]);
     dist.rank = atoi(argv[3]);
     dist.master_port = atoi(argv[4]);
@@ -48,7 +49,9 @@ int main(int argc, char **argv) {
     const char *prefix = argv[7], *resume = argv[8];
     if (dist.world_size < 1 || GLOBAL_ROWS % dist.world_size != 0) return 2;
 
-    struct gpt_trainer_params params = gpt_trainer_default_params();
+    struct gpt_trainer_params params;
+
+    gpt_trainer_default_params(&params, sizeof params);
     params.learning_rate = 1e-2f;
     params.warmup_iters = 2;
     params.lr_decay_iters = 20;
@@ -60,7 +63,7 @@ int main(int argc, char **argv) {
                                  : gpt_trainer_create_distributed(model, &params, &dist, &trainer);
     if (s == GPT_OK && resume[0] != '-') s = gpt_trainer_load(trainer, resume);
     struct gpt_trainer_state state = {0};
-    if (s == GPT_OK) s = gpt_trainer_get_state(trainer, &state);
+    if (s == GPT_OK) s = gpt_trainer_get_state(trainer, &state, sizeof state);
 
     static gpt_token x[ACCUM * GLOBAL_ROWS * SEQ], y[ACCUM * GLOBAL_ROWS * SEQ];
     const int rows = GLOBAL_ROWS / dist.world_size;
@@ -70,7 +73,7 @@ int main(int argc, char **argv) {
         s = gpt_trainer_step(trainer, x, y, rows, SEQ, ACCUM, &loss);
         if (s != GPT_OK) break;
         struct gpt_trainer_state after = {0};
-        gpt_trainer_get_state(trainer, &after);
+        gpt_trainer_get_state(trainer, &after, sizeof after);
         printf("loss %ld %.9g %.9g\n", it, loss, after.grad_norm);
         if (dist.rank == 0 && prefix[0] != '-') {
             char path[4096];

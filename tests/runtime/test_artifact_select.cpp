@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "artifact_select.h"
-#include "error.h"
+#include "artifact/artifact_select.h"
+#include "base/error.h"
 #include "test_support.h"
 
 namespace {

@@ -19,7 +19,7 @@ gpt_status load(const std::filesystem::path &dir) {
         gpt_model_free(model);
     } else {
         CHECK(model == reinterpret_cast<gpt_model *>(0x1));
-        CHECK(std::string(gpt_last_error()).size() > 10);
+        CHECK(std::string(gpt_runtime_last_error()).size() > 10);
     }
     return s;
 }

@@ -15,13 +15,13 @@ TEST_CASE("NULL pointers are invalid arguments", "[abi]") {
     gpt_model *model = nullptr;
     CHECK(gpt_model_load(nullptr, nullptr, &model) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_model_load(test::artifact().c_str(), nullptr, nullptr) == GPT_ERR_INVALID_ARGUMENT);
-    CHECK(gpt_model_get_info(nullptr, nullptr) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_model_get_info(nullptr, nullptr, sizeof(gpt_model_info)) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_model_verify(nullptr, nullptr) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_session_create(nullptr, nullptr) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_session_prefill(nullptr, nullptr, 1, nullptr) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_session_decode(nullptr, 0, nullptr) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_session_generate(nullptr, nullptr, 0, nullptr, nullptr, 0, nullptr) == GPT_ERR_INVALID_ARGUMENT);
-    CHECK(gpt_tokenize(nullptr, "x", nullptr, 0, nullptr) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_model_tokenize(nullptr, "x", nullptr, 0, nullptr) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(error_mentions("NULL"));
     CHECK(gpt_model_free(nullptr) == GPT_OK);
     gpt_session_free(nullptr);
@@ -52,7 +52,9 @@ TEST_CASE("out-of-range tokens, empty and too-long prompts, n = 0", "[abi]") {
     REQUIRE(gpt_session_prefill(session.handle, one, 1, logits.data()) == GPT_OK);
     CHECK(gpt_session_decode(session.handle, info.vocab_size + 3, logits.data()) == GPT_ERR_OUT_OF_RANGE);
 
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+
+    gpt_generate_default_params(&p, sizeof p);
     std::vector<gpt_token> out(64);
     int32_t count = 0;
     p.max_new_tokens = 0;
@@ -76,7 +78,7 @@ TEST_CASE("decoding past the context is refused", "[abi]") {
     CHECK(error_mentions("full"));
     REQUIRE(gpt_session_reset(session.handle) == GPT_OK);
     int32_t pos = -1;
-    REQUIRE(gpt_session_position(session.handle, &pos) == GPT_OK);
+    REQUIRE(gpt_session_get_position(session.handle, &pos) == GPT_OK);
     CHECK(pos == 0);
 }
 
@@ -94,23 +96,23 @@ TEST_CASE("tokenizer round trip and errors through the ABI", "[abi]") {
     test::Model model(test::artifact());
     REQUIRE(model.status == GPT_OK);
     int32_t n = 0;
-    CHECK(gpt_tokenize(model.handle, "Hello, world", nullptr, 0, &n) == GPT_ERR_BUFFER_TOO_SMALL);
+    CHECK(gpt_model_tokenize(model.handle, "Hello, world", nullptr, 0, &n) == GPT_ERR_BUFFER_TOO_SMALL);
     CHECK(n == 12);
     std::vector<gpt_token> ids(static_cast<size_t>(n));
-    REQUIRE(gpt_tokenize(model.handle, "Hello, world", ids.data(), n, &n) == GPT_OK);
+    REQUIRE(gpt_model_tokenize(model.handle, "Hello, world", ids.data(), n, &n) == GPT_OK);
     size_t size = 0;
-    CHECK(gpt_detokenize(model.handle, ids.data(), n, nullptr, 0, &size) == GPT_ERR_BUFFER_TOO_SMALL);
+    CHECK(gpt_model_detokenize(model.handle, ids.data(), n, nullptr, 0, &size) == GPT_ERR_BUFFER_TOO_SMALL);
     CHECK(size == 13);
     std::vector<char> text(size);
-    REQUIRE(gpt_detokenize(model.handle, ids.data(), n, text.data(), size, &size) == GPT_OK);
+    REQUIRE(gpt_model_detokenize(model.handle, ids.data(), n, text.data(), size, &size) == GPT_OK);
     CHECK(std::string(text.data()) == "Hello, world");
-    CHECK(gpt_tokenize(model.handle, "caf\xc3\xa9", ids.data(), n, &n) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_model_tokenize(model.handle, "caf\xc3\xa9", ids.data(), n, &n) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(error_mentions("not in the model's vocabulary"));
 }
 
 TEST_CASE("version and status strings", "[abi]") {
     CHECK(gpt_runtime_abi_version() == GPT_RUNTIME_ABI_VERSION);
     CHECK(std::string(gpt_runtime_version()).find("torch 2.") != std::string::npos);
-    CHECK(std::string(gpt_status_string(GPT_ERR_ARTIFACT_HASH)) == "GPT_ERR_ARTIFACT_HASH");
-    CHECK(std::string(gpt_status_string(static_cast<gpt_status>(12345))) == "GPT_ERR_UNKNOWN");
+    CHECK(std::string(gpt_status_to_string(GPT_ERR_ARTIFACT_HASH)) == "GPT_ERR_ARTIFACT_HASH");
+    CHECK(std::string(gpt_status_to_string(static_cast<gpt_status>(12345))) == "GPT_ERR_UNKNOWN");
 }

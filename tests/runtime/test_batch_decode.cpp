@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "exec/model.h"
 #include "test_support.h"
 
 namespace {
@@ -45,7 +45,7 @@ void replace_by_prefill(const test::ScratchArtifact &art, const std::string &gra
 
 int32_t position_of(gpt_session *session, int32_t seq) {
     int32_t position = -1;
-    REQUIRE(gpt_session_position_seq(session, seq, &position) == GPT_OK);
+    REQUIRE(gpt_session_get_position_seq(session, seq, &position) == GPT_OK);
     return position;
 }
 
@@ -150,7 +150,7 @@ TEST_CASE("the single-sequence calls act on sequence 0 of a batched session", "[
     REQUIRE(gpt_session_decode(alone.handle, a[5], expected.data()) == GPT_OK);
     CHECK(max_abs_diff(got.data(), expected.data(), vocab) < kTolerance);
     int32_t position = 0;
-    REQUIRE(gpt_session_position(batch.handle, &position) == GPT_OK);
+    REQUIRE(gpt_session_get_position(batch.handle, &position) == GPT_OK);
     CHECK(position == 6);
     CHECK(position_of(batch.handle, 3) == 6);  // untouched by sequence 0's calls
     REQUIRE(gpt_session_reset(batch.handle) == GPT_OK);
@@ -178,7 +178,7 @@ TEST_CASE("bad batched calls are refused before anything changes", "[inference][
     CHECK(gpt_session_prefill_seq(batch.handle, 3, a.data(), 4, logits.data()) == GPT_ERR_OUT_OF_RANGE);
     CHECK(gpt_session_prefill_seq(batch.handle, -1, a.data(), 4, logits.data()) == GPT_ERR_OUT_OF_RANGE);
     int32_t position = 0;
-    CHECK(gpt_session_position_seq(batch.handle, 3, &position) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(gpt_session_get_position_seq(batch.handle, 3, &position) == GPT_ERR_OUT_OF_RANGE);
     REQUIRE(gpt_session_prefill_seq(batch.handle, 0, a.data(), 4, logits.data()) == GPT_OK);
     REQUIRE(gpt_session_prefill_seq(batch.handle, 2, a.data(), block, logits.data() + 2 * vocab) == GPT_OK);
     std::fill(logits.begin(), logits.end(), 0.5f);

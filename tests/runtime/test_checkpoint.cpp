@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "model.h"
+#include "exec/model.h"
 #include "test_support.h"
 
 extern char **environ;
@@ -22,7 +22,8 @@ namespace {
 struct Trainer {
     gpt_trainer *handle = nullptr;
     explicit Trainer(gpt_model *model) {
-        gpt_trainer_params p = gpt_trainer_default_params();
+        gpt_trainer_params p;
+        gpt_trainer_default_params(&p, sizeof p);
         p.learning_rate = 1e-2f;
         p.warmup_iters = 2;
         p.lr_decay_iters = 20;
@@ -77,7 +78,7 @@ TEST_CASE("save, load and continue gives the uninterrupted run's losses bitwise"
     Trainer b(resumed.handle);
     REQUIRE(gpt_trainer_load(b.handle, path.c_str()) == GPT_OK);
     gpt_trainer_state state;
-    REQUIRE(gpt_trainer_get_state(b.handle, &state) == GPT_OK);
+    REQUIRE(gpt_trainer_get_state(b.handle, &state, sizeof state) == GPT_OK);
     CHECK(state.iteration == 3);
     const auto actual = run_steps(b.handle, 3, 6);
     CHECK(actual == expected);  // bitwise: same kernels, same state, same order
@@ -160,7 +161,7 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
         INFO("round " << round);
         REQUIRE(gpt_trainer_load(reader.handle, path.c_str()) == GPT_OK);
         gpt_trainer_state state;
-        REQUIRE(gpt_trainer_get_state(reader.handle, &state) == GPT_OK);
+        REQUIRE(gpt_trainer_get_state(reader.handle, &state, sizeof state) == GPT_OK);
         CHECK(state.iteration >= saves);  // every completed save is there, or a later one
         last_iteration = std::max(last_iteration, state.iteration);
     }

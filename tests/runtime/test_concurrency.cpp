@@ -105,11 +105,11 @@ TEST_CASE("each thread reads its own last error while 16 threads fail at once", 
                 const gpt_token bad = vocab + t * kCalls + c;
                 const std::string own = "token id " + std::to_string(bad) + " ";
                 if (gpt_session_prefill(session, &bad, 1, logits.data()) != GPT_ERR_OUT_OF_RANGE) ++wrong_status;
-                if (std::string(gpt_last_error()).find(own) == std::string::npos) ++foreign_message;
+                if (std::string(gpt_runtime_last_error()).find(own) == std::string::npos) ++foreign_message;
                 int32_t pos = -1;
-                if (gpt_session_position(session, &pos) != GPT_OK || pos != 0) ++wrong_status;
+                if (gpt_session_get_position(session, &pos) != GPT_OK || pos != 0) ++wrong_status;
                 // A successful call does not clear the message, and other threads' failures never replace it.
-                if (std::string(gpt_last_error()).find(own) == std::string::npos) ++stale_message;
+                if (std::string(gpt_runtime_last_error()).find(own) == std::string::npos) ++stale_message;
             }
             gpt_session_free(session);
         });

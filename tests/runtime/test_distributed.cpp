@@ -242,7 +242,8 @@ TEST_CASE("a rank that dies or hangs makes its peer fail with GPT_ERR_PEER_FAILE
 TEST_CASE("a rank alone at the rendezvous fails with GPT_ERR_PEER_FAILED after the timeout", "[distributed]") {
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
-    gpt_dist_params dist = gpt_dist_default_params();
+    gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
     dist.world_size = 2;
     dist.master_port = free_port();
     dist.timeout_ms = 1500;
@@ -251,7 +252,7 @@ TEST_CASE("a rank alone at the rendezvous fails with GPT_ERR_PEER_FAILED after t
     CHECK(gpt_trainer_create_distributed(model.handle, nullptr, &dist, &trainer) == GPT_ERR_PEER_FAILED);
     CHECK(trainer == nullptr);
     CHECK(std::chrono::duration<double>(Clock::now() - start).count() < 1.5 + 5.0);
-    CHECK(std::string(gpt_last_error()).find("rendezvous") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("rendezvous") != std::string::npos);
     CHECK(gpt_model_free(model.handle) == GPT_OK);  // nothing left holding the model
     model.handle = nullptr;
 }
@@ -261,7 +262,8 @@ TEST_CASE("bad distributed parameters are refused before any rendezvous", "[dist
     REQUIRE(model.status == GPT_OK);
     gpt_trainer *trainer = nullptr;
     auto create = [&](void (*edit)(gpt_dist_params *)) {
-        gpt_dist_params dist = gpt_dist_default_params();
+        gpt_dist_params dist;
+        gpt_dist_default_params(&dist, sizeof dist);
         edit(&dist);
         return gpt_trainer_create_distributed(model.handle, nullptr, &dist, &trainer);
     };
@@ -281,7 +283,8 @@ TEST_CASE("distributed parameters come from the launcher's environment", "[distr
     setenv("RANK", "3", 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "29876", 1);
-    gpt_dist_params dist = gpt_dist_default_params();
+    gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
     CHECK(gpt_dist_params_from_env(&dist) == GPT_OK);
     CHECK(dist.world_size == 4);
     CHECK(dist.rank == 3);
@@ -322,11 +325,13 @@ TEST_CASE("world size 1 through c10d trains exactly like the plain trainer", "[d
     test::Model plain_model(test::artifact("train")), dist_model(test::artifact("train"));
     REQUIRE(plain_model.status == GPT_OK);
     REQUIRE(dist_model.status == GPT_OK);
-    gpt_trainer_params params = gpt_trainer_default_params();
+    gpt_trainer_params params;
+    gpt_trainer_default_params(&params, sizeof params);
     params.learning_rate = 1e-2f;
     params.warmup_iters = 2;
     params.lr_decay_iters = 20;
-    gpt_dist_params dist = gpt_dist_default_params();
+    gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
     dist.master_port = free_port();
     dist.timeout_ms = 30000;
     gpt_trainer *plain = nullptr, *alone = nullptr;
@@ -359,11 +364,12 @@ TEST_CASE("a busy master port is refused with GPT_ERR_INVALID_ARGUMENT", "[distr
     addr.sin_port = htons(static_cast<uint16_t>(port));
     REQUIRE(bind(busy, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0);
     REQUIRE(listen(busy, 1) == 0);
-    gpt_dist_params dist = gpt_dist_default_params();
+    gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
     dist.master_port = port;
     dist.timeout_ms = 2000;
     gpt_trainer *trainer = nullptr;
     CHECK(gpt_trainer_create_distributed(model.handle, nullptr, &dist, &trainer) == GPT_ERR_INVALID_ARGUMENT);
-    CHECK(std::string(gpt_last_error()).find("MASTER_PORT") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("MASTER_PORT") != std::string::npos);
     close(busy);
 }

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model.h"
+#include "exec/model.h"
 #include "test_support.h"
 
 namespace {
@@ -45,7 +45,8 @@ gpt_status save_with_file_size_limit(gpt_trainer *trainer, const std::string &pa
 
 std::vector<gpt_token> greedy(gpt_model *model, const std::vector<gpt_token> &prompt) {
     test::Session session(model);
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = 16;
     p.temperature = 0.0f;
     std::vector<gpt_token> out(16);
@@ -84,7 +85,7 @@ TEST_CASE("WriteErrorDuringSaveKeepsThePreviousCheckpointAndLeavesNoTemporaryFil
         for (rlim_t limit : limits) {
             INFO("file size limit " << limit);
             CHECK(save_with_file_size_limit(trainer, path, limit) == GPT_ERR_IO);
-            CHECK(std::string(gpt_last_error()).find("ckpt.safetensors") != std::string::npos);
+            CHECK(std::string(gpt_runtime_last_error()).find("ckpt.safetensors") != std::string::npos);
             CHECK(read_all(path) == saved);
             CHECK(strays(dir, "ckpt.safetensors").empty());
             ++trials;
@@ -94,7 +95,7 @@ TEST_CASE("WriteErrorDuringSaveKeepsThePreviousCheckpointAndLeavesNoTemporaryFil
     // The previous checkpoint is whole: it loads and rewinds the trainer to iteration 1.
     REQUIRE(gpt_trainer_load(trainer, path.c_str()) == GPT_OK);
     gpt_trainer_state state{};
-    REQUIRE(gpt_trainer_get_state(trainer, &state) == GPT_OK);
+    REQUIRE(gpt_trainer_get_state(trainer, &state, sizeof state) == GPT_OK);
     CHECK(state.iteration == 1);
     // And once the limit is lifted the same trainer saves normally.
     CHECK(gpt_trainer_save(trainer, path.c_str()) == GPT_OK);
@@ -107,7 +108,7 @@ TEST_CASE("SaveIntoAMissingOrReadOnlyDirectoryIsAnIoError", "[faults]") {
     gpt_trainer *trainer = nullptr;
     REQUIRE(gpt_trainer_create(model.handle, nullptr, &trainer) == GPT_OK);
     CHECK(gpt_trainer_save(trainer, "/nonexistent/dir/ckpt.safetensors") == GPT_ERR_IO);
-    CHECK(std::string(gpt_last_error()).find("/nonexistent/dir") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("/nonexistent/dir") != std::string::npos);
     gpt_trainer_free(trainer);
 }
 
@@ -144,10 +145,11 @@ TEST_CASE("OversizedPromptAndBatchAreRefusedBeforeAnyMemoryIsTouched", "[faults]
     const gpt_token two[2] = {1, 2};
     gpt_token out[4] = {0};
     int32_t n = -1;
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = 4;
     CHECK(gpt_session_generate(session.handle, two, INT32_MAX, &p, out, 4, &n) == GPT_ERR_OUT_OF_RANGE);
-    CHECK(std::string(gpt_last_error()).find("exceeds the context") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("exceeds the context") != std::string::npos);
     CHECK(n == -1);
     std::vector<float> logits(static_cast<size_t>(model.info.vocab_size));
     CHECK(gpt_session_prefill(session.handle, two, model.info.block_size + 1, logits.data()) == GPT_ERR_OUT_OF_RANGE);

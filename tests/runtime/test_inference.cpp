@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "model.h"
+#include "exec/model.h"
 #include "test_support.h"
 
 namespace {
@@ -54,7 +54,7 @@ void check_logits_match_eager(const std::filesystem::path &artifact, float toler
         CHECK(max_abs_diff(logits, expected[static_cast<int64_t>(i) + 1]) < tolerance);
     }
     int32_t position = 0;
-    REQUIRE(gpt_session_position(session.handle, &position) == GPT_OK);
+    REQUIRE(gpt_session_get_position(session.handle, &position) == GPT_OK);
     CHECK(position == static_cast<int32_t>(prompt.size() + steps.size()));
 }
 
@@ -105,7 +105,7 @@ TEST_CASE("a golden vector that the model does not reproduce fails verify", "[in
     double err = 0.0;
     CHECK(gpt_model_verify(model.handle, &err) == GPT_ERR_VERIFY_FAILED);
     CHECK(err == Approx(0.5).margin(1e-3));
-    CHECK(std::string(gpt_last_error()).find("golden decode_one logits differ") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("golden decode_one logits differ") != std::string::npos);
 }
 
 TEST_CASE("the same seed gives the same tokens and another seed does not", "[generate]") {
@@ -127,7 +127,8 @@ TEST_CASE("greedy generation follows the argmax of the logits", "[generate]") {
     const std::vector<gpt_token> prompt = {40, 69, 76};
 
     test::Session session(model.handle);
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = 8;
     p.temperature = 0.0f;
     std::vector<gpt_token> out(8);
@@ -153,7 +154,8 @@ TEST_CASE("generation stops at the stop token", "[generate]") {
     REQUIRE(free_run.size() == 10);
 
     test::Session session(model.handle);
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = 10;
     p.top_k = 20;
     p.top_p = 0.95f;
@@ -175,7 +177,8 @@ TEST_CASE("past a full context, generation goes on from the last half window", "
     const int n = 2 * block;
 
     test::Session session(model.handle);
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = n;
     p.temperature = 0.0f;
     std::vector<gpt_token> out(static_cast<size_t>(n));
@@ -193,7 +196,7 @@ TEST_CASE("past a full context, generation goes on from the last half window", "
         REQUIRE(out[static_cast<size_t>(i)] == next);
         history.push_back(next);
         int32_t pos = 0;
-        REQUIRE(gpt_session_position(manual.handle, &pos) == GPT_OK);
+        REQUIRE(gpt_session_get_position(manual.handle, &pos) == GPT_OK);
         if (pos < block) {
             REQUIRE(gpt_session_decode(manual.handle, next, logits.data()) == GPT_OK);
         } else {
@@ -211,7 +214,8 @@ TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
         size_t stop_after;
     } seen{{}, 4};
     test::Session session(model.handle);
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = 12;
     p.seed = 1;
     p.user_data = &seen;

@@ -11,9 +11,9 @@
 #include <new>
 #include <string>
 
-#include "error.h"
-#include "integrity.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "exec/safetensors.h"
+#include "formats/integrity.h"
 
 namespace {
 

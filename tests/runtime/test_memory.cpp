@@ -38,7 +38,7 @@ TEST_CASE("memory stats count each stored weight once and no device memory for a
     }
 
     gpt_memory_stats stats{};
-    REQUIRE(gpt_model_get_memory(model.handle, &stats) == GPT_OK);
+    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
     CHECK(stats.weights_bytes == stored + packed_bytes);
     CHECK(stats.device_allocated_bytes == 0);
     CHECK(stats.device_peak_bytes == 0);
@@ -46,8 +46,8 @@ TEST_CASE("memory stats count each stored weight once and no device memory for a
     CHECK(stats.host_peak_rss_bytes >= stored);  // the weights live in this process's memory
 
     CHECK(gpt_model_reset_peak_memory(model.handle) == GPT_OK);
-    CHECK(gpt_model_get_memory(model.handle, nullptr) == GPT_ERR_INVALID_ARGUMENT);
-    CHECK(gpt_model_get_memory(nullptr, &stats) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_model_get_memory(model.handle, nullptr, sizeof stats) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_model_get_memory(nullptr, &stats, sizeof stats) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_model_reset_peak_memory(nullptr) == GPT_ERR_INVALID_ARGUMENT);
 }
 
@@ -61,14 +61,14 @@ TEST_CASE("a CUDA model reports its GPU memory, and a reset starts a new peak", 
     REQUIRE(status == GPT_OK);
 
     gpt_memory_stats stats{};
-    REQUIRE(gpt_model_get_memory(model.handle, &stats) == GPT_OK);
+    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
     CHECK(stats.weights_bytes > 0);
     CHECK(stats.device_allocated_bytes >= stats.weights_bytes);  // the weights live on the GPU
     CHECK(stats.device_peak_bytes >= stats.device_allocated_bytes);
     CHECK(stats.device_reserved_bytes >= stats.device_allocated_bytes);
 
     REQUIRE(gpt_model_reset_peak_memory(model.handle) == GPT_OK);
-    REQUIRE(gpt_model_get_memory(model.handle, &stats) == GPT_OK);
+    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
     CHECK(stats.device_peak_bytes == stats.device_allocated_bytes);
 }
 

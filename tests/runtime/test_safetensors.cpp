@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "error.h"
-#include "safetensors.h"
+#include "base/error.h"
+#include "exec/safetensors.h"
 
 namespace {
 

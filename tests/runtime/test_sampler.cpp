@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "error.h"
-#include "sampler.h"
+#include "base/error.h"
+#include "exec/sampler.h"
 
 TEST_CASE("temperature 0 is the argmax, first index on ties", "[sampler]") {
     gpt::Sampler s(0.0f, 0, 1.0f, 1);

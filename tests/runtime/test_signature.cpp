@@ -64,7 +64,8 @@ struct Key {
 };
 
 gpt_status load_with_keys(const std::filesystem::path &dir, const char *trusted_keys) {
-    gpt_model_params params = gpt_model_default_params();
+    gpt_model_params params;
+    gpt_model_default_params(&params, sizeof params);
     params.trusted_keys = trusted_keys;
     gpt_model *model = reinterpret_cast<gpt_model *>(0x1);  // must stay untouched on failure
     const gpt_status s = gpt_model_load(dir.c_str(), &params, &model);

@@ -8,8 +8,9 @@
 #include <sstream>
 #include <vector>
 
-#include "integrity.h"
-#include "safetensors.h"
+#include "exec/safetensors.h"
+#include "formats/files.h"
+#include "formats/integrity.h"
 
 namespace test {
 
@@ -55,20 +56,8 @@ std::map<std::string, at::Tensor> read_safetensors(const std::filesystem::path &
 }
 
 void write_safetensors(const std::filesystem::path &path, const std::map<std::string, at::Tensor> &tensors) {
-    nlohmann::json header = nlohmann::json::object();
-    std::string data;
-    for (const auto &[name, tensor] : tensors) {
-        const at::Tensor t = tensor.contiguous();
-        const char *dtype = t.scalar_type() == at::kFloat ? "F32" : t.scalar_type() == at::kLong ? "I64" : "I32";
-        const size_t begin = data.size();
-        data.append(static_cast<const char *>(t.data_ptr()), t.nbytes());
-        header[name] = {{"dtype", dtype}, {"shape", t.sizes().vec()}, {"data_offsets", {begin, data.size()}}};
-    }
-    const std::string text = header.dump();
-    const uint64_t len = text.size();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    for (int i = 0; i < 8; ++i) out.put(static_cast<char>((len >> (8 * i)) & 0xff));
-    out << text << data;
+    gpt::write_file_atomically(path.string(),
+                               [&](const gpt::ByteSink &put) { gpt::write_safetensors(tensors, {}, put); });
 }
 
 LogCapture::LogCapture() {
@@ -130,7 +119,7 @@ void ScratchArtifact::rehash(const std::string &name) const {
 }
 
 bool error_mentions(const std::string &needle) {
-    return std::string(gpt_last_error()).find(needle) != std::string::npos;
+    return std::string(gpt_runtime_last_error()).find(needle) != std::string::npos;
 }
 
 void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
@@ -146,7 +135,8 @@ std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_toke
                                     gpt_status *status) {
     gpt_session *session = nullptr;
     if ((*status = gpt_session_create(model, &session)) != GPT_OK) return {};
-    gpt_generate_params p = gpt_generate_default_params();
+    gpt_generate_params p;
+    gpt_generate_default_params(&p, sizeof p);
     p.max_new_tokens = n;
     p.seed = seed;
     p.temperature = 1.0f;
@@ -162,7 +152,8 @@ std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_toke
 }
 
 gpt_trainer_params reference_trainer_params() {
-    gpt_trainer_params p = gpt_trainer_default_params();
+    gpt_trainer_params p;
+    gpt_trainer_default_params(&p, sizeof p);
     p.learning_rate = 1e-2f;
     p.min_lr = 1e-3f;
     p.warmup_iters = 2;
@@ -171,10 +162,11 @@ gpt_trainer_params reference_trainer_params() {
 }
 
 Model::Model(const std::filesystem::path &dir, int num_runners) {
-    gpt_model_params params = gpt_model_default_params();
+    gpt_model_params params;
+    gpt_model_default_params(&params, sizeof params);
     params.num_runners = num_runners;
     status = gpt_model_load(dir.c_str(), &params, &handle);
-    if (status == GPT_OK) REQUIRE(gpt_model_get_info(handle, &info) == GPT_OK);
+    if (status == GPT_OK) REQUIRE(gpt_model_get_info(handle, &info, sizeof info) == GPT_OK);
 }
 
 Session::Session(gpt_model *model, int32_t n_seq) {

@@ -65,7 +65,7 @@ private:
 // The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).
 gpt_trainer_params reference_trainer_params();
 
-// Whether this thread's gpt_last_error() contains `needle`.
+// Whether this thread's gpt_runtime_last_error() contains `needle`.
 bool error_mentions(const std::string &needle);
 // Flips one bit (0x20) of the byte at `offset` in place.
 void flip_byte(const std::filesystem::path &file, std::streamoff offset);

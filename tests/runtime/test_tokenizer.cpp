@@ -1,8 +1,8 @@
 // The char tokenizer over UTF-8, and its refusal of malformed files and text.
 #include <catch2/catch.hpp>
 
-#include "error.h"
-#include "tokenizer.h"
+#include "base/error.h"
+#include "formats/tokenizer.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dataset.h"
-#include "model.h"
+#include "exec/model.h"
 #include "test_support.h"
 
 namespace {
@@ -49,7 +49,7 @@ TEST_CASE("compiled training steps reproduce nanoGPT's eager loop", "[trainer]")
         CHECK(loss == Approx(ref.at("losses")[it].item<double>()).epsilon(1e-5));
     }
     gpt_trainer_state state;
-    REQUIRE(gpt_trainer_get_state(trainer.handle, &state) == GPT_OK);
+    REQUIRE(gpt_trainer_get_state(trainer.handle, &state, sizeof state) == GPT_OK);
     CHECK(state.iteration == steps);
     CHECK(state.grad_norm > 0.0f);
 
@@ -112,7 +112,7 @@ TEST_CASE("a non-finite loss stops the step with GPT_ERR_NON_FINITE and changes 
     float loss = 123.0f;
     CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), batch, seq, 1, &loss) == GPT_ERR_NON_FINITE);
     CHECK(loss == 123.0f);
-    CHECK(std::string(gpt_last_error()).find("loss is") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("loss is") != std::string::npos);
     CHECK(at::equal(before, weight(model, "transformer.h.0.attn.c_attn.weight")));
 
     // NaN in a weight: the step is refused and no tensor is updated.
@@ -122,7 +122,7 @@ TEST_CASE("a non-finite loss stops the step with GPT_ERR_NON_FINITE and changes 
     CHECK(gpt_trainer_step(trainer.handle, x.data(), y.data(), batch, seq, 1, &loss) == GPT_ERR_NON_FINITE);
     CHECK(at::equal(before, weight(model, "transformer.h.0.attn.c_attn.weight")));
     gpt_trainer_state state;
-    REQUIRE(gpt_trainer_get_state(trainer.handle, &state) == GPT_OK);
+    REQUIRE(gpt_trainer_get_state(trainer.handle, &state, sizeof state) == GPT_OK);
     CHECK(state.iteration == 0);
 }
 
@@ -131,7 +131,7 @@ TEST_CASE("trainer arguments are checked", "[trainer]") {
     REQUIRE(inference_only.status == GPT_OK);
     gpt_trainer *t = nullptr;
     CHECK(gpt_trainer_create(inference_only.handle, nullptr, &t) == GPT_ERR_INVALID_ARGUMENT);
-    CHECK(std::string(gpt_last_error()).find("--train") != std::string::npos);
+    CHECK(std::string(gpt_runtime_last_error()).find("--train") != std::string::npos);
 
     test::Model model(test::artifact("train"));
     REQUIRE(model.status == GPT_OK);
@@ -173,7 +173,8 @@ TEST_CASE("training on the real corpus lowers validation loss by more than 1.5 n
     const int batch = 8, seq = model.info.block_size;
     // The gpt CLI's loader (nanoGPT's get_batch), so the test trains on what `gpt train` feeds.
     const cli::TokenFile train((corpus_dir / "train.bin").string(), seq), val((corpus_dir / "val.bin").string(), seq);
-    gpt_trainer_params p = gpt_trainer_default_params();
+    gpt_trainer_params p;
+    gpt_trainer_default_params(&p, sizeof p);
     p.learning_rate = 1e-2f;
     p.min_lr = 1e-3f;
     p.warmup_iters = 10;

@@ -1,0 +1,158 @@
+// c_api.cpp — the C ABI: library version, status strings and logging, models,
+// artifact selection and the tokenizer. Sessions are in c_api_session.cpp,
+// training in c_api_trainer.cpp; c_api_guard.h maps exceptions to statuses.
+#include "abi/c_api_guard.h"
+#include "abi/versioned_struct.h"
+#include "artifact/artifact_select.h"
+#include "artifact/device.h"
+#include "exec/memory.h"
+#include "exec/model.h"
+
+#define GPT_RUNTIME_VERSION "0.1.0"
+
+using gpt::c_api::copy_out;
+using gpt::c_api::fill_versioned;
+using gpt::c_api::guarded;
+using gpt::c_api::read_versioned;
+using gpt::c_api::require;
+
+extern "C" {
+
+uint32_t gpt_runtime_abi_version(void) { return GPT_RUNTIME_ABI_VERSION; }
+
+const char *gpt_runtime_version(void) {
+    static const std::string version = GPT_RUNTIME_VERSION " (torch " + gpt::runtime_torch_version() + ")";
+    return version.c_str();
+}
+
+const char *gpt_status_to_string(gpt_status status) { return gpt::status_name(status); }
+
+const char *gpt_runtime_last_error(void) { return gpt::last_error(); }
+
+void gpt_log_set_callback(gpt_log_callback callback, void *user_data) {
+    try {
+        gpt::set_log_callback(callback, user_data);
+    } catch (...) {
+    }
+}
+
+gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
+                          struct gpt_model **out_model) {
+    return guarded(__func__, [&] {
+        require(artifact_dir != nullptr && out_model != nullptr, "artifact_dir and out_model must not be NULL");
+        const gpt_model_params p = read_versioned(params);
+        require(p.num_threads >= 0 && p.num_runners >= 0, "num_threads and num_runners must be >= 0");
+        const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false);
+        auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(dir, p));
+        const gpt::Manifest &m = model->impl->manifest();
+        gpt_model_info &info = model->info;
+        info.struct_size = sizeof info;
+        info.name = m.name.c_str();
+        info.device = m.target.device.c_str();
+        info.arch = m.target.arch.c_str();
+        info.dtype = m.dtype.c_str();
+        model->attention = m.attention == m.decode_attention
+                               ? m.attention
+                               : "prefill " + m.attention + ", decode " + m.decode_attention;
+        info.attention = model->attention.c_str();
+        info.torch_version = m.torch_version.c_str();
+        info.tokenizer = m.tokenizer_kind.c_str();
+        info.vocab_size = m.model.vocab_size;
+        info.block_size = m.model.block_size;
+        info.n_layer = m.model.n_layer;
+        info.n_head = m.model.n_head;
+        info.n_embd = m.model.n_embd;
+        info.max_batch = m.prefill.max_batch;
+        *out_model = model.release();
+    });
+}
+
+gpt_status gpt_model_free(struct gpt_model *model) {
+    return guarded(__func__, [&] {
+        if (model == nullptr) return;
+        const int live = model->impl->live_sessions().load();
+        if (live > 0)
+            gpt::fail(GPT_ERR_BUSY,
+                      "model still has " + std::to_string(live) + " session(s) or trainer(s): free them first");
+        delete model;
+    });
+}
+
+gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info, size_t struct_size) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_info != nullptr, "model and out_info must not be NULL");
+        fill_versioned(model->info, out_info, struct_size);
+    });
+}
+
+gpt_status gpt_model_verify(const struct gpt_model *model, double *out_max_abs_err) {
+    return guarded(__func__, [&] {
+        require(model != nullptr, "model must not be NULL");
+        const gpt::VerifyResult result = model->impl->verify();
+        // Reported on failure too: the distance helps the operator judge it.
+        if (out_max_abs_err != nullptr) *out_max_abs_err = result.max_abs_err;
+        if (!result.failure.empty()) gpt::fail(GPT_ERR_VERIFY_FAILED, result.failure);
+    });
+}
+
+gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats, size_t struct_size) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_stats != nullptr, "model and out_stats must not be NULL");
+        const gpt::DeviceMemory device = gpt::device_memory(model->impl->device());
+        const gpt_memory_stats stats = {sizeof stats,    model->impl->weights_bytes(), device.allocated, device.peak,
+                                        device.reserved, gpt::host_peak_rss()};
+        fill_versioned(stats, out_stats, struct_size);
+    });
+}
+
+gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model) {
+    return guarded(__func__, [&] {
+        require(model != nullptr, "model must not be NULL");
+        gpt::reset_device_peak(model->impl->device());
+    });
+}
+
+gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, char *out_dir, size_t capacity,
+                               size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(model_dir != nullptr && out_size != nullptr, "model_dir and out_size must not be NULL");
+        copy_out(gpt::select_artifact(model_dir, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK).dir, out_dir, capacity,
+                 out_size);
+    });
+}
+
+gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity, size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(path != nullptr && out_size != nullptr, "path and out_size must not be NULL");
+        copy_out(
+            gpt::describe_targets(path, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, flags & GPT_ARTIFACT_CHECK_HASHES),
+            json, capacity, out_size);
+    });
+}
+
+gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
+                              int32_t *out_count) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && text != nullptr && out_count != nullptr,
+                "model, text and out_count must not be NULL");
+        require(capacity >= 0 && (tokens != nullptr || capacity == 0), "tokens must hold capacity entries");
+        const auto ids = model->impl->tokenizer().encode(text);
+        *out_count = static_cast<int32_t>(ids.size());
+        if (ids.size() > static_cast<size_t>(capacity))
+            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
+                      "text needs " + std::to_string(ids.size()) + " tokens, capacity is " + std::to_string(capacity));
+        std::copy(ids.begin(), ids.end(), tokens);
+    });
+}
+
+gpt_status gpt_model_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens, char *text,
+                                size_t capacity, size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_size != nullptr, "model and out_size must not be NULL");
+        require(n_tokens >= 0 && (tokens != nullptr || n_tokens == 0), "tokens must hold n_tokens entries");
+        require(text != nullptr || capacity == 0, "text must hold capacity bytes");
+        copy_out(model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens)), text, capacity, out_size);
+    });
+}
+
+}  // extern "C"

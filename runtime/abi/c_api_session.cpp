@@ -1,0 +1,105 @@
+// c_api_session.cpp — the C ABI of sessions: prefill, decode (one sequence or a
+// batch) and generation.
+#include <vector>
+
+#include "abi/c_api_guard.h"
+#include "abi/versioned_struct.h"
+#include "exec/model.h"
+#include "exec/session.h"
+
+using gpt::c_api::fill_versioned;
+using gpt::c_api::guarded;
+using gpt::c_api::read_versioned;
+using gpt::c_api::require;
+
+extern "C" {
+
+gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session) {
+    return gpt_session_create_batch(model, 1, out_session);
+}
+
+gpt_status gpt_session_create_batch(struct gpt_model *model, int32_t n_seq, struct gpt_session **out_session) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_session != nullptr, "model and out_session must not be NULL");
+        *out_session = new gpt_session(*model->impl, n_seq);
+    });
+}
+
+gpt_status gpt_session_free(struct gpt_session *session) {
+    return guarded(__func__, [&] { delete session; });
+}
+
+gpt_status gpt_session_reset(struct gpt_session *session) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        session->impl.reset();
+    });
+}
+
+gpt_status gpt_session_get_position(const struct gpt_session *session, int32_t *out_position) {
+    return gpt_session_get_position_seq(session, 0, out_position);
+}
+
+gpt_status gpt_session_get_position_seq(const struct gpt_session *session, int32_t seq, int32_t *out_position) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && out_position != nullptr, "session and out_position must not be NULL");
+        *out_position = session->impl.position(seq);
+    });
+}
+
+gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens, float *logits) {
+    return gpt_session_prefill_seq(session, 0, tokens, n_tokens, logits);
+}
+
+gpt_status gpt_session_prefill_seq(struct gpt_session *session, int32_t seq, const gpt_token *tokens, int32_t n_tokens,
+                                   float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && tokens != nullptr && logits != nullptr,
+                "session, tokens and logits must not be NULL");
+        session->impl.prefill(seq, tokens, n_tokens, logits);
+    });
+}
+
+gpt_status gpt_session_prefill_batch(struct gpt_session *session, const gpt_token *const *prompts,
+                                     const int32_t *n_tokens, float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && prompts != nullptr && n_tokens != nullptr && logits != nullptr,
+                "session, prompts, n_tokens and logits must not be NULL");
+        session->impl.prefill_batch(prompts, n_tokens, logits);
+    });
+}
+
+gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && logits != nullptr, "session and logits must not be NULL");
+        session->impl.decode(token, logits);
+    });
+}
+
+gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token *tokens, float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && tokens != nullptr && logits != nullptr,
+                "session, tokens and logits must not be NULL");
+        session->impl.decode_batch(tokens, logits);
+    });
+}
+
+gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
+                                const struct gpt_generate_params *params, gpt_token *out_tokens, int32_t capacity,
+                                int32_t *out_count) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && prompt != nullptr && params != nullptr && out_tokens != nullptr &&
+                    out_count != nullptr,
+                "session, prompt, params, out_tokens and out_count must not be NULL");
+        const gpt_generate_params p = read_versioned(params);
+        if (p.max_new_tokens <= 0) gpt::fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
+        if (capacity < p.max_new_tokens)
+            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL, "out_tokens holds " + std::to_string(capacity) +
+                                                    " tokens, max_new_tokens is " + std::to_string(p.max_new_tokens));
+        const std::vector<gpt_token> generated = session->impl.generate(prompt, n_prompt, p);
+        std::copy(generated.begin(), generated.end(), out_tokens);
+        *out_count = static_cast<int32_t>(generated.size());
+    });
+}
+
+}  // extern "C"

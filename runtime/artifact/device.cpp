@@ -1,0 +1,111 @@
+// device.cpp — host detection (CPU arch and ISA flags, CUDA devices) and target checks.
+#include "artifact/device.h"
+
+#include <sys/utsname.h>
+#include <torch/headeronly/version.h>
+
+#include <fstream>
+#include <sstream>
+
+#ifdef GPT_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "base/error.h"
+
+namespace gpt {
+
+namespace {
+
+std::set<std::string> read_cpu_flags() {
+    std::set<std::string> flags;
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+        // x86 lists "flags", Arm lists "Features".
+        if (line.rfind("flags", 0) != 0 && line.rfind("Features", 0) != 0) continue;
+        std::istringstream words(line.substr(line.find(':') + 1));
+        for (std::string w; words >> w;) flags.insert(w);
+        break;
+    }
+    return flags;
+}
+
+// Inductor names ISAs ("avx512 avx512_vnni amx_tile"); /proc/cpuinfo names flags.
+std::string cpu_flag_for(const std::string &isa_word) {
+    if (isa_word == "avx512") return "avx512f";
+    if (isa_word == "neon") return "asimd";
+    return isa_word;
+}
+
+}  // namespace
+
+Host detect_host() {
+    Host host;
+    struct utsname u {};
+    if (uname(&u) == 0) host.cpu_arch = u.machine;
+    host.cpu_flags = read_cpu_flags();
+#ifdef GPT_WITH_CUDA
+    int count = 0;
+    if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+            host.cuda_devices = count;
+            host.gpu_arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+            host.gpu_name = prop.name;
+        }
+    } else {
+        cudaGetLastError();  // clear the sticky "no device" error
+    }
+#endif
+    return host;
+}
+
+void check_target(const TargetSpec &target, const Host &host) {
+    if (target.device == "cpu") {
+        if (target.arch != host.cpu_arch)
+            fail(GPT_ERR_DEVICE_MISMATCH, "artifact is for CPU " + target.arch + ", this machine is " + host.cpu_arch +
+                                              ": use an artifact compiled on a " + host.cpu_arch + " machine");
+        std::istringstream words(target.isa);
+        for (std::string w; words >> w;) {
+            if (w == "scalar" || host.cpu_flags.count(cpu_flag_for(w))) continue;
+            fail(GPT_ERR_DEVICE_MISMATCH, "artifact's CPU kernels use " + w + " (ISA '" + target.isa +
+                                              "'), which this CPU lacks: compile the artifact for this CPU");
+        }
+        return;
+    }
+    if (target.device == "cuda") {
+        if (host.cuda_devices == 0)
+            fail(GPT_ERR_DEVICE_UNAVAILABLE, "artifact is for " + target.arch +
+                                                 " but no CUDA GPU is present (or the driver is missing): "
+                                                 "use the model's cpu artifact or run on a GPU machine");
+        if (target.arch != host.gpu_arch)
+            fail(GPT_ERR_DEVICE_MISMATCH, "artifact is " + target.arch + ", this GPU is " + host.gpu_arch + " (" +
+                                              host.gpu_name + "): use the artifact built for " + host.gpu_arch);
+        return;
+    }
+    fail(GPT_ERR_DEVICE_MISMATCH, "artifact targets unknown device '" + target.device + "'");
+}
+
+std::string runtime_torch_version() {
+    return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+           std::to_string(TORCH_VERSION_PATCH);
+}
+
+void check_torch_version(const std::string &artifact_torch_version) {
+    const std::string runtime_minor = std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+    // "2.11.0+cu130" -> "2.11"
+    const size_t first = artifact_torch_version.find('.');
+    const size_t second = first == std::string::npos ? first : artifact_torch_version.find('.', first + 1);
+    const std::string artifact_minor = artifact_torch_version.substr(0, second);
+    if (artifact_minor != runtime_minor)
+        fail(GPT_ERR_TORCH_VERSION, "artifact was compiled with torch " + artifact_torch_version +
+                                        ", this runtime uses torch " + runtime_torch_version() +
+                                        ": recompile the artifact with torch " + runtime_minor + ".x");
+}
+
+c10::Device torch_device(const TargetSpec &target) {
+    return target.device == "cuda" ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+}
+
+}  // namespace gpt

@@ -1,0 +1,34 @@
+// device.h — what this machine offers, and whether an artifact's target fits it.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <set>
+#include <string>
+
+#include "formats/manifest.h"
+
+namespace gpt {
+
+struct Host {
+    std::string cpu_arch;             // uname machine, e.g. "x86_64"
+    std::set<std::string> cpu_flags;  // /proc/cpuinfo flags, e.g. "avx2"
+    int cuda_devices = 0;
+    std::string gpu_arch;  // "sm_90" for device 0, "" without a GPU
+    std::string gpu_name;
+};
+
+Host detect_host();
+
+// Throws GPT_ERR_DEVICE_MISMATCH / _UNAVAILABLE with expected vs found.
+void check_target(const TargetSpec &target, const Host &host);
+
+// Artifacts run only under the torch major.minor they were compiled with.
+// Throws GPT_ERR_TORCH_VERSION.
+void check_torch_version(const std::string &artifact_torch_version);
+
+std::string runtime_torch_version();
+
+c10::Device torch_device(const TargetSpec &target);
+
+}  // namespace gpt

@@ -1,0 +1,43 @@
+// graph.h — one AOTInductor-compiled graph (a .pt2 package) with its weights
+// bound as user-managed constants: the graph reads the runtime's tensors, it
+// holds no copy of its own.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/integrity.h"
+
+namespace torch::inductor {
+class AOTIModelPackageLoader;
+}
+
+namespace gpt {
+
+class Graph {
+public:
+    // Loads the package from already verified bytes (via a private temporary copy).
+    Graph(std::string name, const Bytes &package, int num_runners);
+    ~Graph();
+    Graph(const Graph &) = delete;
+    Graph &operator=(const Graph &) = delete;
+
+    // Binds every constant the graph declares to the tensor of that name. The
+    // tensors must outlive the graph; later in-place updates are seen by it.
+    void bind(const std::map<std::string, at::Tensor> &weights);
+
+    // Thread-safe: concurrent calls share num_runners instances and queue for them.
+    std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs) const;
+
+    const std::string &name() const { return name_; }
+
+private:
+    std::string name_;
+    std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
+};
+
+}  // namespace gpt

@@ -1,0 +1,183 @@
+// model.cpp — verify-then-load of an artifact, and the calls into its graphs: prefill,
+// decode (decode_one for one row), the training graphs and the golden-vector check.
+#include "exec/model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "artifact/device.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "exec/safetensors.h"
+#include "exec/weights.h"
+#include "formats/integrity.h"
+#include "formats/signature.h"
+
+namespace gpt {
+
+namespace {
+
+// The graphs take the cache as views of its first `positions`, each layer's k and
+// v in turn: a cache input that a graph writes once is updated in place
+// (aot/gpt_aot/model.py, layer_caches).
+std::vector<at::Tensor> graph_inputs(std::initializer_list<at::Tensor> leading, const at::Tensor &kv,
+                                     int64_t positions) {
+    std::vector<at::Tensor> inputs(leading);
+    for (int64_t layer = 0; layer < kv.size(0); ++layer)
+        for (int64_t kind = 0; kind < 2; ++kind)
+            inputs.push_back(kv.select(0, layer).select(0, kind).narrow(2, 0, positions));
+    return inputs;
+}
+
+std::string as_string(const Bytes &b) { return std::string(b.begin(), b.end()); }
+
+// Checks |actual - expected| <= atol + rtol * |expected| elementwise; folds the
+// largest difference into `result` and records the first failure.
+void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, double rtol, const char *what,
+             VerifyResult *result) {
+    if (actual.sizes() != expected.sizes()) {
+        result->max_abs_err = std::numeric_limits<double>::infinity();
+        result->failure = std::string("golden ") + what + " logits have the wrong shape";
+        return;
+    }
+    const at::Tensor diff = (actual.to(at::kCPU, at::kFloat) - expected).abs();
+    const double max_err = diff.max().item<double>();
+    result->max_abs_err = std::max(result->max_abs_err, max_err);
+    const bool ok = (diff <= atol + rtol * expected.abs()).all().item<bool>();
+    if (!ok && result->failure.empty())
+        result->failure = std::string("golden ") + what + " logits differ by up to " + std::to_string(max_err) +
+                          " (tolerance atol " + std::to_string(atol) + ", rtol " + std::to_string(rtol) +
+                          "): the artifact does not run correctly here; do not serve it";
+}
+
+}  // namespace
+
+Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
+    : manifest_(read_manifest(dir, load_trusted_keys(params.trusted_keys))), device_(torch_device(manifest_.target)) {
+    check_torch_version(manifest_.torch_version);
+    check_target(manifest_.target, detect_host());
+    if (params.num_threads > 0) at::set_num_threads(params.num_threads);
+    const int runners = params.num_runners > 0 ? params.num_runners : 1;
+
+    // The weights, the bulk of the bytes, are read straight into their tensors and hashed on the way.
+    auto files = read_verified_files(dir, manifest_, {manifest_.weights_file});
+    weights_ = load_weights(dir, manifest_, device_);
+    const Bytes &golden = files.at(manifest_.golden_file);
+    golden_ = parse_safetensors(golden.data(), golden.size(), manifest_.golden_file);
+    for (const char *key : {"tokens", "prefill_logits", "decode_token", "decode_logits"})
+        if (golden_.count(key) == 0) fail(GPT_ERR_ARTIFACT_INVALID, manifest_.golden_file + " lacks '" + key + "'");
+    tokenizer_ = std::make_unique<Tokenizer>(as_string(files.at(manifest_.tokenizer_file)), manifest_.tokenizer_kind,
+                                             manifest_.model.vocab_size);
+
+    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners);
+    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners);
+    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), runners);
+    std::set<std::string> packed;
+    for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
+        packed.insert(spec->packed.begin(), spec->packed.end());
+    packed_ = PackedWeights(weights_, packed);
+    if (packed_.size() > 0) log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " weights for oneDNN");
+    prefill_->bind(packed_.bound(weights_, manifest_.prefill.packed));
+    decode_->bind(packed_.bound(weights_, manifest_.decode.packed));
+    decode_one_->bind(packed_.bound(weights_, manifest_.decode_one.packed));
+    if (const auto &t = manifest_.training) {
+        for (const auto &name : t->param_names)
+            if (weights_.count(name) == 0)
+                fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
+        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), runners);
+        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), runners);
+        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), 1);
+        for (Graph *g : {train_step_.get(), eval_loss_.get(), adamw_.get()}) g->bind(weights_);
+    }
+    log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +
+                          manifest_.dtype + ", attention " + manifest_.attention + ", decode attention " +
+                          manifest_.decode_attention + ", linears: prefill " + manifest_.prefill.linear + ", decode " +
+                          manifest_.decode.linear + ", single-sequence decode " + manifest_.decode_one.linear +
+                          ") from " + dir.string());
+    if (params.verify_golden) {
+        const VerifyResult result = verify();
+        if (!result.failure.empty()) fail(GPT_ERR_VERIFY_FAILED, result.failure);
+    }
+}
+
+// The spare position is never read or written: it makes every view's stride differ
+// from a contiguous one's, as in the graphs' export (GPT.new_kv_cache).
+at::Tensor Model::new_kv_cache(int64_t batch) const {
+    const ModelConfig &c = config();
+    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim()},
+                     weights_.begin()->second.options());
+}
+
+at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
+    return prefill_->run(graph_inputs({idx}, kv, config().block_size)).at(0);
+}
+
+at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const {
+    const Graph &graph = idx.size(0) == 1 ? *decode_one_ : *decode_;
+    // The graphs take 2 to block_size positions; a wider span than needed only reads masked positions.
+    span = std::clamp<int64_t>(span, 2, config().block_size);
+    return graph.run(graph_inputs({idx, pos}, kv, span)).at(0);
+}
+
+void Model::require_training() const {
+    if (!manifest_.training || !train_step_ || !eval_loss_ || !adamw_)
+        fail(GPT_ERR_INVALID_ARGUMENT,
+             "this artifact has no training graphs: compile it with `python -m gpt_aot compile --train`");
+}
+
+std::vector<at::Tensor> Model::train_step(const at::Tensor &x, const at::Tensor &y) const {
+    require_training();
+    return train_step_->run({x, y});
+}
+
+at::Tensor Model::eval_loss(const at::Tensor &x, const at::Tensor &y) const {
+    require_training();
+    return eval_loss_->run({x, y}).at(0);
+}
+
+at::Tensor Model::adamw(const std::vector<at::Tensor> &inputs) const {
+    require_training();
+    return adamw_->run(inputs).at(0);
+}
+
+const at::Tensor &Model::weight(const std::string &name) const {
+    auto it = weights_.find(name);
+    if (it == weights_.end()) fail(GPT_ERR_INTERNAL, "no weight named '" + name + "'");
+    return it->second;
+}
+
+uint64_t Model::weights_bytes() const {
+    std::set<const void *> counted;
+    uint64_t bytes = 0;
+    for (const auto &[name, tensor] : weights_)
+        if (counted.insert(tensor.storage().data()).second) bytes += tensor.storage().nbytes();
+    return bytes + packed_.bytes();
+}
+
+VerifyResult Model::verify() const {
+    const auto opts = at::TensorOptions().dtype(at::kLong).device(device_);
+    const double atol = manifest_.golden_atol, rtol = manifest_.golden_rtol;
+    VerifyResult result;
+    for (const int64_t batch : {1, 2}) {  // decode_one, then the batched decode: every row is the golden sequence
+        if (batch > manifest_.decode.max_batch) break;
+        const at::Tensor tokens = golden_.at("tokens").to(opts).expand({batch, -1}).contiguous();
+        const at::Tensor kv = new_kv_cache(batch);
+        compare(prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill", &result);
+        const at::Tensor token = golden_.at("decode_token").to(opts).expand({batch, 1}).contiguous();
+        compare(decode(token, at::full({batch}, tokens.size(1), opts), kv, tokens.size(1) + 1),
+                golden_.at("decode_logits").expand({batch, -1}), atol, rtol, batch == 1 ? "decode_one" : "decode",
+                &result);
+    }
+    if (result.failure.empty()) {
+        log(GPT_LOG_INFO, "golden vector matches (max abs error " + std::to_string(result.max_abs_err) + ")");
+    } else {
+        log(GPT_LOG_ERROR, result.failure);
+    }
+    return result;
+}
+
+}  // namespace gpt

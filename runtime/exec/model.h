@@ -1,0 +1,92 @@
+// model.h — a loaded artifact: verified files, weights on the device, the
+// prefill and decode graphs bound to them, tokenizer and golden vector.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "exec/graph.h"
+#include "exec/packed_weights.h"
+#include "formats/manifest.h"
+#include "formats/tokenizer.h"
+#include "gpt_runtime.h"
+
+namespace gpt {
+
+struct VerifyResult {
+    double max_abs_err = 0.0;
+    std::string failure;  // empty when every logit is within tolerance
+};
+
+class Model {
+public:
+    // Load order: signature (with trusted keys) -> manifest -> torch version and target checks -> sha256 of every
+    // other file -> weights (hashed as they are read) -> graphs (the first compiled code to run) -> binding.
+    Model(const std::filesystem::path &dir, const gpt_model_params &params);
+
+    const Manifest &manifest() const { return manifest_; }
+    const ModelConfig &config() const { return manifest_.model; }
+    const Tokenizer &tokenizer() const { return *tokenizer_; }
+    c10::Device device() const { return device_; }
+
+    at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size + 1, head_dim)
+    // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
+    at::Tensor prefill(const at::Tensor &idx, const at::Tensor &kv) const;
+    // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b].
+    // Reads cache positions [0, span) only: span must exceed every pos[b].
+    // One row runs decode_one (its own linear form), more run the batched decode.
+    at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const;
+
+    // Training graphs, present when manifest().training is (compiled with --train).
+    // Throws GPT_ERR_INVALID_ARGUMENT saying how to compile them when they are not.
+    void require_training() const;
+    // train_step: x, y (B, T) int64 -> {loss, grad per training param}.
+    std::vector<at::Tensor> train_step(const at::Tensor &x, const at::Tensor &y) const;
+    at::Tensor eval_loss(const at::Tensor &x, const at::Tensor &y) const;
+    // adamw: params, grads, exp_avgs, exp_avg_sqs, lr, step -> grad_norm; updates in place.
+    at::Tensor adamw(const std::vector<at::Tensor> &inputs) const;
+    // The tensor bound to the graphs under `name` (shared: in-place updates reach every graph).
+    const at::Tensor &weight(const std::string &name) const;
+    // Bytes of the weights, each storage once (tied weights share one), and of their packed copies.
+    uint64_t weights_bytes() const;
+
+    // Runs the golden vector (prefill + one decode step) against the eager logits
+    // recorded at compile time, within the manifest's tolerance: as one sequence
+    // (decode_one) and as a batch of two (the batched decode).
+    VerifyResult verify() const;
+
+    std::atomic<int> &live_sessions() { return live_sessions_; }
+
+    // After the weights changed in place (a training step, a loaded checkpoint):
+    // brings the graphs' packed copies of them up to date.
+    void weights_changed() { packed_.repack(); }
+
+private:
+    Manifest manifest_;
+    c10::Device device_;
+    std::map<std::string, at::Tensor> weights_;
+    PackedWeights packed_;  // copies of the linear weights that onednn-form graphs read
+    std::map<std::string, at::Tensor> golden_;
+    std::unique_ptr<Tokenizer> tokenizer_;
+    std::unique_ptr<Graph> prefill_;
+    std::unique_ptr<Graph> decode_;
+    std::unique_ptr<Graph> decode_one_;
+    std::unique_ptr<Graph> train_step_;
+    std::unique_ptr<Graph> eval_loss_;
+    std::unique_ptr<Graph> adamw_;
+    std::atomic<int> live_sessions_{0};
+};
+
+}  // namespace gpt
+
+struct gpt_model {
+    explicit gpt_model(std::unique_ptr<gpt::Model> m) : impl(std::move(m)) {}
+    std::unique_ptr<gpt::Model> impl;
+    gpt_model_info info{};
+    std::string attention;  // info.attention's text
+};

@@ -1,0 +1,83 @@
+// safetensors.cpp — tensors from a checked safetensors layout, and the writer.
+#include "exec/safetensors.h"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "exec/torch_dtype.h"
+#include "formats/safetensors_layout.h"
+
+namespace gpt {
+
+namespace {}  // namespace
+
+std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what,
+                                                    std::map<std::string, std::string> *metadata) {
+    SafetensorsLayout layout = parse_safetensors_layout(data, size, what);
+    if (metadata != nullptr) *metadata = std::move(layout.metadata);
+    std::map<std::string, at::Tensor> tensors;
+    for (const auto &e : layout.entries) {
+        at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalar_type(*e.dtype)));
+        if (e.end > e.begin) std::memcpy(t.data_ptr(), layout.data + e.begin, e.end - e.begin);
+        tensors.emplace(e.name, std::move(t));
+    }
+    return tensors;
+}
+
+std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<std::string, std::string> *metadata) {
+    std::map<std::string, at::Tensor> tensors;
+    try {
+        unsigned char first8[8] = {};
+        file.read(first8, std::min<uint64_t>(file.size(), sizeof first8));
+        const uint64_t header_len = safetensors_header_length(first8, file.size(), file.what());
+        std::vector<unsigned char> header(header_len);
+        file.read(header.data(), header_len);
+        SafetensorsLayout layout = parse_safetensors_header(header.data(), header_len, file.remaining(), file.what());
+        if (metadata != nullptr) *metadata = std::move(layout.metadata);
+        for (const auto &e : layout.entries) {  // in file order: the reads go front to back
+            at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalar_type(*e.dtype)));
+            file.read(static_cast<unsigned char *>(t.data_ptr()), e.end - e.begin);
+            tensors.emplace(e.name, std::move(t));
+        }
+    } catch (...) {
+        // Whatever stopped the reading (bytes that do not parse, a tensor that cannot be made), a listed
+        // file's hash says first whether they are corrupt or foreign.
+        file.finish();
+        throw;
+    }
+    file.finish();
+    return tensors;
+}
+
+void write_safetensors(const std::map<std::string, at::Tensor> &tensors,
+                       const std::map<std::string, std::string> &metadata, const ByteSink &put) {
+    nlohmann::json header = nlohmann::json::object();
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    uint64_t offset = 0;
+    for (const auto &[name, tensor] : tensors) {
+        const Dtype *dtype = dtype_of(tensor.scalar_type());
+        if (dtype == nullptr) fail(GPT_ERR_INTERNAL, "no safetensors dtype for tensor '" + name + "'");
+        const uint64_t bytes = tensor.numel() * tensor.element_size();
+        header[name] = {{"dtype", dtype->safetensors_name},
+                        {"shape", tensor.sizes().vec()},
+                        {"data_offsets", {offset, offset + bytes}}};
+        offset += bytes;
+    }
+    std::string text = header.dump();
+    text.resize((text.size() + 7) / 8 * 8, ' ');  // keep the data 8-byte aligned, as the reference writer
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>((uint64_t{text.size()} >> (8 * i)) & 0xff);
+    put(length, sizeof length);
+    put(reinterpret_cast<const unsigned char *>(text.data()), text.size());
+    for (const auto &[name, tensor] : tensors) {  // one host copy at a time, where one is needed at all
+        const at::Tensor t = tensor.to(at::kCPU).contiguous();
+        put(static_cast<const unsigned char *>(t.data_ptr()), t.nbytes());
+    }
+}
+
+}  // namespace gpt

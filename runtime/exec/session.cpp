@@ -1,0 +1,235 @@
+// session.cpp — prefill/decode of each sequence with bounds checks, batched prefill and decode, the sampling loop.
+#include "exec/session.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "exec/sampler.h"
+
+namespace gpt {
+
+namespace {
+
+// Before anything is allocated: the decode graph takes at most max_batch rows.
+int32_t checked_n_seq(const Model &model, int32_t n_seq) {
+    const int32_t max_batch = model.manifest().decode.max_batch;
+    if (n_seq < 1 || n_seq > max_batch)
+        fail(GPT_ERR_OUT_OF_RANGE, "a session holds 1 to " + std::to_string(max_batch) +
+                                       " sequences (the artifact's max_batch), not " + std::to_string(n_seq));
+    return n_seq;
+}
+
+}  // namespace
+
+Session::Session(Model &model, int32_t n_seq)
+    : model_(model), kv_(model.new_kv_cache(checked_n_seq(model, n_seq))), positions_(n_seq, 0) {
+    ++model_.live_sessions();
+}
+
+Session::~Session() { --model_.live_sessions(); }
+
+void Session::reset() { std::fill(positions_.begin(), positions_.end(), 0); }
+
+void Session::check_seq(int32_t seq) const {
+    if (seq < 0 || seq >= n_seq())
+        fail(GPT_ERR_OUT_OF_RANGE,
+             "sequence " + std::to_string(seq) + " is outside this session's [0, " + std::to_string(n_seq()) + ")");
+}
+
+int32_t Session::position(int32_t seq) const {
+    check_seq(seq);
+    return positions_[static_cast<size_t>(seq)];
+}
+
+// "sequence N: " before a message about one of several sequences; nothing for a single one.
+std::string Session::label(int32_t seq) const {
+    return seq < 0 || n_seq() == 1 ? std::string() : "sequence " + std::to_string(seq) + ": ";
+}
+
+void Session::check_token(gpt_token token, int32_t seq) const {
+    const int32_t vocab = model_.config().vocab_size;
+    if (token < 0 || token >= vocab)
+        fail(GPT_ERR_OUT_OF_RANGE, label(seq) + "token id " + std::to_string(token) +
+                                       " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
+}
+
+// (rows, padded_vocab) logits on the device -> (rows, vocab_size) contiguous floats on the host.
+at::Tensor Session::host_logits(const at::Tensor &logits) const {
+    return logits.slice(1, 0, model_.config().vocab_size).to(at::kCPU, at::kFloat).contiguous();
+}
+
+// Before anything is read or allocated for it: the prompt's length is checked
+// against the manifest's context, so a huge n_tokens never touches memory.
+void Session::check_prompt_length(int32_t n_tokens, int32_t seq) const {
+    const int32_t block = model_.config().block_size;
+    if (n_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "a prompt needs at least one token");
+    if (n_tokens > block)
+        fail(GPT_ERR_OUT_OF_RANGE, label(seq) + "prompt of " + std::to_string(n_tokens) +
+                                       " tokens exceeds the context of " + std::to_string(block) + ": shorten it");
+}
+
+void Session::check_prompt(const Prompt &prompt) const {
+    check_prompt_length(prompt.n_tokens, prompt.seq);
+    for (int32_t i = 0; i < prompt.n_tokens; ++i) check_token(prompt.tokens[i], prompt.seq);
+}
+
+void Session::prefill(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits) {
+    check_seq(seq);
+    const Prompt prompt{seq, tokens, n_tokens, logits};
+    check_prompt(prompt);
+    run_prefill({prompt});
+}
+
+void Session::prefill_batch(const gpt_token *const *prompts, const int32_t *n_tokens, float *logits) {
+    const int64_t vocab = model_.config().vocab_size;
+    std::vector<Prompt> given;
+    for (int32_t seq = 0; seq < n_seq(); ++seq) {
+        if (n_tokens[seq] == 0) continue;
+        if (prompts[seq] == nullptr) fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "the prompt is NULL");
+        given.push_back({seq, prompts[seq], n_tokens[seq], logits + seq * vocab});
+        check_prompt(given.back());
+    }
+    if (given.empty()) fail(GPT_ERR_INVALID_ARGUMENT, "every n_tokens is 0: no sequence to prefill");
+    run_prefill(given);
+}
+
+// Prompts (checked, in sequence order) of adjacent sequences share one pass of the
+// prefill graph, padded to the longest: a shorter row's cache past its prompt then
+// holds the padding's keys and values, which nothing reads (a step masks positions
+// past its own and writes its own before reading it). Its logits come from one
+// decode step of its last prompt token, shared by every shorter row.
+void Session::run_prefill(const std::vector<Prompt> &prompts) {
+    const int64_t vocab = model_.config().vocab_size;
+    for (const Prompt &p : prompts) positions_[static_cast<size_t>(p.seq)] = 0;
+    try {
+        std::vector<gpt_token> last_tokens(positions_.size(), GPT_TOKEN_NONE);  // the shorter rows'
+        for (size_t first = 0, end = 0; first < prompts.size(); first = end) {  // a run of adjacent sequences
+            const int32_t first_seq = prompts[first].seq;
+            int64_t longest = 0;
+            for (end = first; end < prompts.size() && prompts[end].seq - first_seq == static_cast<int32_t>(end - first);
+                 ++end)
+                longest = std::max<int64_t>(longest, prompts[end].n_tokens);
+            const auto rows = static_cast<int64_t>(end - first);
+            std::vector<int64_t> ids(static_cast<size_t>(rows * longest), 0);  // padded with token 0
+            for (int64_t row = 0; row < rows; ++row) {
+                const Prompt &p = prompts[first + static_cast<size_t>(row)];
+                std::copy_n(p.tokens, p.n_tokens, ids.begin() + row * longest);
+            }
+            const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, longest}).to(model_.device());
+            const at::Tensor out = host_logits(model_.prefill(idx, kv_.narrow(2, first_seq, rows)));
+            for (int64_t row = 0; row < rows; ++row) {
+                const Prompt &p = prompts[first + static_cast<size_t>(row)];
+                if (p.n_tokens == longest) {
+                    std::copy_n(out.data_ptr<float>() + row * vocab, vocab, p.logits);
+                    positions_[static_cast<size_t>(p.seq)] = p.n_tokens;
+                } else {
+                    last_tokens[static_cast<size_t>(p.seq)] = p.tokens[p.n_tokens - 1];
+                    positions_[static_cast<size_t>(p.seq)] = p.n_tokens - 1;
+                }
+            }
+        }
+        if (std::any_of(last_tokens.begin(), last_tokens.end(), [](gpt_token t) { return t != GPT_TOKEN_NONE; })) {
+            const at::Tensor out = step(last_tokens.data());
+            for (const Prompt &p : prompts) {
+                if (last_tokens[static_cast<size_t>(p.seq)] == GPT_TOKEN_NONE) continue;
+                std::copy_n(out.data_ptr<float>() + p.seq * vocab, vocab, p.logits);
+                positions_[static_cast<size_t>(p.seq)] = p.n_tokens;
+            }
+        }
+    } catch (...) {
+        for (const Prompt &p : prompts) positions_[static_cast<size_t>(p.seq)] = 0;  // empty, never half-filled
+        throw;
+    }
+}
+
+void Session::decode(gpt_token token, float *logits) {
+    check_token(token);  // GPT_TOKEN_NONE is no token here
+    std::vector<gpt_token> tokens(positions_.size(), GPT_TOKEN_NONE);
+    tokens[0] = token;
+    decode_batch(tokens.data(), logits);  // only sequence 0 steps: only the first row is written
+}
+
+void Session::decode_batch(const gpt_token *tokens, float *logits) {
+    const int32_t block = model_.config().block_size;
+    bool any = false;
+    for (int32_t seq = 0; seq < n_seq(); ++seq) {
+        const gpt_token token = tokens[seq];
+        if (token == GPT_TOKEN_NONE) continue;
+        check_token(token, seq);
+        const int32_t position = positions_[static_cast<size_t>(seq)];
+        if (position == 0)
+            fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "decode needs a prefilled sequence: call prefill first");
+        if (position >= block)
+            fail(GPT_ERR_OUT_OF_RANGE, label(seq) + "the context of " + std::to_string(block) +
+                                           " tokens is full: reset the session or start a shorter sequence");
+        any = true;
+    }
+    if (!any) fail(GPT_ERR_INVALID_ARGUMENT, "every token is GPT_TOKEN_NONE: no sequence to decode");
+    const at::Tensor all = step(tokens);
+    const int64_t vocab = model_.config().vocab_size;
+    for (int32_t seq = 0; seq < all.size(0); ++seq) {
+        if (tokens[seq] == GPT_TOKEN_NONE) continue;
+        ++positions_[static_cast<size_t>(seq)];
+        std::copy_n(all.data_ptr<float>() + seq * vocab, vocab, logits + seq * vocab);
+    }
+}
+
+// One decode pass over every row up to the last stepping sequence (decode costs
+// about the same for one row or many), tokens already checked; a row that sits
+// out gets a harmless write at a cache position it has not filled yet, or at the
+// last one of a full sequence, which can only be prefilled again. Returns the
+// rows' host logits; positions are the caller's to advance.
+at::Tensor Session::step(const gpt_token *tokens) {
+    const int32_t block = model_.config().block_size;
+    int32_t rows = 0;
+    for (int32_t seq = 0; seq < n_seq(); ++seq)
+        if (tokens[seq] != GPT_TOKEN_NONE) rows = seq + 1;
+    std::vector<int64_t> ids(static_cast<size_t>(rows)), pos(static_cast<size_t>(rows));
+    for (int32_t seq = 0; seq < rows; ++seq) {
+        ids[static_cast<size_t>(seq)] = tokens[seq] != GPT_TOKEN_NONE ? tokens[seq] : 0;
+        pos[static_cast<size_t>(seq)] = std::min(positions_[static_cast<size_t>(seq)], block - 1);
+    }
+    // The step reads the cache up to the furthest row's position, not the whole context.
+    const int64_t span = *std::max_element(pos.begin(), pos.end()) + 1;
+    const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
+    return host_logits(
+        model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span));
+}
+
+std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {
+    if (params.max_new_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
+    if (params.top_k < 0 || !(params.top_p > 0.0f && params.top_p <= 1.0f) || !(params.temperature >= 0.0f))
+        fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
+    check_prompt_length(n_prompt);
+    const int32_t block = model_.config().block_size;
+    std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
+    Sampler sampler(params.temperature, params.top_k, params.top_p, params.seed);
+    std::vector<gpt_token> history(prompt, prompt + n_prompt);
+    prefill(0, prompt, n_prompt, logits.data());
+    std::vector<gpt_token> out;
+    while (true) {
+        const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
+        out.push_back(next);
+        const auto count = static_cast<int32_t>(out.size());
+        history.push_back(next);
+        if (params.on_token != nullptr && !params.on_token(next, params.user_data))
+            fail(GPT_ERR_ABORTED,
+                 "generation stopped by the token callback after " + std::to_string(count) + " tokens");
+        if (count == params.max_new_tokens || next == params.stop_token) break;
+        if (positions_[0] < block) {
+            decode(next, logits.data());
+        } else {
+            // Context full: keep the most recent half window and continue from it,
+            // one prefill instead of a recompute per token.
+            const int32_t keep = std::max(1, block / 2);
+            prefill(0, history.data() + history.size() - keep, keep, logits.data());
+        }
+    }
+    return out;
+}
+
+}  // namespace gpt

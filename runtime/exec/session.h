@@ -1,0 +1,69 @@
+// session.h — sequences over a shared model: their KV cache, positions and the generation loop.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "exec/model.h"
+#include "gpt_runtime.h"
+
+namespace gpt {
+
+// n_seq independent sequences in one KV cache, so one decode call steps them all
+// (decode reads every weight once per call whatever the batch). The single-sequence
+// calls (prefill without a sequence, decode, generate) act on sequence 0.
+class Session {
+public:
+    Session(Model &model, int32_t n_seq);
+    ~Session();
+    Session(const Session &) = delete;
+    Session &operator=(const Session &) = delete;
+
+    int32_t n_seq() const { return static_cast<int32_t>(positions_.size()); }
+    void reset();  // every sequence
+    int32_t position(int32_t seq) const;
+
+    // `logits` receives vocab_size floats.
+    void prefill(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits);
+    // prompts[n_seq], n_tokens[n_seq]; n_tokens 0 leaves that sequence (and its logits row) as it is.
+    // `logits` receives n_seq rows of vocab_size floats.
+    void prefill_batch(const gpt_token *const *prompts, const int32_t *n_tokens, float *logits);
+    void decode(gpt_token token, float *logits);
+    // tokens[n_seq]; GPT_TOKEN_NONE leaves that sequence (and its logits row) as it is.
+    // `logits` receives n_seq rows of vocab_size floats.
+    void decode_batch(const gpt_token *tokens, float *logits);
+
+    // The generated tokens (at most params.max_new_tokens). Memory grows with the
+    // tokens produced, not with the requested maximum.
+    std::vector<gpt_token> generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
+
+private:
+    struct Prompt {
+        int32_t seq;
+        const gpt_token *tokens;
+        int32_t n_tokens;
+        float *logits;  // vocab_size floats
+    };
+
+    void check_seq(int32_t seq) const;
+    std::string label(int32_t seq) const;
+    void check_token(gpt_token token, int32_t seq = -1) const;
+    void check_prompt_length(int32_t n_tokens, int32_t seq = -1) const;
+    void check_prompt(const Prompt &prompt) const;
+    void run_prefill(const std::vector<Prompt> &prompts);
+    at::Tensor step(const gpt_token *tokens);
+    at::Tensor host_logits(const at::Tensor &logits) const;
+
+    Model &model_;
+    at::Tensor kv_;                   // (n_layer, 2, n_seq, n_head, block_size + 1, head_dim)
+    std::vector<int32_t> positions_;  // tokens in each sequence's cache
+};
+
+}  // namespace gpt
+
+struct gpt_session {
+    gpt_session(gpt::Model &m, int32_t n_seq) : impl(m, n_seq) {}
+    gpt::Session impl;
+};

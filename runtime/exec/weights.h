@@ -1,0 +1,21 @@
+// weights.h — the model's parameters: loaded once from weights.safetensors,
+// checked against the config, placed on the target device and shared by all graphs.
+#pragma once
+
+#include <ATen/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "formats/manifest.h"
+
+namespace gpt {
+
+// Reads the artifact's weights file straight into its tensors, checking its sha256 on the way (integrity.h).
+// Name -> tensor on `device`, tied aliases included (they share storage).
+std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir, const Manifest &manifest,
+                                               c10::Device device);
+
+}  // namespace gpt

@@ -1,0 +1,229 @@
+// manifest.cpp — parse manifest.json; every field is checked, nothing is assumed.
+#include "formats/manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "formats/files.h"
+
+namespace gpt {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr uint64_t kMaxSignatureBytes = 4096;
+
+[[noreturn]] void invalid(const std::string &what) {
+    fail(GPT_ERR_ARTIFACT_INVALID,
+         "manifest.json: " + what + "; rebuild the artifact with `python -m gpt_aot compile`");
+}
+
+const json &field(const json &obj, const char *key) {
+    if (!obj.is_object() || !obj.contains(key)) invalid(std::string("missing field '") + key + "'");
+    return obj.at(key);
+}
+
+std::string string_field(const json &obj, const char *key) {
+    const json &v = field(obj, key);
+    if (!v.is_string()) invalid(std::string("field '") + key + "' must be a string");
+    return v.get<std::string>();
+}
+
+int32_t positive_int(const json &obj, const char *key) {
+    const json &v = field(obj, key);
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
+        invalid(std::string("field '") + key + "' must be a positive 32-bit integer");
+    return static_cast<int32_t>(v.get<int64_t>());
+}
+
+double non_negative_number(const json &obj, const char *key) {
+    const json &v = field(obj, key);
+    if (!v.is_number() || v.get<double>() < 0) invalid(std::string("field '") + key + "' must be a number >= 0");
+    return v.get<double>();
+}
+
+// A file name inside the artifact directory: no separators, no "..".
+const std::string &plain_name(const std::string &name) {
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\\') != std::string::npos)
+        invalid("file name '" + name + "' must be a plain name inside the artifact");
+    return name;
+}
+
+std::string file_name(const json &obj, const char *key) { return plain_name(string_field(obj, key)); }
+
+GraphSpec graph_spec(const json &graphs, const char *name) {
+    const json &g = field(graphs, name);
+    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch"), {}, {}};
+}
+
+// A non-empty list of strings.
+std::vector<std::string> string_list(const json &obj, const char *key, const std::string &what) {
+    const json &list = field(obj, key);
+    if (!list.is_array() || list.empty()) invalid("'" + what + "' must be a non-empty list");
+    std::vector<std::string> out;
+    for (const auto &item : list) {
+        if (!item.is_string()) invalid("'" + what + "' must hold strings");
+        out.push_back(item.get<std::string>());
+    }
+    return out;
+}
+
+GraphSpec inference_graph_spec(const json &graphs, const char *name) {
+    GraphSpec spec = graph_spec(graphs, name);
+    const json &linear = field(field(graphs, name), "linear");
+    spec.linear = string_field(linear, "form");
+    if (spec.linear == "onednn") {
+        const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
+        spec.packed.insert(packed.begin(), packed.end());
+    }
+    return spec;
+}
+
+bool is_hex_sha256(const std::string &s) {
+    if (s.size() != 64) return false;
+    for (char c : s)
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+}
+
+TrainingSpec training_spec(const json &t) {
+    TrainingSpec spec;
+    spec.attention = string_field(t, "attention");
+    spec.param_names = string_list(t, "param_names", "training.param_names");
+    const json &opt = field(t, "optimizer");
+    if (string_field(opt, "kind") != "adamw") invalid("'training.optimizer.kind' must be 'adamw'");
+    spec.optimizer = {non_negative_number(opt, "weight_decay"), non_negative_number(opt, "beta1"),
+                      non_negative_number(opt, "beta2"), non_negative_number(opt, "eps"),
+                      non_negative_number(opt, "grad_clip")};
+    spec.train_step = graph_spec(t, "train_step");
+    spec.eval_loss = graph_spec(t, "eval_loss");
+    spec.adamw = graph_spec(t, "adamw");
+    return spec;
+}
+
+}  // namespace
+
+Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys) {
+    const auto path = dir / kManifestFile;
+    if (!regular_file_size(path.string()))
+        fail(GPT_ERR_ARTIFACT_NOT_FOUND, "no " + std::string(kManifestFile) + " in '" + dir.string() +
+                                             "': point at an artifact directory such as "
+                                             "model_artifacts/<name>/cpu");
+    // Read once: the bytes whose signature is checked are the bytes parsed.
+    const Bytes text = read_file(path.string(), kMaxManifestBytes);
+    if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
+
+    if (trusted_keys.empty()) {
+        log(GPT_LOG_INFO, "signatures are off (no trusted keys configured): checking sha256 only");
+    } else {
+        const auto sig_path = dir / kSignatureFile;
+        if (!regular_file_size(sig_path.string()))
+            fail(GPT_ERR_ARTIFACT_SIGNATURE, "'" + dir.string() + "' is not signed (no " + kSignatureFile +
+                                                 ") and trusted keys are configured: sign it with "
+                                                 "`python -m gpt_aot sign`, or load it without trusted keys");
+        const Bytes sig = read_file(sig_path.string(), kMaxSignatureBytes);
+        if (sig.size() > kMaxSignatureBytes)
+            fail(GPT_ERR_ARTIFACT_SIGNATURE, std::string(kSignatureFile) + " is larger than 4 KiB");
+        const std::string key_id = verify_manifest_signature(std::string(sig.begin(), sig.end()), text, trusted_keys);
+        log(GPT_LOG_INFO, "manifest.json is signed by trusted key " + key_id);
+    }
+    return parse_manifest(text);
+}
+
+Manifest parse_manifest(const Bytes &text) {
+    if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
+    json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) invalid("not valid JSON");
+    if (!j.is_object()) invalid("top level must be an object");
+
+    if (string_field(j, "format") != kFormatName) invalid("'format' is not '" + std::string(kFormatName) + "'");
+    const json &version = field(j, "format_version");
+    if (!version.is_number_integer()) invalid("'format_version' must be an integer");
+    // Compared as JSON numbers: narrowing first would let 4294967297 pass for 1.
+    if (version != kFormatVersion)
+        fail(GPT_ERR_ARTIFACT_VERSION, "artifact format version " + version.dump() + ", this runtime reads version " +
+                                           std::to_string(kFormatVersion) +
+                                           ": recompile the artifact with a matching gpt_aot or upgrade the runtime");
+    Manifest m;
+    m.format_version = kFormatVersion;
+
+    m.name = string_field(j, "name");
+    m.torch_version = string_field(j, "torch_version");
+    m.dtype = string_field(j, "dtype");
+    m.attention = string_field(field(j, "attention"), "backend");
+    m.decode_attention = string_field(field(field(j, "attention"), "decode"), "backend");
+
+    const json &target = field(j, "target");
+    m.target.device = string_field(target, "device");
+    m.target.arch = string_field(target, "arch");
+    if (target.contains("isa")) m.target.isa = string_field(target, "isa");
+
+    const json &model = field(j, "model");
+    m.model.block_size = positive_int(model, "block_size");
+    m.model.vocab_size = positive_int(model, "vocab_size");
+    m.model.padded_vocab_size = positive_int(model, "padded_vocab_size");
+    m.model.n_layer = positive_int(model, "n_layer");
+    m.model.n_head = positive_int(model, "n_head");
+    m.model.n_embd = positive_int(model, "n_embd");
+    if (!field(model, "bias").is_boolean()) invalid("field 'bias' must be true or false");
+    m.model.bias = model.at("bias").get<bool>();
+    if (m.model.n_embd % m.model.n_head != 0) invalid("n_embd must be divisible by n_head");
+    if (m.model.vocab_size > m.model.padded_vocab_size) invalid("vocab_size exceeds padded_vocab_size");
+
+    const json &weights = field(j, "weights");
+    m.weights_file = file_name(weights, "file");
+    const json &tied = field(weights, "tied");
+    if (!tied.is_object()) invalid("'weights.tied' must be an object");
+    for (const auto &[alias, target_name] : tied.items()) {
+        if (!target_name.is_string()) invalid("'weights.tied' values must be strings");
+        m.tied[alias] = target_name.get<std::string>();
+    }
+
+    const json &graphs = field(j, "graphs");
+    m.prefill = inference_graph_spec(graphs, "prefill");
+    m.decode = inference_graph_spec(graphs, "decode");
+    m.decode_one = inference_graph_spec(graphs, "decode_one");
+    if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
+
+    const json &tokenizer = field(j, "tokenizer");
+    m.tokenizer_kind = string_field(tokenizer, "kind");
+    m.tokenizer_file = file_name(tokenizer, "file");
+
+    const json &golden = field(j, "golden");
+    m.golden_file = file_name(golden, "file");
+    m.golden_atol = non_negative_number(golden, "atol");
+    m.golden_rtol = non_negative_number(golden, "rtol");
+
+    if (j.contains("training")) m.training = training_spec(j.at("training"));
+
+    const json &files = field(j, "files");
+    if (!files.is_object() || files.empty()) invalid("'files' must list every file with its sha256");
+    for (const auto &[name, entry] : files.items()) {
+        plain_name(name);
+        FileEntry fe;
+        fe.sha256 = string_field(entry, "sha256");
+        if (!is_hex_sha256(fe.sha256)) invalid("sha256 of '" + name + "' is not 64 lowercase hex digits");
+        const json &size = field(entry, "size");
+        if (!size.is_number_unsigned()) invalid("size of '" + name + "' must be a non-negative integer");
+        fe.size = size.get<uint64_t>();
+        m.files[name] = fe;
+    }
+    std::vector<const std::string *> used = {&m.weights_file,    &m.prefill.file,   &m.decode.file,
+                                             &m.decode_one.file, &m.tokenizer_file, &m.golden_file};
+    if (m.training) {
+        for (const GraphSpec *g : {&m.training->train_step, &m.training->eval_loss, &m.training->adamw})
+            used.push_back(&g->file);
+    }
+    std::set<std::string> seen;
+    for (const std::string *f : used) {
+        if (m.files.count(*f) == 0) invalid("'" + *f + "' is used but has no entry in 'files'");
+        if (!seen.insert(*f).second)
+            invalid("'" + *f + "' is named for two parts of the artifact; each has its own file");
+    }
+    return m;
+}
+
+}  // namespace gpt

@@ -1,0 +1,101 @@
+// manifest.h — the artifact's manifest.json, parsed and checked for shape.
+// Written by aot/gpt_aot/manifest.py; the format is described in docs/ARCHITECTURE.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "formats/files.h"
+#include "formats/signature.h"
+
+namespace gpt {
+
+inline constexpr const char *kManifestFile = "manifest.json";
+inline constexpr const char *kFormatName = "gpt-aot";
+// 8: onednn-form graphs list the weights bound packed (history: aot/gpt_aot/manifest.py).
+inline constexpr int kFormatVersion = 8;
+
+struct FileEntry {
+    std::string sha256;  // lowercase hex
+    uint64_t size = 0;
+};
+
+struct ModelConfig {
+    int32_t block_size = 0;
+    int32_t vocab_size = 0;         // ids the tokenizer produces
+    int32_t padded_vocab_size = 0;  // rows of the logits
+    int32_t n_layer = 0;
+    int32_t n_head = 0;
+    int32_t n_embd = 0;
+    bool bias = false;
+    int32_t head_dim() const { return n_embd / n_head; }
+};
+
+struct TargetSpec {
+    std::string device;  // "cpu" | "cuda"
+    std::string arch;    // "x86_64" | "sm_90" | ...
+    std::string isa;     // CPU vector ISA the kernels use, e.g. "avx2"
+};
+
+struct GraphSpec {
+    std::string file;
+    int32_t max_batch = 0;
+    std::string linear;            // inference graphs: their linears' form, "mm", "onednn" or "reduction"
+    std::set<std::string> packed;  // onednn form: the weights bound packed for oneDNN (runtime/exec/packed_weights.h)
+};
+
+struct OptimizerSpec {
+    double weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0, grad_clip = 0;
+};
+
+// Present when the artifact was compiled with --train.
+struct TrainingSpec {
+    std::string attention;                 // kernel in train_step (may differ from inference)
+    std::vector<std::string> param_names;  // order of train_step's gradients and adamw's tensors
+    OptimizerSpec optimizer;
+    GraphSpec train_step;
+    GraphSpec eval_loss;
+    GraphSpec adamw;
+};
+
+struct Manifest {
+    int format_version = 0;
+    std::string name;
+    std::string torch_version;
+    std::string dtype;
+    std::string attention;         // the prefill's kernel
+    std::string decode_attention;  // picked apart: one query over the cache favours other kernels
+    TargetSpec target;
+    ModelConfig model;
+    std::string weights_file;
+    std::map<std::string, std::string> tied;  // alias name -> stored name
+    GraphSpec prefill;
+    GraphSpec decode;
+    GraphSpec decode_one;  // batch 1: what a step of one sequence runs
+    std::string tokenizer_kind;
+    std::string tokenizer_file;
+    std::string golden_file;
+    double golden_atol = 0;
+    double golden_rtol = 0;
+    std::optional<TrainingSpec> training;
+    std::map<std::string, FileEntry> files;
+};
+
+// A manifest is a few KiB; anything near this is hostile.
+constexpr uint64_t kMaxManifestBytes = 16u << 20;
+
+// Reads `dir/manifest.json` once; with trusted keys, checks manifest.sig over
+// those exact bytes (GPT_ERR_ARTIFACT_SIGNATURE) before parsing them. Without
+// keys it logs that signatures are off. Throws gpt::Error with
+// GPT_ERR_ARTIFACT_NOT_FOUND, _INVALID, _VERSION or _SIGNATURE.
+Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys);
+
+// Parses and validates manifest.json's bytes (no file access; fuzz/fuzz_manifest.cpp).
+Manifest parse_manifest(const Bytes &text);
+
+}  // namespace gpt

@@ -1,0 +1,58 @@
+// trainer.h — the training loop's state over a model: gradients, AdamW moments,
+// iteration and schedule, alone or as one rank of data-parallel training. The
+// compiled train_step and adamw graphs do the math.
+#pragma once
+
+#include <ATen/Tensor.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exec/model.h"
+#include "gpt_runtime.h"
+#include "train/collectives.h"
+#include "train/grad_buckets.h"
+
+namespace gpt {
+
+class Trainer {
+public:
+    // With `dist`, joins the job (blocking until every rank has) and takes rank 0's weights.
+    Trainer(Model &model, const gpt_trainer_params &params, const DistConfig *dist = nullptr);
+    ~Trainer();
+    Trainer(const Trainer &) = delete;
+    Trainer &operator=(const Trainer &) = delete;
+
+    // x, y: accum * batch * seq ids. Returns the mean micro-batch loss (over all ranks).
+    float step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum);
+    float eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq);
+    gpt_trainer_state state() const;
+
+    // Checkpoints (trainer_checkpoint.cpp): weights, AdamW moments, iteration and
+    // the CPU RNG in one safetensors file, replaced atomically.
+    void save(const std::string &path) const;
+    void load(const std::string &path);
+
+private:
+    // (batch, seq) int64 tensors on the device, after range checks.
+    std::pair<at::Tensor, at::Tensor> batch_tensors(const gpt_token *x, const gpt_token *y, int32_t batch,
+                                                    int32_t seq) const;
+
+    Model &model_;
+    gpt_trainer_params params_;
+    std::vector<at::Tensor> weights_;  // the model's own tensors, in manifest training order
+    GradBuckets grads_;
+    std::unique_ptr<ProcessGroup> group_;  // null when training alone
+    std::vector<at::Tensor> exp_avg_;
+    std::vector<at::Tensor> exp_avg_sq_;
+    int64_t iteration_ = 0;
+    float grad_norm_ = 0.0f;
+};
+
+}  // namespace gpt
+
+struct gpt_trainer {
+    gpt_trainer(gpt::Model &m, const gpt_trainer_params &p, const gpt::DistConfig *dist) : impl(m, p, dist) {}
+    gpt::Trainer impl;
+};
