@@ -1,4 +1,4 @@
-"""gpt_aot command line: prepare-data, compile, inspect, keygen, sign."""
+"""gpt_aot command line: prepare-data, compile, import-ckpt, export-weights, inspect, keygen, sign."""
 
 import argparse
 import json

@@ -98,7 +98,8 @@ def export_graphs(
     and its linears in the form `linear` names for it (mm if none). With
     linear["decode_one"], also decode_one: decode of a single sequence, batch 1
     fixed, decode's kind (the runtime's graph whenever one row steps). The model
-    is left with the prefill's kind and mm linears."""
+    is left with mm linears and the kind of the graph exported last: decode's
+    when decode_one is exported (as compile_artifact does), else prefill's."""
     c = gpt.config
     if c.block_size < 3:  # span's range 2..block_size must hold more than one value to stay dynamic
         raise ValueError(f"block_size {c.block_size} is too small to compile: it must be at least 3")

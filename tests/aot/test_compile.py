@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpt_aot import attention_pick, inductor, linear_pick, measure
 from gpt_aot import compile as compile_mod
 from gpt_aot.artifact import ArtifactGraphs
 from gpt_aot.manifest import FORMAT_NAME, FORMAT_VERSION, sha256_file
@@ -67,7 +68,7 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
 
 
 def wrapper_source(artifacts, kind: str, graph: str) -> str:
-    return compile_mod._wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
+    return inductor.wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -111,7 +112,7 @@ def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, n
     manifest = json.loads((directory / "manifest.json").read_text())
     assert {g: manifest["graphs"][g]["linear"]["form"] for g in forms} == forms
     for graph, form in forms.items():
-        code = compile_mod._wrapper_source(directory / f"{graph}.pt2")
+        code = inductor.wrapper_source(directory / f"{graph}.pt2")
         calls = {kernel: len(pattern.findall(code)) for kernel, pattern in LINEAR_CALLS.items()}
         assert calls == {kernel: linears if kernel == form else 0 for kernel in LINEAR_CALLS}, graph
 
@@ -132,7 +133,7 @@ def test_onednn_graphs_name_the_embedding_apart_from_the_packed_lm_head(artifact
 
 def test_check_kernel_rejects_a_graph_without_the_expected_kernel(artifacts):
     with pytest.raises(RuntimeError, match="expected attention flash"):
-        compile_mod.check_kernel(artifact_dir(artifacts, "math") / "prefill.pt2", "cpu", "flash")
+        inductor.check_kernel(artifact_dir(artifacts, "math") / "prefill.pt2", "cpu", "flash")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -245,7 +246,6 @@ def test_a_block_size_too_small_to_export_is_refused_by_name(fixtures):
 
 
 def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
-    from gpt_aot import attention_pick
     from gpt_aot.attention import ATTENTION_KINDS
 
     model = fixtures.tiny_model("flash")
@@ -290,20 +290,18 @@ def test_linear_forms_compute_the_same_product(fixtures):
 
 
 def test_decode_linear_form_is_measured_against_mm(fixtures):
-    from gpt_aot import attention_pick
-
     model = fixtures.tiny_model("math")
-    for rows, forms in ((1, compile_mod.DECODE_ONE_LINEAR_FORMS), (3, compile_mod.BATCHED_LINEAR_FORMS)):
-        candidates = attention_pick.measure_decode_linear(model, forms, rows)
+    for rows, forms in ((1, linear_pick.DECODE_ONE_LINEAR_FORMS), (3, linear_pick.BATCHED_LINEAR_FORMS)):
+        candidates = linear_pick.measure_decode_linear(model, forms, rows)
         assert set(candidates) == set(forms)
         assert candidates["mm"]["max_abs_err"] == 0.0
         for form in forms:
             assert candidates[form]["runs"] and candidates[form]["ms"] > 0
             assert candidates[form]["max_abs_err"] < TOL, form
         assert model.linear_form == "mm" and model.attention == "math"  # left as it came
-        assert attention_pick.pick(candidates, torch.float32) == min(candidates, key=lambda f: candidates[f]["ms"])
+        assert measure.pick(candidates, torch.float32) == min(candidates, key=lambda f: candidates[f]["ms"])
     with pytest.raises(ValueError, match="measure them apart"):
-        attention_pick.measure_decode_linear(model, ("mm", "reduction", "onednn"))
+        linear_pick.measure_decode_linear(model, ("mm", "reduction", "onednn"))
 
 
 def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
@@ -316,35 +314,34 @@ def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
     gpu = Target("cuda", "sm_90", torch.float32, {})
     model = fixtures.tiny_model("math")
     with pytest.raises(ValueError, match="linear form 'onednn' has no kernel on cuda"):
-        compile_mod.choose_linear(model, gpu, "onednn", "math", compile_mod.BATCHED_LINEAR_FORMS)
+        linear_pick.choose_linear(model, gpu, "onednn", "math", linear_pick.BATCHED_LINEAR_FORMS)
     # Nothing to measure (and no GPU needed to decide): mm is the batched graphs' only form there.
-    pick = compile_mod.choose_linear(model, gpu, "auto", "math", compile_mod.BATCHED_LINEAR_FORMS, rows=8)
+    pick = linear_pick.choose_linear(model, gpu, "auto", "math", linear_pick.BATCHED_LINEAR_FORMS, rows=8)
     assert pick == {"form": "mm", "selected_by": "only form with a kernel"}
     with pytest.raises(ValueError, match="'reduction' is not one of auto, mm, onednn"):
-        compile_mod.choose_linear(
-            model, resolve("cpu", "auto", "fp32"), "reduction", "math", compile_mod.BATCHED_LINEAR_FORMS
+        linear_pick.choose_linear(
+            model, resolve("cpu", "auto", "fp32"), "reduction", "math", linear_pick.BATCHED_LINEAR_FORMS
         )
 
 
 def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures, monkeypatch):
     """auto picks a kernel per graph; each package calls its own and the manifest records both."""
-    from gpt_aot import attention_pick
 
     def pick_per_graph(model, target, requested, measure=attention_pick.measure):
         assert requested == "auto"
         kind = "math" if measure is attention_pick.measure_decode else "flash"
         return {"backend": kind, "selected_by": "measurement"}
 
-    monkeypatch.setattr(compile_mod, "choose_attention", pick_per_graph)
+    monkeypatch.setattr(attention_pick, "choose_attention", pick_per_graph)
     out = tmp_path / "m" / "cpu"
     target = resolve("cpu", "auto", "fp32")
     manifest = compile_mod.compile_artifact(
         fixtures.tiny_model("math"), target, out, "m", fixtures.tokenizer(), attention="auto", max_batch=4, quiet=True
     )
     assert manifest["attention"]["backend"] == "flash" and manifest["attention"]["decode"]["backend"] == "math"
-    flash_kernel = compile_mod.KERNEL_SYMBOLS[("cpu", "flash")]
-    assert flash_kernel in compile_mod._wrapper_source(out / "prefill.pt2")
-    assert flash_kernel not in compile_mod._wrapper_source(out / "decode.pt2")
+    flash_kernel = inductor.KERNEL_SYMBOLS[("cpu", "flash")]
+    assert flash_kernel in inductor.wrapper_source(out / "prefill.pt2")
+    assert flash_kernel not in inductor.wrapper_source(out / "decode.pt2")
     graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("math")
     idx = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 6))
     kv_c, kv_e = graphs.new_kv_cache(2), eager.new_kv_cache(2)
@@ -357,28 +354,4 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         assert pick["selected_by"] == "measurement" and pick["rows"] == rows and set(pick["candidates"]) == forms
         assert pick["form"] == min(forms, key=lambda f: pick["candidates"][f]["ms"])
     assert manifest["graphs"]["prefill"]["linear"] == manifest["graphs"]["decode"]["linear"]
-    assert flash_kernel not in compile_mod._wrapper_source(out / "decode_one.pt2")  # decode's kernel
-
-
-def test_a_failed_swap_puts_the_old_artifact_back(tmp_path, monkeypatch):
-    dst, src = tmp_path / "cpu", tmp_path / ".cpu.work"
-    dst.mkdir()
-    (dst / "manifest.json").write_text("old")
-    src.mkdir()
-    (src / "manifest.json").write_text("new")
-    real_rename = Path.rename
-
-    def rename(self, target):
-        if self == src:
-            raise OSError("disk full")
-        return real_rename(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
-    with pytest.raises(OSError, match="disk full"):
-        compile_mod._replace_dir(src, dst)
-    assert (dst / "manifest.json").read_text() == "old"
-    assert not (tmp_path / ".cpu.old").exists()
-    monkeypatch.undo()
-    compile_mod._replace_dir(src, dst)
-    assert (dst / "manifest.json").read_text() == "new"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu"]
+    assert flash_kernel not in inductor.wrapper_source(out / "decode_one.pt2")  # decode's kernel

@@ -29,7 +29,7 @@ CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
 # Flash and cuDNN attention have no fp32 kernels; math and efficient run both.
 CASES = [("math", "fp32"), ("efficient", "fp32"), ("math", "bf16"), ("flash", "bf16"), ("cudnn", "bf16")]
 # fp32 without TF32: only the order of reductions differs. bf16: 8 mantissa bits
-# through a few layers, as attention_pick's tolerance.
+# through a few layers, as measure.py's tolerance.
 TOL = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
 
 

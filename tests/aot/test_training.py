@@ -160,7 +160,7 @@ def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures
     """Masks come from the default generator, which the runtime seeds."""
     from dataclasses import replace
 
-    from gpt_aot.compile import compile_package
+    from gpt_aot.inductor import compile_package
     from gpt_aot.model import GPT
     from gpt_aot.target import resolve
 
@@ -213,15 +213,16 @@ def test_training_attention_is_measured_by_forward_and_backward_against_math(fix
 
 def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itself(fixtures):
     from gpt_aot import attention_pick
-    from gpt_aot.compile import choose_attention
     from gpt_aot.target import resolve
 
     target = resolve("cpu", "auto", "fp32")
-    auto = choose_attention(fixtures.tiny_model("math"), target, "auto", attention_pick.measure_training)
+    auto = attention_pick.choose_attention(fixtures.tiny_model("math"), target, "auto", attention_pick.measure_training)
     assert auto["selected_by"] == "measurement" and auto["candidates"]["math"]["runs"]
     assert "max_abs_err" in auto["candidates"]["flash"]  # gradients, not the prefill's logits, were compared
     assert auto["backend"] in ("math", "flash")  # naive is a reference, picked only when nothing else runs
-    pinned = choose_attention(fixtures.tiny_model("naive"), target, "naive", attention_pick.measure_training)
+    pinned = attention_pick.choose_attention(
+        fixtures.tiny_model("naive"), target, "naive", attention_pick.measure_training
+    )
     assert pinned == {"backend": "naive", "selected_by": "user"}
 
 

@@ -1,0 +1,65 @@
+"""An artifact's files besides the compiled graphs: the weights (each tied tensor
+once), the golden vector, the tokenizer, and last the manifest that describes
+and hashes them all."""
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from .golden import GOLDEN_TOLERANCE, golden_vector
+from .manifest import write_manifest
+from .model import GPT
+from .target import Target
+
+
+def weights_for_runtime(model: GPT) -> tuple[dict, dict]:
+    """State dict with each tied tensor stored once, plus the alias map."""
+    tensors, tied, seen = {}, {}, {}
+    for name, tensor in model.state_dict(keep_vars=False).items():
+        key = tensor.data_ptr()
+        if key in seen:
+            tied[name] = seen[key]
+            continue
+        seen[key] = name
+        tensors[name] = tensor.detach().contiguous().cpu()
+    return tensors, tied
+
+
+def write_artifact_files(
+    directory: Path,
+    model: GPT,
+    target: Target,
+    name: str,
+    tokenizer: dict,
+    attention: dict,
+    graphs: dict,
+    training: dict | None,
+) -> dict:
+    """Write weights, golden vector and tokenizer into `directory`, which already
+    holds the graphs' packages, then the manifest; return the manifest.
+    `attention` is the inference attention choice, `graphs` the graphs'
+    specs, `training` the training section (None without training graphs)."""
+    tensors, tied = weights_for_runtime(model)
+    save_file(tensors, str(directory / "weights.safetensors"))
+    save_file(golden_vector(model), str(directory / "golden.safetensors"))
+    (directory / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
+    atol, rtol = GOLDEN_TOLERANCE[target.dtype]
+    c = model.config
+    return write_manifest(
+        directory,
+        {
+            "name": name,
+            "torch_version": torch.__version__,
+            "target": target.to_manifest(),
+            "dtype": str(target.dtype).removeprefix("torch."),
+            "attention": attention,
+            "model": {**c.to_dict(), "padded_vocab_size": c.padded_vocab_size},
+            "weights": {"file": "weights.safetensors", "tied": tied},
+            "graphs": graphs,
+            "tokenizer": {"file": "tokenizer.json", "kind": tokenizer["kind"]},
+            "golden": {"file": "golden.safetensors", "atol": atol, "rtol": rtol},
+            **({"training": training} if training else {}),
+        },
+    )

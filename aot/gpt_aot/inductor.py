@@ -1,0 +1,53 @@
+"""AOTInductor: compile one exported program into a .pt2 package, and prove
+the package calls the attention kernel it was compiled with."""
+
+import zipfile
+from pathlib import Path
+
+import torch
+
+from .attention import attention_context
+from .target import Target
+
+# One copy of the weights for all graphs: nothing is baked into the .so, every
+# parameter stays a named constant bound by the runtime, and nothing is folded
+# into derived copies that would go stale when weights change.
+INDUCTOR_CONFIGS = {
+    "aot_inductor.package_constants_in_so": False,
+    "always_keep_tensor_constants": True,
+    "aot_inductor.use_runtime_constant_folding": False,
+    "freezing": False,
+}
+
+# The kernel call each backend leaves in AOTInductor's generated wrapper.
+KERNEL_SYMBOLS = {
+    ("cpu", "flash"): "_scaled_dot_product_flash_attention_for_cpu",
+    ("cuda", "flash"): "_scaled_dot_product_flash_attention",
+    ("cuda", "efficient"): "_scaled_dot_product_efficient_attention",
+    ("cuda", "cudnn"): "_scaled_dot_product_cudnn_attention",
+}
+
+
+def wrapper_source(package: Path) -> str:
+    """The generated C++ wrapper code of a .pt2 package."""
+    with zipfile.ZipFile(package) as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+
+
+def check_kernel(package: Path, device: str, kind: str) -> None:
+    """Prove the compiled graph calls the chosen attention kernel, not a fallback."""
+    code = wrapper_source(package)
+    expected = KERNEL_SYMBOLS.get((device, kind))
+    called = {s for s in KERNEL_SYMBOLS.values() if s + "(" in code or s + "_" in code}
+    ok = (expected in called) if expected else not called
+    if not ok:
+        raise RuntimeError(
+            f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}"
+        )
+
+
+def compile_package(program, package: Path, target: Target, attention: str) -> None:
+    """AOTInductor-compile one exported program with the attention backend pinned."""
+    with attention_context(attention):
+        torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS)
+    check_kernel(package, target.device, attention)

@@ -1,0 +1,68 @@
+"""Pick the form of each inference graph's linears (model.Linear) for a target:
+pinned by the user, or measured on decode steps against mm (measure.py)."""
+
+from contextlib import nullcontext
+
+from .measure import each_choice_decoding, pick
+from .model import GPT, linear_form_runs_on, linear_weight_names, packed_linear_weights
+from .target import Target
+
+# decode_one's linear forms. oneDNN's is left out: it is measured only eagerly
+# (measure_decode_linear), the reduction only compiled.
+DECODE_ONE_LINEAR_FORMS = ("mm", "reduction")
+# Linear forms of the graphs that step many rows (prefill, decode): matrix
+# products only, the reduction reads the weight once per row. Measured on a
+# decode step of BATCHED_ROWS sequences, the pick serves both graphs.
+BATCHED_LINEAR_FORMS = ("mm", "onednn")
+BATCHED_ROWS = 8
+
+
+def measure_decode_linear(
+    model: GPT, forms: tuple = DECODE_ONE_LINEAR_FORMS, rows: int = 1, steps: int = 4, repeats: int = 5
+) -> dict:
+    """Each linear form's decode of `rows` sequences (model.Linear), with the
+    model's attention, logits against mm's. Compiled when a reduction is among
+    `forms` (it is Inductor's code); the matrix products alone run eagerly: each
+    is one library call, compiled or not, and Inductor compiles oneDNN's linear
+    only into a graph whose weights are constants (AOTInductor's are; a
+    torch.compile'd module's are not). oneDNN's runs on packed weights, as the
+    runtime binds them."""
+    compiled = "reduction" in forms
+    if compiled and "onednn" in forms:
+        raise ValueError("the reduction is measured compiled and oneDNN's linear eagerly: measure them apart")
+    with packed_linear_weights(model) if "onednn" in forms else nullcontext():
+        return each_choice_decoding(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
+
+
+def choose_linear(
+    model: GPT, target: Target, requested: str, attention: str, forms: tuple = DECODE_ONE_LINEAR_FORMS, rows: int = 1
+) -> dict:
+    """A linear form out of `forms`: the pinned one, or the fastest correct one
+    on decode steps of `rows` sequences with decode's `attention`
+    (measure_decode_linear). Where mm is the only one of `forms` with a kernel
+    (oneDNN's on a GPU), nothing is measured."""
+    if requested != "auto":
+        if requested not in forms:
+            raise ValueError(f"linear form {requested!r} is not one of auto, {', '.join(forms)}")
+        if not linear_form_runs_on(requested, target.torch_device):
+            raise ValueError(f"linear form {requested!r} has no kernel on {target.torch_device.type}")
+        return {"form": requested, "selected_by": "user"}
+    if [f for f in forms if f != "mm" and linear_form_runs_on(f, target.torch_device)] == []:
+        return {"form": "mm", "selected_by": "only form with a kernel"}
+    saved = model.attention
+    model.set_attention(attention)
+    try:
+        candidates = measure_decode_linear(model, forms, rows)
+    finally:
+        model.set_attention(saved)
+    return {
+        "form": pick(candidates, target.dtype),
+        "selected_by": "measurement",
+        "rows": rows,
+        "candidates": candidates,
+    }
+
+
+def with_packed_weights(choice: dict, model: GPT) -> dict:
+    """The onednn form's record names the weights the runtime binds packed."""
+    return {**choice, "packed": linear_weight_names(model)} if choice["form"] == "onednn" else choice
