@@ -47,9 +47,9 @@ def replaced_directory(path: Path) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 would hide the artifact from the service's user
     try:
         yield work
+        _give_umask_modes(work)
         swap_directory(work, path)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -95,6 +95,16 @@ def _exchange(a: Path, b: Path) -> bool:
     if error in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
     raise OSError(error, os.strerror(error), str(b))
+
+
+def _give_umask_modes(directory: Path) -> None:
+    """The modes a new directory and new files get under the umask (0755/0644 under 022), whatever wrote them:
+    mkdtemp makes 0700, and safetensors writes 0600, either of which would hide the artifact from a service
+    that runs as another user."""
+    mask = _umask()
+    os.chmod(directory, 0o777 & ~mask)
+    for entry in directory.rglob("*"):
+        os.chmod(entry, (0o777 if entry.is_dir() else 0o666) & ~mask)
 
 
 def _umask() -> int:

@@ -104,10 +104,12 @@ def test_a_built_directory_has_the_modes_the_umask_gives(tmp_path):
     try:
         with replaced_directory(tmp_path / "cpu") as work:
             (work / "manifest.json").write_text("{}")
+            (work / "golden.safetensors").write_bytes(b"g")
+            (work / "golden.safetensors").chmod(0o600)  # as safetensors' writer leaves its files
             with replaced_atomically(work / "weights.safetensors") as tmp:
                 tmp.write_bytes(b"w")
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "cpu").stat().st_mode) == 0o755
-    for name in ("manifest.json", "weights.safetensors"):
+    for name in ("manifest.json", "weights.safetensors", "golden.safetensors"):
         assert stat.S_IMODE((tmp_path / "cpu" / name).stat().st_mode) == 0o644

@@ -52,9 +52,7 @@ TEST_CASE("out-of-range tokens, empty and too-long prompts, n = 0", "[abi]") {
     REQUIRE(gpt_session_prefill(session.handle, one, 1, logits.data()) == GPT_OK);
     CHECK(gpt_session_decode(session.handle, info.vocab_size + 3, logits.data()) == GPT_ERR_OUT_OF_RANGE);
 
-    gpt_generate_params p;
-
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     std::vector<gpt_token> out(64);
     int32_t count = 0;
     p.max_new_tokens = 0;

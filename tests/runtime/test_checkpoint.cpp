@@ -22,8 +22,7 @@ namespace {
 struct Trainer {
     gpt_trainer *handle = nullptr;
     explicit Trainer(gpt_model *model) {
-        gpt_trainer_params p;
-        gpt_trainer_default_params(&p, sizeof p);
+        gpt_trainer_params p = test::default_trainer_params();
         p.learning_rate = 1e-2f;
         p.warmup_iters = 2;
         p.lr_decay_iters = 20;

@@ -325,8 +325,7 @@ TEST_CASE("world size 1 through c10d trains exactly like the plain trainer", "[d
     test::Model plain_model(test::artifact("train")), dist_model(test::artifact("train"));
     REQUIRE(plain_model.status == GPT_OK);
     REQUIRE(dist_model.status == GPT_OK);
-    gpt_trainer_params params;
-    gpt_trainer_default_params(&params, sizeof params);
+    gpt_trainer_params params = test::default_trainer_params();
     params.learning_rate = 1e-2f;
     params.warmup_iters = 2;
     params.lr_decay_iters = 20;

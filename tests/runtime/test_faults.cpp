@@ -45,8 +45,7 @@ gpt_status save_with_file_size_limit(gpt_trainer *trainer, const std::string &pa
 
 std::vector<gpt_token> greedy(gpt_model *model, const std::vector<gpt_token> &prompt) {
     test::Session session(model);
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     p.max_new_tokens = 16;
     p.temperature = 0.0f;
     std::vector<gpt_token> out(16);
@@ -145,8 +144,7 @@ TEST_CASE("OversizedPromptAndBatchAreRefusedBeforeAnyMemoryIsTouched", "[faults]
     const gpt_token two[2] = {1, 2};
     gpt_token out[4] = {0};
     int32_t n = -1;
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     p.max_new_tokens = 4;
     CHECK(gpt_session_generate(session.handle, two, INT32_MAX, &p, out, 4, &n) == GPT_ERR_OUT_OF_RANGE);
     CHECK(std::string(gpt_runtime_last_error()).find("exceeds the context") != std::string::npos);

@@ -127,8 +127,7 @@ TEST_CASE("greedy generation follows the argmax of the logits", "[generate]") {
     const std::vector<gpt_token> prompt = {40, 69, 76};
 
     test::Session session(model.handle);
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     p.max_new_tokens = 8;
     p.temperature = 0.0f;
     std::vector<gpt_token> out(8);
@@ -154,8 +153,7 @@ TEST_CASE("generation stops at the stop token", "[generate]") {
     REQUIRE(free_run.size() == 10);
 
     test::Session session(model.handle);
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     p.max_new_tokens = 10;
     p.top_k = 20;
     p.top_p = 0.95f;
@@ -177,8 +175,7 @@ TEST_CASE("past a full context, generation goes on from the last half window", "
     const int n = 2 * block;
 
     test::Session session(model.handle);
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     p.max_new_tokens = n;
     p.temperature = 0.0f;
     std::vector<gpt_token> out(static_cast<size_t>(n));
@@ -214,8 +211,7 @@ TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
         size_t stop_after;
     } seen{{}, 4};
     test::Session session(model.handle);
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = test::default_generate_params();
     p.max_new_tokens = 12;
     p.seed = 1;
     p.user_data = &seen;

@@ -3,11 +3,11 @@
 
 #include <cmath>
 
+#include "test_support.h"
 #include "train/lr_schedule.h"
 
 TEST_CASE("warm-up, cosine decay and floor follow nanoGPT", "[trainer]") {
-    gpt_trainer_params p;
-    gpt_trainer_default_params(&p, sizeof p);
+    gpt_trainer_params p = test::default_trainer_params();
     p.learning_rate = 1.0f;
     p.min_lr = 0.1f;
     p.warmup_iters = 4;

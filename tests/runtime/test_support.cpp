@@ -131,12 +131,26 @@ void flip_byte(const std::filesystem::path &file, std::streamoff offset) {
     f.put(static_cast<char>(c ^ 0x20));
 }
 
+// No Catch2 assertions (try_generate's worker threads call it): with a valid
+// pointer and size the library cannot fail, and a struct left unfilled would be
+// refused by the call it is passed to.
+gpt_generate_params default_generate_params() {
+    gpt_generate_params p{};
+    gpt_generate_default_params(&p, sizeof p);
+    return p;
+}
+
+gpt_trainer_params default_trainer_params() {
+    gpt_trainer_params p{};
+    gpt_trainer_default_params(&p, sizeof p);
+    return p;
+}
+
 std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_token> &prompt, uint64_t seed, int n,
                                     gpt_status *status) {
     gpt_session *session = nullptr;
     if ((*status = gpt_session_create(model, &session)) != GPT_OK) return {};
-    gpt_generate_params p;
-    gpt_generate_default_params(&p, sizeof p);
+    gpt_generate_params p = default_generate_params();
     p.max_new_tokens = n;
     p.seed = seed;
     p.temperature = 1.0f;
@@ -152,8 +166,7 @@ std::vector<gpt_token> try_generate(gpt_model *model, const std::vector<gpt_toke
 }
 
 gpt_trainer_params reference_trainer_params() {
-    gpt_trainer_params p;
-    gpt_trainer_default_params(&p, sizeof p);
+    gpt_trainer_params p = default_trainer_params();
     p.learning_rate = 1e-2f;
     p.min_lr = 1e-3f;
     p.warmup_iters = 2;

@@ -62,6 +62,9 @@ private:
     std::vector<std::string> lines_;
 };
 
+// The library's defaults, as a C caller gets them (*_default_params with its sizeof).
+gpt_generate_params default_generate_params();
+gpt_trainer_params default_trainer_params();
 // The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).
 gpt_trainer_params reference_trainer_params();
 

@@ -173,8 +173,7 @@ TEST_CASE("training on the real corpus lowers validation loss by more than 1.5 n
     const int batch = 8, seq = model.info.block_size;
     // The gpt CLI's loader (nanoGPT's get_batch), so the test trains on what `gpt train` feeds.
     const cli::TokenFile train((corpus_dir / "train.bin").string(), seq), val((corpus_dir / "val.bin").string(), seq);
-    gpt_trainer_params p;
-    gpt_trainer_default_params(&p, sizeof p);
+    gpt_trainer_params p = test::default_trainer_params();
     p.learning_rate = 1e-2f;
     p.min_lr = 1e-3f;
     p.warmup_iters = 10;
