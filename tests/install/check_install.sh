@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# Installs the build into a scratch prefix, checks what the library exports,
-# then configures, builds and runs tests/install/consumer against the install
-# with both find_package and pkg-config, and builds deploy/server against it.
-# Usage: check_install.sh BUILD_DIR ARTIFACT
+# The install as a deployment gets it. Builds the library alone (no CLI, server or
+# tests) in a fresh tree and installs it into a scratch prefix; checks what it
+# exports and that nothing in it points into the build's virtualenv. Then, with
+# that virtualenv out of reach (a private mount namespace puts an empty directory
+# over it), builds and runs tests/install/consumer against the install with
+# find_package and pkg-config, and builds deploy/server against it, giving
+# LibTorch only the documented way: LD_LIBRARY_PATH to a copy of the torch wheel.
+# Usage: check_install.sh BUILD_DIR ARTIFACT PYTHON
 set -euo pipefail
-build=$1 artifact=$2
+build=$1 artifact=$2 python=$3
 src=$(cd "$(dirname "$0")" && pwd)
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
+root=$(cd "$src/../.." && pwd)
+work=$(mktemp -d "$build/install-check.XXXXXX")  # beside the virtualenv's file system: hard links work
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
 
-cmake --install "$build" --prefix "$prefix" >/dev/null
-abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$src/../../include/gpt_runtime.h")
+log=$work/libonly.log  # shown only on failure: torch's CMake package warns about things that do not apply
+cmake -S "$root" -B "$work/libonly" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_BUILD_TESTS=OFF \
+  -DPython3_EXECUTABLE="$python" >"$log" 2>&1 || { cat "$log"; exit 1; }
+cmake --build "$work/libonly" --target gpt_runtime >>"$log" 2>&1 || { cat "$log"; exit 1; }
+cmake --install "$work/libonly" --prefix "$prefix" >/dev/null
+programs=$(ls -A "$prefix/bin" 2>/dev/null || true)
+[ -z "$programs" ] || { echo "a library-only build installed programs: $programs"; exit 1; }
+
+abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$root/include/gpt_runtime.h")
 lib=$(ls "$prefix"/lib*/libgpt_runtime.so."$abi")
 leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || true)
 [ -z "$leaked" ] || { echo "exported beyond the C API: $leaked"; exit 1; }
@@ -18,20 +31,51 @@ leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || tru
 # and the writer's SIGPIPE fails the pipeline under pipefail.
 dynamic=$(readelf -d "$lib")
 grep -q "SONAME.*libgpt_runtime.so.$abi\]" <<<"$dynamic" || { echo "SONAME is not libgpt_runtime.so.$abi"; exit 1; }
+venv=$("$python" -c 'import sys; print(sys.prefix)')
+installed=$(cat "$prefix"/lib*/pkgconfig/gpt_runtime.pc "$prefix"/lib*/cmake/gpt_runtime/*.cmake; echo "$dynamic")
+if grep -q -e "$venv" -e "$(realpath "$venv")" -e "$work/libonly" <<<"$installed"; then
+  echo "the install points into the build's virtualenv or build tree:"
+  grep -e "$venv" -e "$(realpath "$venv")" -e "$work/libonly" <<<"$installed"
+  exit 1
+fi
 
-cmake -S "$src/consumer" -B "$prefix/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$prefix/consumer" >/dev/null
-"$prefix/consumer/consumer" "$artifact"
+# LibTorch as a deployment provides it: the wheel's files in a place of their own
+# (hard links: a copy that costs no space), found through LD_LIBRARY_PATH.
+site=$("$python" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+cp -al "$site" "$work/site-packages"
+libtorch=$work/site-packages/torch/lib
 
-# The example server is an outside consumer too: it builds against the install alone.
-cmake -S "$src/../../deploy/server" -B "$prefix/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
-cmake --build "$prefix/server" >/dev/null
-usage=$("$prefix/server/gpt-server" --help)
-grep -q -- "--model" <<<"$usage" || { echo "installed-library gpt-server does not run"; exit 1; }
-linked=$(ldd "$prefix/server/gpt-server")
-grep -q "$prefix/lib.*libgpt_runtime.so.$abi" <<<"$linked" || { echo "gpt-server did not link the install"; exit 1; }
+consume() {
+  export LD_LIBRARY_PATH=$libtorch
+  [ ! -e "$venv/bin/python" ] || [ "${GPT_INSTALL_CHECK_VENV_VISIBLE:-}" ] || { echo "the virtualenv is still visible"; exit 1; }
+  cmake -S "$src/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$work/consumer" >/dev/null
+  "$work/consumer/consumer" "$artifact"
 
-export PKG_CONFIG_PATH="$(dirname "$lib")/pkgconfig"
-cc "$src/consumer/main.c" $(pkg-config --cflags --libs gpt_runtime) -Wl,-rpath,"$(dirname "$lib")" -o "$prefix/pc_consumer"
-"$prefix/pc_consumer" "$artifact"
-echo "install OK: $(pkg-config --modversion gpt_runtime), exports only gpt_* ($(nm -D --defined-only "$lib" | grep -c ' gpt_') symbols)"
+  export PKG_CONFIG_PATH="$(dirname "$lib")/pkgconfig"
+  cc "$src/consumer/main.c" $(pkg-config --cflags --libs gpt_runtime) -Wl,-rpath,"$(dirname "$lib")" \
+    -o "$work/pc_consumer"
+  "$work/pc_consumer" "$artifact"
+
+  # The example server is an outside consumer too: it builds against the install alone.
+  cmake -S "$root/deploy/server" -B "$work/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$work/server" >/dev/null
+  usage=$("$work/server/gpt-server" --help)
+  grep -q -- "--model" <<<"$usage" || { echo "installed-library gpt-server does not run"; exit 1; }
+  linked=$(ldd "$work/server/gpt-server")
+  grep -q "$prefix/lib.*libgpt_runtime.so.$abi" <<<"$linked" || { echo "gpt-server did not link the install"; exit 1; }
+  grep -q "$libtorch/libtorch" <<<"$(ldd "$lib")" || { echo "libtorch did not come from LD_LIBRARY_PATH"; exit 1; }
+  echo "install OK: $(pkg-config --modversion gpt_runtime), exports only gpt_* ($(nm -D --defined-only "$lib" |
+    grep -c ' gpt_') symbols), LibTorch from LD_LIBRARY_PATH"
+}
+
+if unshare --mount --propagation private true 2>/dev/null; then
+  export -f consume
+  export src root work prefix lib abi venv libtorch artifact
+  unshare --mount --propagation private bash -euo pipefail -c \
+    'mount -t tmpfs -o size=1m gpt-hidden "$(realpath "$venv")" && consume'
+else
+  echo "install check: no private mount namespace here (needs root), so the virtualenv stays visible;" \
+    "the install's RUNPATH and files were checked for it above"
+  GPT_INSTALL_CHECK_VENV_VISIBLE=1 consume
+fi
