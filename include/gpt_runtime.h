@@ -142,8 +142,12 @@ GPT_API void gpt_log_set_callback(gpt_log_callback callback, void *user_data);
 /* ---- model ------------------------------------------------------------------ */
 
 struct gpt_model_params {
-    size_t struct_size;  /* set by gpt_model_default_params (see Versioning) */
-    int32_t num_threads; /* intra-op CPU threads; default 0 = torch's default */
+    size_t struct_size; /* set by gpt_model_default_params (see Versioning) */
+    /* CPU threads of each call into the model's compiled graphs, set on the calling
+     * thread for that call only: models with different counts share a process
+     * without retuning each other. Default 0 = the calling thread's count
+     * (OMP_NUM_THREADS, else one per core). */
+    int32_t num_threads;
     int32_t num_runners; /* graph instances that may run at once; default 1 (calls queue) */
     bool verify_golden;  /* run the golden vector at load; default false (see gpt_model_verify) */
     /* Ed25519 public keys the artifact's manifest.sig must verify against: a key

@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 # The GPU machines run torch 2.11 (CUDA 13); artifacts are only portable within
 # one torch minor version, so the compiler side is pinned to the same release.
 TORCH_VERSION="${GPT_TORCH_VERSION:-2.11.0}"
-APT_PACKAGES=(cmake ninja-build g++ pkg-config catch2 libspdlog-dev nlohmann-json3-dev libcli11-dev
-              libsodium-dev libcpp-httplib-dev bible-kjv clang-format clang-tidy python3-venv clang libclang-rt-dev
-              libgloo-dev)  # headers for c10d's ProcessGroupGloo (runtime/train/collectives.cpp)
+# What the build needs (deploy/build-packages.txt, shared with the Docker image), then what the tests and lint need.
+mapfile -t APT_PACKAGES < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' deploy/build-packages.txt)
+APT_PACKAGES+=(catch2 bible-kjv clang-format clang-tidy clang libclang-rt-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -1,8 +1,10 @@
-"""Files and directories replaced whole: a reader sees the old one or the complete new one, never a part
-(a directory may be absent for the moment between its two renames)."""
+"""Files and directories replaced whole: a reader sees the old one or the complete new one, never a part.
+What they hold gets the modes the umask gives (0644 files, 0755 directories under 022)."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
 import tempfile
@@ -39,11 +41,13 @@ def _fsync(path: Path) -> None:
 @contextmanager
 def replaced_directory(path: Path) -> Iterator[Path]:
     """Yields a new temporary directory beside `path` for the caller to fill. When the block ends without an
-    exception it is swapped into place (swap_directory); it is removed in any case, so a failed or interrupted
+    exception it is swapped into place (swap_directory), with the mode the umask gives a new directory; it is
+    removed in any case, so a failed or interrupted
     build never leaves a partial directory and `path` stays as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    os.chmod(work, 0o777 & ~_umask())  # mkdtemp's 0700 would hide the artifact from the service's user
     try:
         yield work
         swap_directory(work, path)
@@ -52,8 +56,13 @@ def replaced_directory(path: Path) -> Iterator[Path]:
 
 
 def swap_directory(src: Path, dst: Path) -> None:
-    """Swap a finished directory into place by renames; the old one is removed only after, and put back if the
-    swap fails. Between the two renames `dst` is briefly absent: a reader may find no directory, never a part."""
+    """Put a finished directory in place of `dst` in one atomic step: a reader of `dst` sees the old directory or
+    the new one, whole, at every instant (renameat2's RENAME_EXCHANGE, then the old one is removed). Where the file
+    system cannot exchange, two renames: `dst` is then briefly absent, never partial, and put back if the second
+    fails."""
+    if dst.exists() and _exchange(src, dst):
+        shutil.rmtree(src, ignore_errors=True)  # src now holds the old directory
+        return
     old = None
     if dst.exists():
         old = dst.with_name(f".{dst.name}.old")
@@ -67,3 +76,28 @@ def swap_directory(src: Path, dst: Path) -> None:
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically exchange two paths (Linux renameat2); False where the kernel or file system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(error, os.strerror(error), str(b))
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

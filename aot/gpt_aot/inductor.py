@@ -17,6 +17,9 @@ INDUCTOR_CONFIGS = {
     "always_keep_tensor_constants": True,
     "aot_inductor.use_runtime_constant_folding": False,
     "freezing": False,
+    # CPU kernels ask OpenMP for the thread count when they run (omp_get_max_threads) instead of
+    # hard-coding the build host's core count: the runtime sets it per model and call (num_threads).
+    "cpp.dynamic_threads": True,
 }
 
 # The kernel call each backend leaves in AOTInductor's generated wrapper.
@@ -44,6 +47,12 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
         raise RuntimeError(
             f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}"
         )
+
+
+def kernel_sources(package: Path) -> str:
+    """The generated C++ kernel code of a .pt2 package (CPU graphs; CUDA kernels are not C++)."""
+    with zipfile.ZipFile(package) as z:
+        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("kernel.cpp"))
 
 
 def compile_package(program, package: Path, target: Target, attention: str) -> None:

@@ -7,7 +7,6 @@
 #include "exec/model.h"
 #include "exec/session.h"
 
-using gpt::c_api::fill_versioned;
 using gpt::c_api::guarded;
 using gpt::c_api::read_versioned;
 using gpt::c_api::require;

@@ -6,52 +6,33 @@
 
 namespace gpt::c_api {
 
+// Each struct's fields in order, so that a field added to the header without a default here fails to compile
+// (-Wmissing-field-initializers).
 gpt_model_params Versioned<gpt_model_params>::defaults() {
-    gpt_model_params p{};
-    p.struct_size = sizeof p;
-    p.num_threads = 0;
-    p.num_runners = 1;
-    p.verify_golden = false;
-    p.trusted_keys = nullptr;
-    return p;
+    return {sizeof(gpt_model_params), /*num_threads=*/0, /*num_runners=*/1, /*verify_golden=*/false,
+            /*trusted_keys=*/nullptr};
 }
 
 gpt_generate_params Versioned<gpt_generate_params>::defaults() {
-    gpt_generate_params p{};
-    p.struct_size = sizeof p;
-    p.max_new_tokens = 64;
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.seed = 0;
-    p.stop_token = -1;
-    p.on_token = nullptr;
-    p.user_data = nullptr;
-    return p;
+    return {sizeof(gpt_generate_params),
+            /*max_new_tokens=*/64,
+            /*temperature=*/1.0f,
+            /*top_k=*/0,
+            /*top_p=*/1.0f,
+            /*seed=*/0,
+            /*stop_token=*/-1,
+            /*on_token=*/nullptr,
+            /*user_data=*/nullptr};
 }
 
 gpt_trainer_params Versioned<gpt_trainer_params>::defaults() {
-    gpt_trainer_params p{};
-    p.struct_size = sizeof p;
-    p.learning_rate = 6e-4f;
-    p.min_lr = 6e-5f;
-    p.warmup_iters = 2000;
-    p.lr_decay_iters = 600000;
-    p.decay_lr = true;
-    p.seed = 1337;
-    return p;
+    return {sizeof(gpt_trainer_params), /*learning_rate=*/6e-4f, /*min_lr=*/6e-5f, /*warmup_iters=*/2000,
+            /*lr_decay_iters=*/600000,  /*decay_lr=*/true,       /*seed=*/1337};
 }
 
 gpt_dist_params Versioned<gpt_dist_params>::defaults() {
-    gpt_dist_params p{};
-    p.struct_size = sizeof p;
-    p.world_size = 1;
-    p.rank = 0;
-    p.master_addr = "127.0.0.1";
-    p.master_port = 29500;
-    p.timeout_ms = 300000;
-    p.bucket_mb = 25;
-    return p;
+    return {sizeof(gpt_dist_params), /*world_size=*/1,      /*rank=*/0,      /*master_addr=*/"127.0.0.1",
+            /*master_port=*/29500,   /*timeout_ms=*/300000, /*bucket_mb=*/25};
 }
 
 namespace {

@@ -12,7 +12,9 @@ namespace gpt {
 
 namespace {
 
-bool is_artifact(const std::string &dir) { return regular_file_size(dir + "/" + kManifestFile).has_value(); }
+// A directory with anything named manifest.json: one that cannot be read is still
+// reported as this artifact's problem, not passed over as "no artifact here".
+bool is_artifact(const std::string &dir) { return path_exists(dir + "/" + kManifestFile); }
 
 TargetReport check_artifact(const std::string &dir, const Host &host, bool check_hashes) {
     TargetReport report;

@@ -6,11 +6,13 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "exec/memory.h"
+#include "exec/threads.h"
 #include "formats/files.h"
 
 namespace gpt {
 
-Graph::Graph(std::string name, const Bytes &package, int num_runners) : name_(std::move(name)) {
+Graph::Graph(std::string name, const Bytes &package, int num_runners, int num_threads)
+    : name_(std::move(name)), num_threads_(num_threads) {
     // The loader reads a path, so the verified bytes go to a file no one else can write.
     PrivateTempDir dir;
     const std::string file = dir.write(name_ + ".pt2", package);
@@ -44,6 +46,7 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const 
     // thread's failure in the same instant could be taken for this one's).
     const c10::Device device = inputs.empty() ? c10::Device(c10::kCPU) : inputs.front().device();
     const int64_t ooms_before = device_oom_count(device);
+    const ScopedThreads threads(num_threads_);
     try {
         return loader_->run(inputs);
     } catch (const c10::OutOfMemoryError &) {

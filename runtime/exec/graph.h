@@ -21,7 +21,8 @@ namespace gpt {
 class Graph {
 public:
     // Loads the package from already verified bytes (via a private temporary copy).
-    Graph(std::string name, const Bytes &package, int num_runners);
+    // Each run uses `num_threads` CPU threads (ScopedThreads; <= 0: the caller's count).
+    Graph(std::string name, const Bytes &package, int num_runners, int num_threads);
     ~Graph();
     Graph(const Graph &) = delete;
     Graph &operator=(const Graph &) = delete;
@@ -37,6 +38,7 @@ public:
 
 private:
     std::string name_;
+    int num_threads_;
     std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
 };
 

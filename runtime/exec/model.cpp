@@ -3,7 +3,6 @@
 #include "exec/model.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <limits>
@@ -60,8 +59,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     : manifest_(read_manifest(dir, load_trusted_keys(params.trusted_keys))), device_(torch_device(manifest_.target)) {
     check_torch_version(manifest_.torch_version);
     check_target(manifest_.target, detect_host());
-    if (params.num_threads > 0) at::set_num_threads(params.num_threads);
     const int runners = params.num_runners > 0 ? params.num_runners : 1;
+    const int threads = params.num_threads;
 
     // The weights, the bulk of the bytes, are read straight into their tensors and hashed on the way.
     auto files = read_verified_files(dir, manifest_, {manifest_.weights_file});
@@ -73,9 +72,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     tokenizer_ = std::make_unique<Tokenizer>(as_string(files.at(manifest_.tokenizer_file)), manifest_.tokenizer_kind,
                                              manifest_.model.vocab_size);
 
-    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners);
-    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners);
-    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), runners);
+    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners, threads);
+    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners, threads);
+    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), runners, threads);
     std::set<std::string> packed;
     for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
         packed.insert(spec->packed.begin(), spec->packed.end());
@@ -88,9 +87,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)
                 fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
-        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), runners);
-        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), runners);
-        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), 1);
+        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), runners, threads);
+        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), runners, threads);
+        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), 1, threads);
         for (Graph *g : {train_step_.get(), eval_loss_.get(), adamw_.get()}) g->bind(weights_);
     }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +

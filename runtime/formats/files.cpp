@@ -22,6 +22,36 @@ std::optional<uint64_t> regular_file_size(const std::string &path) {
     return static_cast<uint64_t>(st.st_size);
 }
 
+std::string unreadable_reason(const std::string &path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return "is missing";
+        if (errno == EACCES)
+            return std::string("cannot be reached: ") + std::strerror(EACCES) +
+                   " (every directory above it must be searchable by this process's user, e.g. mode 0755)";
+        return std::string("cannot be examined: ") + std::strerror(errno);
+    }
+    if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
+    if (S_ISFIFO(st.st_mode)) return "is a FIFO, not a regular file";
+    if (S_ISSOCK(st.st_mode)) return "is a socket, not a regular file";
+    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device, not a regular file";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        if (errno == EACCES || errno == EPERM)
+            return "exists but this process (uid " + std::to_string(::geteuid()) +
+                   ") may not read it: " + std::strerror(errno) +
+                   " (artifact files are meant to be 0644, directories 0755)";
+        return std::string("cannot be opened: ") + std::strerror(errno);
+    }
+    ::close(fd);
+    return "";
+}
+
+bool path_exists(const std::string &path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
 bool is_directory(const std::string &path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);

@@ -18,6 +18,13 @@ using Bytes = std::vector<unsigned char>;
 // Size of a regular file, or nullopt if `path` is not one.
 std::optional<uint64_t> regular_file_size(const std::string &path);
 
+// Why `path` cannot be read as a regular file by this process, as a phrase that
+// follows the file's name ("is missing", "is a directory", "exists but this
+// process may not read it: ..."); "" when it can be read.
+std::string unreadable_reason(const std::string &path);
+// Whether `path` exists at all (as anything, even where it cannot be read).
+bool path_exists(const std::string &path);
+
 // Whether `path` is a directory (following links).
 bool is_directory(const std::string &path);
 

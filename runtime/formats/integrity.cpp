@@ -29,8 +29,10 @@ std::string hex_of(const unsigned char (&digest)[crypto_hash_sha256_BYTES]) {
 std::string listed_path(const std::filesystem::path &dir, const Manifest &manifest, const std::string &name) {
     if (manifest.files.count(name) == 0) fail(GPT_ERR_ARTIFACT_INVALID, "the manifest does not list '" + name + "'");
     std::string path = (dir / name).string();
-    if (!regular_file_size(path))
+    const std::string reason = unreadable_reason(path);
+    if (reason == "is missing")
         fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path + "' is missing: copy the whole artifact directory");
+    if (!reason.empty()) fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path + "' " + reason);
     return path;
 }
 

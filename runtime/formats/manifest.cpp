@@ -108,10 +108,12 @@ TrainingSpec training_spec(const json &t) {
 
 Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys) {
     const auto path = dir / kManifestFile;
-    if (!regular_file_size(path.string()))
+    const std::string reason = unreadable_reason(path.string());
+    if (reason == "is missing")
         fail(GPT_ERR_ARTIFACT_NOT_FOUND, "no " + std::string(kManifestFile) + " in '" + dir.string() +
                                              "': point at an artifact directory such as "
                                              "model_artifacts/<name>/cpu");
+    if (!reason.empty()) fail(GPT_ERR_ARTIFACT_INVALID, "'" + path.string() + "' " + reason);
     // Read once: the bytes whose signature is checked are the bytes parsed.
     const Bytes text = read_file(path.string(), kMaxManifestBytes);
     if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");

@@ -1,9 +1,13 @@
 """replaced_atomically, replaced_directory: the old file or directory or the whole new one, and no leftovers."""
 
+import os
+import stat
+import threading
 from pathlib import Path
 
 import pytest
 
+from gpt_aot import files
 from gpt_aot.files import replaced_atomically, replaced_directory, swap_directory
 
 
@@ -43,6 +47,8 @@ def test_a_directory_build_that_fails_leaves_the_old_one_and_no_temporary(tmp_pa
 
 
 def test_a_failed_swap_puts_the_old_directory_back(tmp_path, monkeypatch):
+    # The two-rename fallback, taken where the file system cannot exchange directories.
+    monkeypatch.setattr(files, "_exchange", lambda a, b: False)
     dst, src = tmp_path / "cpu", tmp_path / ".cpu.work"
     dst.mkdir()
     (dst / "manifest.json").write_text("old")
@@ -60,7 +66,48 @@ def test_a_failed_swap_puts_the_old_directory_back(tmp_path, monkeypatch):
         swap_directory(src, dst)
     assert (dst / "manifest.json").read_text() == "old"
     assert not (tmp_path / ".cpu.old").exists()
-    monkeypatch.undo()
+    monkeypatch.setattr(Path, "rename", real_rename)
     swap_directory(src, dst)
     assert (dst / "manifest.json").read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu"]
+
+
+def test_a_reader_never_finds_the_directory_absent_while_it_is_replaced(tmp_path):
+    dst = tmp_path / "cpu"
+    with replaced_directory(dst) as work:
+        (work / "manifest.json").write_text("0")
+    absent, stop = [], threading.Event()
+
+    def read():
+        while not stop.is_set():
+            try:
+                (dst / "manifest.json").read_text()
+            except FileNotFoundError:
+                absent.append(True)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for i in range(1, 300):
+            with replaced_directory(dst) as work:
+                (work / "manifest.json").write_text(str(i))
+    finally:
+        stop.set()
+        reader.join()
+    assert not absent, f"the directory was absent {len(absent)} times"
+    assert (dst / "manifest.json").read_text() == "299"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpu"]
+
+
+def test_a_built_directory_has_the_modes_the_umask_gives(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with replaced_directory(tmp_path / "cpu") as work:
+            (work / "manifest.json").write_text("{}")
+            with replaced_atomically(work / "weights.safetensors") as tmp:
+                tmp.write_bytes(b"w")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "cpu").stat().st_mode) == 0o755
+    for name in ("manifest.json", "weights.safetensors"):
+        assert stat.S_IMODE((tmp_path / "cpu" / name).stat().st_mode) == 0o644
