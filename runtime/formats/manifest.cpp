@@ -86,7 +86,7 @@ GraphSpec inference_graph_spec(const json &graphs, const char *name) {
 // cannot carry control characters or another line.
 std::string isa_word(const json &item, const std::string &what) {
     if (!item.is_string()) invalid("'" + what + "' must hold strings");
-    const std::string word = item.get<std::string>();
+    std::string word = item.get<std::string>();
     bool printable = !word.empty() && word.size() <= kMaxIsaWordBytes;
     for (char c : word) printable = printable && c > ' ' && c < 0x7f;
     if (!printable) invalid("'" + what + "' words must be 1 to 64 printable characters without spaces");
