@@ -67,8 +67,8 @@ void check_target(const TargetSpec &target, const Host &host) {
         if (!missing.empty())
             fail(GPT_ERR_DEVICE_MISMATCH,
                  "artifact's CPU code (ISA level " + target.isa_level + ") may use " + missing +
-                     ", which this CPU lacks: use an artifact compiled for a portable level this CPU runs "
-                     "(`python -m gpt_aot compile --isa x86-64-v3`), or compile one on this machine");
+                     ", which this CPU lacks: use an artifact compiled for an ISA level this CPU runs "
+                     "(`python -m gpt_aot compile --isa x86-64-v3` runs on any AVX2 CPU), or compile one here");
         return;
     }
     if (target.device == "cuda") {
