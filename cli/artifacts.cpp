@@ -44,17 +44,24 @@ int cmd_artifacts_list(const ArtifactsOptions &o) {
                                                           .c_str()
                                                     : ", no CUDA GPU",
                 host["torch_version"].get<std::string>().c_str());
-    std::printf("  %-8s %-6s %-8s %-9s %-10s %-8s %10s  %s\n", "target", "device", "arch", "dtype", "attention",
-                "torch", "MiB", "loads here");
+    std::printf("  %-8s %-6s %-8s %-10s %-9s %-10s %-8s %10s  %s\n", "target", "device", "arch", "isa level", "dtype",
+                "attention", "torch", "MiB", "loads here");
     const std::string selected = desc["selected"].is_null() ? "" : desc["selected"]["dir"].get<std::string>();
     for (const auto &t : desc["targets"]) {
         const bool has_manifest = t.contains("name");
         auto str = [&](const char *key) { return has_manifest ? t[key].get<std::string>() : std::string("?"); };
         const double mib = has_manifest ? t["bytes"].get<double>() / (1 << 20) : 0.0;
         const std::string verdict = t["loads_here"].get<bool>() ? "yes" : "no: " + t["status"].get<std::string>();
-        std::printf("%s %-8s %-6s %-8s %-9s %-10s %-8s %10.1f  %s\n", t["dir"] == selected ? "*" : " ",
-                    t["target"].get<std::string>().c_str(), str("device").c_str(), str("arch").c_str(),
+        const std::string level = has_manifest && t["device"] == "cpu" ? str("isa_level") : "-";
+        std::printf("%s %-8s %-6s %-8s %-10s %-9s %-10s %-8s %10.1f  %s\n", t["dir"] == selected ? "*" : " ",
+                    t["target"].get<std::string>().c_str(), str("device").c_str(), str("arch").c_str(), level.c_str(),
                     str("dtype").c_str(), str("attention").c_str(), str("torch_version").c_str(), mib, verdict.c_str());
+        // The CPU extensions the artifact's code may use: what a host must show in /proc/cpuinfo.
+        if (has_manifest && t["device"] == "cpu") {
+            std::string extensions;
+            for (const auto &e : t["isa_extensions"]) extensions += " " + e.get<std::string>();
+            std::printf("    isa extensions:%s\n", extensions.c_str());
+        }
     }
     if (!selected.empty()) {
         std::printf("selected: %s (%s)\n", selected.c_str(), desc["selected"]["reason"].get<std::string>().c_str());

@@ -6,7 +6,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import checkpoint, data, signing
+from . import checkpoint, data, isa, signing
 from .compile import compile_artifact
 from .config import resolve_config
 from .graphs import MAX_BATCH
@@ -18,7 +18,7 @@ from .weights import load_model
 
 
 def _compile(args) -> int:
-    target = resolve(args.target, args.arch, args.dtype)
+    target = resolve(args.target, args.arch, args.dtype, args.isa)
     overrides = resolve_config(args.config, args.set)
     tokenizer = char_tokenizer(args.tokenizer) if args.tokenizer else no_tokenizer()
     if args.tokenizer and "vocab_size" not in overrides:
@@ -66,6 +66,13 @@ def main(argv=None) -> int:
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--arch", default="auto", help="auto, or e.g. x86_64, sm_80, sm_90")
     p.add_argument("--dtype", default="fp32", help="fp32, bf16 or fp16")
+    p.add_argument(
+        "--isa",
+        default=isa.NATIVE,
+        choices=isa.ISA_LEVELS,
+        help="CPU instruction set: native (this machine's, all of it) or an x86-64 level that older CPUs also run "
+        "(x86-64-v3: AVX2/FMA/BMI; x86-64-v4: AVX-512 F/BW/CD/DQ/VL)",
+    )
     p.add_argument("--attention", default="auto", help="auto (measured), naive, math, flash, efficient, cudnn")
     p.add_argument(
         "--decode-linear",

@@ -7,13 +7,14 @@ Each stage's work lives in its own module (attention_pick, linear_pick, graphs,
 training, inductor, artifact_files, files); this one runs them in order.
 """
 
+import dataclasses
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from . import attention_pick, linear_pick, training
+from . import attention_pick, isa, linear_pick, training
 from .artifact_files import write_artifact_files
 from .attention import attention_context
 from .files import replaced_directory
@@ -106,7 +107,8 @@ def compile_artifact(
         raise ValueError("training needs fp32 or bf16 weights: fp16 underflows Adam's second moment")
     progress = Progress(quiet=quiet)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
-    with replaced_directory(Path(out_dir)) as work:
+    # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
+    with replaced_directory(Path(out_dir)) as work, isa.compiling_for(target.isa_level):
         with progress.stage("choose attention"):
             choice = attention_pick.choose_attention(model, target, attention)
             choice["decode"] = attention_pick.choose_attention(model, target, attention, attention_pick.measure_decode)
@@ -140,6 +142,10 @@ def compile_artifact(
                     model, target, attention, attention_pick.measure_training
                 )
             training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
+        if target.device == "cpu":
+            # Every graph's recorded compile commands, training graphs' too, say what the code may execute.
+            recorded = isa.package_isa(sorted(work.glob("*.pt2")))
+            target = dataclasses.replace(target, details={**target.details, **recorded})
         with progress.stage("write weights, golden vector, manifest"):
             # The golden vector runs the model as export_graphs left it: decode's kind, mm linears.
             manifest = write_artifact_files(work, model, target, name, tokenizer, choice, specs, training_section)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import torch
 
+from . import isa
 from .attention import attention_context
 from .target import Target
 
@@ -56,7 +57,8 @@ def kernel_sources(package: Path) -> str:
 
 
 def compile_package(program, package: Path, target: Target, attention: str) -> None:
-    """AOTInductor-compile one exported program with the attention backend pinned."""
-    with attention_context(attention):
+    """AOTInductor-compile one exported program with the attention backend pinned, for the target's ISA level."""
+    level = target.isa_level if target.device == "cpu" else isa.NATIVE
+    with attention_context(attention), isa.compiling_for(level):
         torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS)
     check_kernel(package, target.device, attention)

@@ -20,7 +20,10 @@ FORMAT_NAME = "gpt-aot"
 # 7: every inference graph (prefill, decode, decode_one) names its linear form; a new one, onednn.
 # 8: an onednn-form graph's record lists the linear weights ("packed") that the runtime binds
 #    packed for oneDNN; the embedding reads its own constant (transformer.wte.weight).
-FORMAT_VERSION = 8
+# 9: a CPU target records its ISA level ("native" or an x86-64 psABI level), the compiler's -march/-m flags
+#    read back from the packages, and every instruction-set extension (cpuinfo flag) those flags let the
+#    code use; the runtime requires all of them, not only the vector ISA's word.
+FORMAT_VERSION = 9
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

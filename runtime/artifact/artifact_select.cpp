@@ -77,7 +77,10 @@ Selection select_target(const std::vector<TargetReport> &targets, const Host &ho
         if (const TargetReport *gpu = find_fitting(targets, "cuda", host.gpu_arch))
             return {gpu->dir, "artifact for this GPU's arch, " + describe_host(host)};
     const TargetReport *cpu = find_fitting(targets, "cpu", "");
-    if (cpu && !has_gpu) return {cpu->dir, "CPU artifact (" + cpu->manifest->target.isa + "): no CUDA GPU present"};
+    if (cpu && !has_gpu) {
+        const TargetSpec &t = cpu->manifest->target;
+        return {cpu->dir, "CPU artifact (" + t.isa_level + ", " + t.isa + "): no CUDA GPU present"};
+    }
     if (cpu && allow_cpu_fallback)
         return {cpu->dir, "no artifact for " + describe_host(host) + "; CPU fallback is allowed"};
 
@@ -145,6 +148,8 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                  {"device", m->target.device},
                  {"arch", m->target.arch},
                  {"isa", m->target.isa},
+                 {"isa_level", m->target.isa_level},
+                 {"isa_extensions", m->target.isa_extensions},
                  {"dtype", m->dtype},
                  {"attention", m->attention},
                  {"decode_attention", m->decode_attention},

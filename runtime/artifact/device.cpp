@@ -31,13 +31,6 @@ std::set<std::string> read_cpu_flags() {
     return flags;
 }
 
-// Inductor names ISAs ("avx512 avx512_vnni amx_tile"); /proc/cpuinfo names flags.
-std::string cpu_flag_for(const std::string &isa_word) {
-    if (isa_word == "avx512") return "avx512f";
-    if (isa_word == "neon") return "asimd";
-    return isa_word;
-}
-
 }  // namespace
 
 Host detect_host() {
@@ -66,12 +59,16 @@ void check_target(const TargetSpec &target, const Host &host) {
         if (target.arch != host.cpu_arch)
             fail(GPT_ERR_DEVICE_MISMATCH, "artifact is for CPU " + target.arch + ", this machine is " + host.cpu_arch +
                                               ": use an artifact compiled on a " + host.cpu_arch + " machine");
-        std::istringstream words(target.isa);
-        for (std::string w; words >> w;) {
-            if (w == "scalar" || host.cpu_flags.count(cpu_flag_for(w))) continue;
-            fail(GPT_ERR_DEVICE_MISMATCH, "artifact's CPU kernels use " + w + " (ISA '" + target.isa +
-                                              "'), which this CPU lacks: compile the artifact for this CPU");
-        }
+        // Every extension the compiler was allowed to use: code built for a newer CPU dies with SIGILL on
+        // an older one, at whichever kernel first reaches a missing instruction.
+        std::string missing;
+        for (const std::string &ext : target.isa_extensions)
+            if (host.cpu_flags.count(ext) == 0) missing += (missing.empty() ? "" : " ") + ext;
+        if (!missing.empty())
+            fail(GPT_ERR_DEVICE_MISMATCH,
+                 "artifact's CPU code (ISA level " + target.isa_level + ") may use " + missing +
+                     ", which this CPU lacks: use an artifact compiled for an ISA level this CPU runs "
+                     "(`python -m gpt_aot compile --isa x86-64-v3` runs on any AVX2 CPU), or compile one here");
         return;
     }
     if (target.device == "cuda") {

@@ -82,6 +82,27 @@ GraphSpec inference_graph_spec(const json &graphs, const char *name) {
     return spec;
 }
 
+// The CPU target's word lists: bounded, and each word printable without spaces, so a message quoting one
+// cannot carry control characters or another line.
+std::string isa_word(const json &item, const std::string &what) {
+    if (!item.is_string()) invalid("'" + what + "' must hold strings");
+    std::string word = item.get<std::string>();
+    bool printable = !word.empty() && word.size() <= kMaxIsaWordBytes;
+    for (char c : word) printable = printable && c > ' ' && c < 0x7f;
+    if (!printable) invalid("'" + what + "' words must be 1 to 64 printable characters without spaces");
+    return word;
+}
+
+std::vector<std::string> isa_words(const json &target, const char *key) {
+    const std::string what = std::string("target.") + key;
+    const json &list = field(target, key);
+    if (!list.is_array() || list.size() > kMaxIsaEntries)
+        invalid("'" + what + "' must be a list of at most " + std::to_string(kMaxIsaEntries) + " strings");
+    std::vector<std::string> out;
+    for (const auto &item : list) out.push_back(isa_word(item, what));
+    return out;
+}
+
 bool is_hex_sha256(const std::string &s) {
     if (s.size() != 64) return false;
     for (char c : s)
@@ -161,7 +182,12 @@ Manifest parse_manifest(const Bytes &text) {
     const json &target = field(j, "target");
     m.target.device = string_field(target, "device");
     m.target.arch = string_field(target, "arch");
-    if (target.contains("isa")) m.target.isa = string_field(target, "isa");
+    if (m.target.device == "cpu") {
+        m.target.isa = string_field(target, "isa");
+        m.target.isa_level = isa_word(field(target, "isa_level"), "target.isa_level");
+        m.target.isa_extensions = isa_words(target, "isa_extensions");
+        m.target.isa_flags = isa_words(target, "isa_flags");
+    }
 
     const json &model = field(j, "model");
     m.model.block_size = positive_int(model, "block_size");

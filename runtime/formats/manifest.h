@@ -2,6 +2,7 @@
 // Written by aot/gpt_aot/manifest.py; the format is described in docs/ARCHITECTURE.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -17,8 +18,9 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 8: onednn-form graphs list the weights bound packed (history: aot/gpt_aot/manifest.py).
-inline constexpr int kFormatVersion = 8;
+// 9: a CPU target records its ISA level and every instruction-set extension its code may use
+// (history: aot/gpt_aot/manifest.py).
+inline constexpr int kFormatVersion = 9;
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -39,8 +41,16 @@ struct ModelConfig {
 struct TargetSpec {
     std::string device;  // "cpu" | "cuda"
     std::string arch;    // "x86_64" | "sm_90" | ...
-    std::string isa;     // CPU vector ISA the kernels use, e.g. "avx2"
+    // CPU only:
+    std::string isa;                          // Inductor's vector ISA, e.g. "avx2" (informative)
+    std::string isa_level;                    // "native" or an x86-64 psABI level, e.g. "x86-64-v3"
+    std::vector<std::string> isa_extensions;  // /proc/cpuinfo flags the code may need, sorted: "avx2", "fma", ...
+    std::vector<std::string> isa_flags;       // the compiler's -march/-m flags they were derived from
 };
+
+// Bounds on the CPU target's lists: a real one holds some dozens of short words.
+constexpr size_t kMaxIsaEntries = 256;
+constexpr size_t kMaxIsaWordBytes = 64;
 
 struct GraphSpec {
     std::string file;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "artifact/artifact_select.h"
+#include "artifact/device.h"
 #include "base/error.h"
 #include "test_support.h"
 
@@ -46,6 +47,40 @@ std::string describe(const std::filesystem::path &dir, uint32_t flags) {
 }
 
 }  // namespace
+
+namespace {
+
+// check_target's status and message.
+gpt_status target_status(const gpt::TargetSpec &target, const gpt::Host &host, std::string *message) {
+    try {
+        gpt::check_target(target, host);
+        return GPT_OK;
+    } catch (const gpt::Error &e) {
+        *message = e.what();
+        return e.status();
+    }
+}
+
+}  // namespace
+
+TEST_CASE("a CPU lacking any recorded extension is refused, every missing one named") {
+    gpt::TargetSpec target{"cpu", "x86_64", "avx2", "x86-64-v3", {"avx", "avx2", "bmi2", "fma", "sse2"}, {}};
+    gpt::Host host;
+    host.cpu_arch = "x86_64";
+    host.cpu_flags = {"avx", "avx2", "bmi2", "fma", "sse2", "avx512f"};
+    std::string message;
+    CHECK(target_status(target, host, &message) == GPT_OK);
+
+    host.cpu_flags.erase("bmi2");  // the vector ISA's word ("avx2") is present; one scalar extension is not
+    CHECK(target_status(target, host, &message) == GPT_ERR_DEVICE_MISMATCH);
+    CHECK(message.find("bmi2") != std::string::npos);
+    CHECK(message.find("--isa x86-64-v3") != std::string::npos);
+    CHECK(message.find("avx2 ") == std::string::npos);  // only what is missing is listed
+
+    host.cpu_flags.erase("fma");
+    CHECK(target_status(target, host, &message) == GPT_ERR_DEVICE_MISMATCH);
+    CHECK(message.find("bmi2 fma") != std::string::npos);
+}
 
 TEST_CASE("without a GPU the CPU artifact is selected") {
     test::ScratchArtifact art(test::artifact("flash"));
@@ -130,6 +165,9 @@ TEST_CASE("describe reports every target, whether it loads here, and hash mismat
     CHECK(plain["targets"][0]["files"]["weights.safetensors"]["sha256"] ==
           art.manifest()["files"]["weights.safetensors"]["sha256"]);
     CHECK(plain["targets"][0]["attention_pick"]["backend"] == "flash");
+    CHECK(plain["targets"][0]["isa_level"] == art.manifest()["target"]["isa_level"]);
+    CHECK(plain["targets"][0]["isa_extensions"] == art.manifest()["target"]["isa_extensions"]);
+    CHECK(plain["targets"][0]["isa_extensions"].size() > 10);
     CHECK(plain["targets"][1]["loads_here"] == false);
     CHECK(plain["targets"][1]["status"] == "GPT_ERR_DEVICE_UNAVAILABLE");
     CHECK(plain["selected"]["dir"] == art.dir().string());

@@ -1,0 +1,150 @@
+"""CPU instruction-set levels: the flags a level compiles with, the extensions the
+manifest records from them, and the same logits from a portable artifact as from
+a native one."""
+
+import json
+
+import pytest
+import torch
+
+from gpt_aot import compile as compile_mod
+from gpt_aot import isa
+from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.golden import GOLDEN_TOLERANCE
+from gpt_aot.target import resolve
+
+pytestmark = pytest.mark.skipif(
+    isa.missing_for_level("x86-64-v3") != [], reason="this machine cannot run x86-64-v3 code"
+)
+AVX512_FLAG_PREFIXES = ("-mavx512", "-mamx", "-march=x86-64-v4")
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory, artifacts, fixtures):
+    """tiny-math compiled for x86-64-v3, beside the test artifact compiled natively from the same weights
+    with the same choices (tests/fixtures/build_artifacts.py)."""
+    out = tmp_path_factory.mktemp("isa") / "v3" / "cpu"
+    manifest = compile_mod.compile_artifact(
+        fixtures.tiny_model("math"),
+        resolve("cpu", "auto", "fp32", "x86-64-v3"),
+        out,
+        "tiny-math",
+        fixtures.tokenizer(),
+        attention="math",
+        decode_linear="reduction",  # Inductor's own kernel: the ISA flags shape its code
+        batched_linear="onednn",
+        max_batch=8,
+        quiet=True,
+    )
+    native = artifacts / "tiny-math" / "cpu"
+    return {"native": (native, json.loads((native / "manifest.json").read_text())), "v3": (out, manifest)}
+
+
+def test_v3_artifact_records_exactly_the_extensions_of_the_flags_in_its_packages(compiled):
+    directory, manifest = compiled["v3"]
+    packages = sorted(directory.glob("*.pt2"))
+    assert {p.stem for p in packages} == {"prefill", "decode", "decode_one"}
+    flags, compilers = [], set()
+    for package in packages:
+        commands = isa.compile_commands(package)
+        assert commands, package  # a compile (.o) and a link (.so) per package at least
+        for command in commands:
+            compilers.add(command[0])
+            flags += [w for w in command if w.startswith("-m")]
+            assert "-march=native" not in command, package
+            assert "-march=x86-64-v3" in command, package
+            assert not [w for w in command if w.startswith(AVX512_FLAG_PREFIXES)], package
+    assert len(compilers) == 1
+    expected = isa.extensions(compilers.pop(), sorted(set(flags)))
+    target = json.loads((directory / "manifest.json").read_text())["target"]
+    assert target == manifest["target"]
+    assert target["isa_level"] == "x86-64-v3" and target["isa"] == "avx2"
+    assert target["isa_extensions"] == expected
+    assert set(target["isa_flags"]) == set(flags)
+    # what x86-64-v3 is (psABI): AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE, XSAVE on top of v2; no AVX-512
+    assert {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "abm", "movbe", "xsave", "sse4_2", "popcnt"} <= set(expected)
+    assert not [e for e in expected if e.startswith(("avx512", "amx"))]
+    assert set(expected) <= isa.cpu_flags()  # compiled here: this machine runs it
+
+
+def test_native_artifact_records_the_hosts_extensions(compiled):
+    directory, manifest = compiled["native"]
+    target = manifest["target"]
+    assert target["isa_level"] == "native" and "-march=native" in target["isa_flags"]
+    assert target["isa_extensions"] == isa.extensions("g++", target["isa_flags"])
+    assert target["isa_extensions"] == isa.package_isa(sorted(directory.glob("*.pt2")))["isa_extensions"]
+    # -march=native asks for more than the level: this host's extras (e.g. sha_ni, vaes) are what breaks old CPUs
+    v3 = set(compiled["v3"][1]["target"]["isa_extensions"])
+    assert v3 < set(target["isa_extensions"]) <= isa.cpu_flags()
+
+
+def test_training_graphs_compile_commands_are_read_too(artifacts):
+    directory = artifacts / "tiny-train" / "cpu"
+    packages = sorted(directory.glob("*.pt2"))
+    assert {p.stem for p in packages} >= {"train_step", "eval_loss", "adamw"}
+    for package in packages:  # every graph recorded its commands; the manifest's flags are all of theirs
+        flags = {w for command in isa.compile_commands(package) for w in isa.machine_flags(command)}
+        assert "-march=native" in flags, package
+        assert flags <= set(json.loads((directory / "manifest.json").read_text())["target"]["isa_flags"])
+
+
+def test_v3_artifact_gives_the_native_artifacts_logits(compiled, fixtures):
+    native, portable = ArtifactGraphs(compiled["native"][0]), ArtifactGraphs(compiled["v3"][0])
+    eager = fixtures.tiny_model("math")
+    atol, rtol = GOLDEN_TOLERANCE[torch.float32]
+    gen = torch.Generator().manual_seed(5)
+    for rows in (2, 1):  # prefill, then the batched decode (2 rows) or decode_one (1 row)
+        idx = torch.randint(0, fixtures.CONFIG.vocab_size, (rows, 7), generator=gen)
+        tok, pos = torch.full((rows, 1), 3), torch.full((rows,), 7)
+        kv_n, kv_p, kv_e = native.new_kv_cache(rows), portable.new_kv_cache(rows), eager.new_kv_cache(rows)
+        with torch.no_grad():
+            got, want = portable.prefill(idx, kv_p), native.prefill(idx, kv_n)
+            torch.testing.assert_close(got, want, atol=atol, rtol=rtol)
+            torch.testing.assert_close(got, eager.prefill(idx, kv_e), atol=atol, rtol=rtol)
+            got, want = portable.decode(tok, pos, kv_p), native.decode(tok, pos, kv_n)
+            torch.testing.assert_close(got, want, atol=atol, rtol=rtol)
+            torch.testing.assert_close(got, eager.decode(tok, pos, kv_e), atol=atol, rtol=rtol)
+
+
+def test_v4_compile_flags_are_the_level_and_plain_avx512_without_compiling():
+    """x86-64-v4 cannot be compiled here without AVX-512, so the command Inductor would run is checked."""
+    from torch._inductor import cpp_builder, cpu_vec_isa
+
+    with isa.compiling_for("x86-64-v4"):
+        vec = cpu_vec_isa.pick_vec_isa()
+        options = cpp_builder.CppTorchDeviceOptions(vec_isa=vec, device_type="cpu", aot_mode=True)
+        command = cpp_builder.CppBuilder(name="o", sources="i", BuildOption=options).get_command_line().split()
+    assert str(vec) == "avx512" and vec.bit_width() == 512
+    assert "-march=x86-64-v4" in command and "-march=native" not in command
+    machine = [w for w in command if w.startswith("-m")]
+    assert not [w for w in machine if w.startswith(("-mavx512bf16", "-mavx512vnni", "-mamx"))]
+    assert set(isa.extensions("g++", machine)) == set(isa.extensions("g++", ["-march=x86-64-v4"]))
+    # the block restores Inductor: native flags and the host's own pick afterwards
+    after = cpp_builder.CppTorchDeviceOptions(vec_isa=cpu_vec_isa.pick_vec_isa(), device_type="cpu", aot_mode=True)
+    assert "-march=native" in cpp_builder.CppBuilder(name="o", sources="i", BuildOption=after).get_command_line()
+
+
+def test_a_level_this_machine_cannot_run_is_refused_by_its_missing_extensions():
+    missing = isa.missing_for_level("x86-64-v4", host=isa.cpu_flags() - {"avx512bw"} | {"avx512f"})
+    assert "avx512bw" in missing and "avx512f" not in missing
+    if isa.missing_for_level("x86-64-v4"):
+        with pytest.raises(ValueError, match=r"--isa x86-64-v4 needs avx512"):
+            resolve("cpu", "auto", "fp32", "x86-64-v4")
+    with pytest.raises(ValueError, match="unknown --isa"):
+        resolve("cpu", "auto", "fp32", "x86-64-v9")
+    with pytest.raises(ValueError, match="for CPU targets"):
+        resolve("cuda", "auto", "fp32", "x86-64-v3")
+
+
+def test_every_isa_macro_the_compiler_knows_maps_to_a_cpuinfo_flag():
+    # The richest -march values this compiler knows leave no ISA macro unmapped.
+    for march in ("sapphirerapids", "znver3", "x86-64-v4", "native"):
+        assert isa.unknown_macros("g++", [f"-march={march}"]) == [], march
+    assert "avx512_bf16" in isa.extensions("g++", ["-march=x86-64-v4", "-mavx512bf16"])
+    assert {"amx_tile", "amx_bf16"} <= set(isa.extensions("g++", ["-march=sapphirerapids"]))
+
+
+def test_cpu_flags_reads_the_flags_line():
+    text = "processor\t: 0\nflags\t\t: fpu sse2 avx2\nbugs\t\t: none\n"
+    assert isa.cpu_flags(text) == {"fpu", "sse2", "avx2"}
+    assert isa.cpu_flags("processor: 0\n") == set()
