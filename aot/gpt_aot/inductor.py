@@ -32,10 +32,15 @@ KERNEL_SYMBOLS = {
 }
 
 
+def package_sources(package: Path, suffix: str = ".cpp") -> str:
+    """The generated C++ sources of a .pt2 package whose names end in `suffix`, concatenated."""
+    with zipfile.ZipFile(package) as z:
+        return "".join(z.read(n).decode() + "\n" for n in z.namelist() if n.endswith(suffix))
+
+
 def wrapper_source(package: Path) -> str:
     """The generated C++ wrapper code of a .pt2 package."""
-    with zipfile.ZipFile(package) as z:
-        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("wrapper.cpp"))
+    return package_sources(package, "wrapper.cpp")
 
 
 def check_kernel(package: Path, device: str, kind: str) -> None:
@@ -52,8 +57,7 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
 
 def kernel_sources(package: Path) -> str:
     """The generated C++ kernel code of a .pt2 package (CPU graphs; CUDA kernels are not C++)."""
-    with zipfile.ZipFile(package) as z:
-        return "".join(z.read(n).decode() for n in z.namelist() if n.endswith("kernel.cpp"))
+    return package_sources(package, "kernel.cpp")
 
 
 def compile_package(program, package: Path, target: Target, attention: str) -> None:

@@ -14,7 +14,6 @@ macros, so the list is what the compiler was allowed to emit, not a guess.
 
 import re
 import subprocess
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -201,15 +200,13 @@ def check_level(level: str) -> None:
 
 def compile_commands(package: Path) -> list[list[str]]:
     """Every compiler command line recorded in a .pt2's C++ sources: `// <compiler> <source> ... -o <out>`."""
+    from .inductor import package_sources  # here: inductor imports this module
+
     commands = []
-    with zipfile.ZipFile(package) as z:
-        for name in z.namelist():
-            if not name.endswith(".cpp"):
-                continue
-            for line in z.read(name).decode().splitlines():
-                words = line.removeprefix("// ").split()
-                if line.startswith("// ") and "-o" in words and len(words) > 1 and words[1].endswith((".cpp", ".o")):
-                    commands.append(words)
+    for line in package_sources(package).splitlines():
+        words = line.removeprefix("// ").split()
+        if line.startswith("// ") and "-o" in words and len(words) > 1 and words[1].endswith((".cpp", ".o")):
+            commands.append(words)
     return commands
 
 
