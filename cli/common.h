@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gpt_runtime.h"
 
@@ -24,14 +25,17 @@ struct LoadedModel {
 
 struct SampleOptions {
     std::string prompt = "\n";
+    std::vector<gpt_token> prompt_ids;  // when given, used instead of `prompt`
     int n = 200;
     uint64_t seed = 0;
     float temperature = 0.8f;
     int top_k = 0;
     float top_p = 1.0f;
+    bool ignore_eos = false;  // keep generating past the tokenizer's EOS
 };
 
-// Tokenizes the prompt, generates, and streams prompt + text to stdout.
+// Tokenizes the prompt (or takes its ids), generates, and streams prompt + text
+// to stdout: text through a gpt_detokenizer, ids as <id> for a model without a tokenizer.
 gpt_status stream_sample(gpt_model *model, const SampleOptions &o);
 
 }  // namespace cli

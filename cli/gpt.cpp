@@ -1,5 +1,5 @@
 // gpt — command-line front end to libgpt_runtime, using only the public C API.
-//   gpt info ART | gpt verify ART | gpt generate ART --prompt TEXT -n N --seed S
+//   gpt info ART | gpt verify ART | gpt generate ART --prompt TEXT|--prompt-ids ID... -n N --seed S
 //   gpt train ART --data DIR --iters N [--nproc R] ...
 //   gpt artifacts list|inspect|select MODEL_DIR
 // ART is an artifact directory or a model directory (one artifact per target).
@@ -30,6 +30,10 @@ int cmd_info(const std::string &dir) {
         dir.c_str(), info.name, info.device, info.arch, info.dtype, info.attention, info.torch_version,
         gpt_runtime_version(), info.tokenizer, info.vocab_size, info.block_size, info.n_layer, info.n_head, info.n_embd,
         info.max_batch);
+    if (info.eos_token != GPT_TOKEN_NONE)
+        std::printf("eos_token    %d\n", info.eos_token);
+    else
+        std::printf("eos_token    none\n");
     return 0;
 }
 
@@ -51,7 +55,10 @@ int cmd_generate(const std::string &dir, const cli::SampleOptions &o, int thread
 }
 
 void add_sample_options(CLI::App *cmd, cli::SampleOptions *o) {
-    cmd->add_option("--prompt,-p", o->prompt, "prompt text");
+    auto *text = cmd->add_option("--prompt,-p", o->prompt, "prompt text");
+    cmd->add_option("--prompt-ids", o->prompt_ids, "prompt as token ids, e.g. --prompt-ids 15496 11 995")
+        ->excludes(text);
+    cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating when the model samples its end-of-text token");
     cmd->add_option("--seed", o->seed, "sampling seed");
     cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
     cmd->add_option("--top-k", o->top_k, "0 = off")->check(CLI::NonNegativeNumber);

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "base/error.h"
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 #include "fuzz_check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -13,6 +13,8 @@
  *                       It updates the model's weights in place: sessions see the
  *                       new weights on their next call, so do not run sessions
  *                       while a trainer step is in progress.
+ *   struct gpt_detokenizer  Token bytes in, complete UTF-8 characters out, for one
+ *                       stream of generated tokens; one thread at a time.
  *   A model must outlive its sessions and trainers: gpt_model_free on a model that
  *   still has them returns GPT_ERR_BUSY and frees nothing.
  *
@@ -80,7 +82,10 @@ extern "C" {
  *    caller's sizeof), one naming scheme (gpt_tokenize -> gpt_model_tokenize,
  *    gpt_detokenize -> gpt_model_detokenize, gpt_session_position[_seq] ->
  *    gpt_session_get_position[_seq], gpt_status_string -> gpt_status_to_string,
- *    gpt_last_error -> gpt_runtime_last_error), every *_free returns gpt_status. */
+ *    gpt_last_error -> gpt_runtime_last_error), every *_free returns gpt_status;
+ *    then, additions only: byte-level BPE tokenizers (gpt_model_info.eos_token,
+ *    gpt_generate_params.stop_at_eos, gpt_model_tokenize_with_special, the
+ *    streaming gpt_detokenizer). */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -123,6 +128,7 @@ typedef enum gpt_status {
 struct gpt_model;
 struct gpt_session;
 struct gpt_trainer;
+struct gpt_detokenizer;
 
 /* ---- library ---------------------------------------------------------------- */
 
@@ -179,11 +185,12 @@ struct gpt_model_info {
     const char *attention;     /* attention kernel compiled in: "flash", "math", ..., or
                                   "prefill flash, decode math" when the graphs differ */
     const char *torch_version; /* torch the artifact was compiled with */
-    const char *tokenizer;     /* "char" or "none" */
+    const char *tokenizer;     /* "char", "bpe" or "none" */
     int32_t vocab_size;        /* valid token ids are [0, vocab_size) */
     int32_t block_size;        /* context length */
     int32_t n_layer, n_head, n_embd;
     int32_t max_batch;
+    gpt_token eos_token; /* the tokenizer's end-of-text token (GPT-2's <|endoftext|>), or GPT_TOKEN_NONE */
 };
 GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
                                       size_t struct_size);
@@ -239,15 +246,49 @@ GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char 
 
 /* ---- the model's tokenizer ------------------------------------------------------ */
 
-/* UTF-8 text → token ids. Characters outside the vocabulary are an error.
+/* Kinds (gpt_model_info.tokenizer): "char", one id per UTF-8 character of a
+ * nanoGPT char vocabulary; "bpe", byte-level BPE as GPT-2 and tiktoken encode
+ * (docs/TOKENIZERS.md), giving the same ids as tiktoken for the same vocabulary;
+ * "none", ids only (these calls return GPT_ERR_INVALID_ARGUMENT). */
+
+/* UTF-8 text → token ids. Text that is not valid UTF-8, or (char) holds a
+ * character outside the vocabulary, is GPT_ERR_INVALID_ARGUMENT with the byte
+ * offset in the message. Special tokens' text ("<|endoftext|>") is encoded as
+ * ordinary text here: a prompt cannot inject control tokens.
  * `*out_count` always receives the number of tokens needed; with a too-small
  * `capacity` the call returns GPT_ERR_BUFFER_TOO_SMALL. */
 GPT_API gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens,
                                       int32_t capacity, int32_t *out_count);
-/* Token ids → UTF-8 text, NUL-terminated. `*out_size` receives the bytes needed
- * including the NUL; GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. */
+/* As gpt_model_tokenize, but the text of each special token becomes that token
+ * (tiktoken's allowed_special="all"): for text the application itself wrote. */
+GPT_API gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text,
+                                                   gpt_token *tokens, int32_t capacity, int32_t *out_count);
+/* Token ids → their bytes, NUL-terminated; a special token gives its text.
+ * `*out_size` receives the bytes needed including the NUL;
+ * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. A BPE token can hold part of
+ * a UTF-8 character, so the bytes of some of a sequence's tokens need not be
+ * valid UTF-8: to show text as it is generated, use a gpt_detokenizer. */
 GPT_API gpt_status gpt_model_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens,
                                         char *text, size_t capacity, size_t *out_size);
+
+/* Streaming detokenizer: fed one token at a time, it gives out only complete
+ * UTF-8 characters, holding the bytes of a character split over tokens until
+ * the token that completes it. Bytes that can never form a character become
+ * U+FFFD (as Python's errors="replace"), so what it gives out, concatenated, is
+ * the replaced decoding of all the tokens' bytes however they were split. It
+ * keeps the model's vocabulary alive on its own (it may outlive the model); use
+ * one from one thread at a time, one per stream. */
+GPT_API gpt_status gpt_detokenizer_create(const struct gpt_model *model, struct gpt_detokenizer **out_detokenizer);
+GPT_API gpt_status gpt_detokenizer_free(struct gpt_detokenizer *detokenizer); /* NULL is a no-op */
+/* Adds `token` and writes the text it completes (often all of its bytes, maybe
+ * none), NUL-terminated, as gpt_model_detokenize. On GPT_ERR_BUFFER_TOO_SMALL
+ * (or any error) the token is not taken: call again with a larger buffer. */
+GPT_API gpt_status gpt_detokenizer_push(struct gpt_detokenizer *detokenizer, gpt_token token, char *text,
+                                        size_t capacity, size_t *out_size);
+/* Ends the stream: writes what is still held (an incomplete character becomes
+ * U+FFFD; usually nothing) and starts over empty. */
+GPT_API gpt_status gpt_detokenizer_flush(struct gpt_detokenizer *detokenizer, char *text, size_t capacity,
+                                         size_t *out_size);
 
 /* ---- session ---------------------------------------------------------------- */
 
@@ -308,11 +349,13 @@ struct gpt_generate_params {
     gpt_token stop_token;        /* default -1 = none; generation ends after emitting it */
     gpt_token_callback on_token; /* default NULL */
     void *user_data;
+    bool stop_at_eos; /* default true: generation ends when the tokenizer's EOS token (gpt_model_info.eos_token)
+                         is sampled, which is not emitted; false treats EOS as any other token */
 };
 GPT_API gpt_status gpt_generate_default_params(struct gpt_generate_params *params, size_t struct_size);
 
 /* Generate from `prompt` (replaces the session's sequence). Stops after
- * max_new_tokens or at the stop token. When the context (block_size) fills, the
+ * max_new_tokens, at the stop token, or at EOS (see stop_at_eos). When the context (block_size) fills, the
  * most recent block_size/2 tokens are prefilled again and generation goes on.
  * Generated ids go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`. */
 GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,

@@ -18,10 +18,11 @@ from pathlib import Path
 LAYERS = {
     "base": ((), False),
     "formats": (("base",), False),
-    "artifact": (("base", "formats"), True),
-    "exec": (("base", "formats", "artifact"), True),
-    "train": (("base", "formats", "artifact", "exec"), True),
-    "abi": (("base", "formats", "artifact", "exec", "train"), True),
+    "text": (("base", "formats"), False),
+    "artifact": (("base", "formats", "text"), True),
+    "exec": (("base", "formats", "text", "artifact"), True),
+    "train": (("base", "formats", "text", "artifact", "exec"), True),
+    "abi": (("base", "formats", "text", "artifact", "exec", "train"), True),
 }
 TORCH_HEADER = re.compile(r"#\s*include\s*[<\"](torch|ATen|c10|caffe2)/")
 RUNTIME_HEADER = re.compile(r"#\s*include\s*\"([A-Za-z0-9_]+)/[^\"]+\"")

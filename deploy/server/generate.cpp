@@ -7,15 +7,23 @@ namespace server {
 
 namespace {
 
-std::string piece_of(const gpt_model *model, gpt_token token) {
-    char text[32];
+// The text `token` completes, through the stream's detokenizer (a BPE token can
+// end inside a character: its bytes wait for the next token).
+std::string piece_of(gpt_detokenizer *detokenizer, gpt_token token) {
+    if (detokenizer == nullptr) return "";
+    char text[64];
     size_t size = 0;
-    if (gpt_model_detokenize(model, &token, 1, text, sizeof text, &size) != GPT_OK) return "";
-    return std::string(text, size - 1);
+    gpt_status s = gpt_detokenizer_push(detokenizer, token, text, sizeof text, &size);
+    if (s == GPT_OK) return std::string(text, size - 1);
+    if (s != GPT_ERR_BUFFER_TOO_SMALL) return "";
+    std::string big(size, '\0');
+    if (gpt_detokenizer_push(detokenizer, token, big.data(), big.size(), &size) != GPT_OK) return "";
+    big.resize(size - 1);
+    return big;
 }
 
 struct CallbackState {
-    const ServedModel *model;
+    gpt_detokenizer *detokenizer;
     const GenerationControl *control;
     GenerationResult *result;
     Clock::time_point last;
@@ -34,7 +42,7 @@ bool on_token(gpt_token token, void *user_data) {
         st.control->on_gap(std::chrono::duration<double>(now - st.last).count());
     }
     st.last = now;
-    const std::string piece = piece_of(st.model->model, token);
+    const std::string piece = piece_of(st.detokenizer, token);
     r.tokens.push_back(token);
     r.text += piece;
     if (st.control->sink && !st.control->sink(token, piece)) return !(st.client_gone = true);
@@ -63,10 +71,16 @@ std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::stri
 GenerationResult run_generation(const ServedModel &model, const std::vector<gpt_token> &prompt,
                                 const GenerateRequest &request, const GenerationControl &control) {
     GenerationResult result;
-    CallbackState state{&model, &control, &result, control.started};
+    gpt_detokenizer *detokenizer = nullptr;
+    if ((result.status = gpt_detokenizer_create(model.model, &detokenizer)) != GPT_OK) {
+        result.error = gpt_runtime_last_error();
+        return result;
+    }
+    CallbackState state{detokenizer, &control, &result, control.started};
     gpt_session *session = nullptr;
     if ((result.status = gpt_session_create(model.model, &session)) != GPT_OK) {
         result.error = gpt_runtime_last_error();
+        gpt_detokenizer_free(detokenizer);
         return result;
     }
     gpt_generate_params p;
@@ -84,8 +98,9 @@ GenerationResult run_generation(const ServedModel &model, const std::vector<gpt_
                                          request.max_tokens, &count);
     if (result.status != GPT_OK) result.error = gpt_runtime_last_error();
     gpt_session_free(session);
+    gpt_detokenizer_free(detokenizer);  // a character left incomplete at the end is not text: dropped
     if (result.status == GPT_OK) {
-        result.finish_reason = "length";
+        result.finish_reason = count < request.max_tokens ? "stop" : "length";  // "stop": the model's EOS
     } else if (result.status == GPT_ERR_ABORTED) {  // our callback stopped it: the reason says why
         result.finish_reason = state.client_gone ? "cancelled" : state.timed_out ? "timeout" : "shutdown";
         result.error.clear();

@@ -22,7 +22,7 @@ std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::stri
 struct GenerationResult {
     gpt_status status = GPT_OK;      // GPT_OK or GPT_ERR_ABORTED for the finish reasons below
     std::string error;               // the runtime's message when status is another error
-    std::string finish_reason;       // "length", "cancelled" (client gone), "timeout", "shutdown"
+    std::string finish_reason;       // "stop" (EOS), "length", "cancelled" (client gone), "timeout", "shutdown"
     std::vector<gpt_token> tokens;   // generated, also when stopped early
     std::string text;                // their text
     double time_to_first_token = 0;  // seconds from `started`

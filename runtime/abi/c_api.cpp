@@ -1,6 +1,7 @@
-// c_api.cpp — the C ABI: library version, status strings and logging, models,
-// artifact selection and the tokenizer. Sessions are in c_api_session.cpp,
-// training in c_api_trainer.cpp; c_api_guard.h maps exceptions to statuses.
+// c_api.cpp — the C ABI: library version, status strings and logging, models and
+// artifact selection. The tokenizer is in c_api_tokenizer.cpp, sessions in
+// c_api_session.cpp, training in c_api_trainer.cpp; c_api_guard.h maps
+// exceptions to statuses.
 #include "abi/c_api_guard.h"
 #include "abi/versioned_struct.h"
 #include "artifact/artifact_select.h"
@@ -63,6 +64,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         info.n_head = m.model.n_head;
         info.n_embd = m.model.n_embd;
         info.max_batch = m.prefill.max_batch;
+        info.eos_token = model->impl->tokenizer().eos() >= 0 ? model->impl->tokenizer().eos() : GPT_TOKEN_NONE;
         *out_model = model.release();
     });
 }
@@ -127,31 +129,6 @@ gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, s
         copy_out(
             gpt::describe_targets(path, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, flags & GPT_ARTIFACT_CHECK_HASHES),
             json, capacity, out_size);
-    });
-}
-
-gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
-                              int32_t *out_count) {
-    return guarded(__func__, [&] {
-        require(model != nullptr && text != nullptr && out_count != nullptr,
-                "model, text and out_count must not be NULL");
-        require(capacity >= 0 && (tokens != nullptr || capacity == 0), "tokens must hold capacity entries");
-        const auto ids = model->impl->tokenizer().encode(text);
-        *out_count = static_cast<int32_t>(ids.size());
-        if (ids.size() > static_cast<size_t>(capacity))
-            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
-                      "text needs " + std::to_string(ids.size()) + " tokens, capacity is " + std::to_string(capacity));
-        std::copy(ids.begin(), ids.end(), tokens);
-    });
-}
-
-gpt_status gpt_model_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens, char *text,
-                                size_t capacity, size_t *out_size) {
-    return guarded(__func__, [&] {
-        require(model != nullptr && out_size != nullptr, "model and out_size must not be NULL");
-        require(n_tokens >= 0 && (tokens != nullptr || n_tokens == 0), "tokens must hold n_tokens entries");
-        require(text != nullptr || capacity == 0, "text must hold capacity bytes");
-        copy_out(model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens)), text, capacity, out_size);
     });
 }
 

@@ -22,7 +22,8 @@ gpt_generate_params Versioned<gpt_generate_params>::defaults() {
             /*seed=*/0,
             /*stop_token=*/-1,
             /*on_token=*/nullptr,
-            /*user_data=*/nullptr};
+            /*user_data=*/nullptr,
+            /*stop_at_eos=*/true};
 }
 
 gpt_trainer_params Versioned<gpt_trainer_params>::defaults() {

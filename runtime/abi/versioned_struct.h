@@ -76,9 +76,9 @@ T read_versioned(const T *params) {
 // add fields only at the end, then update its size here.
 #if defined(__LP64__)
 static_assert(sizeof(gpt_model_params) == 32);
-static_assert(sizeof(gpt_model_info) == 88);
+static_assert(sizeof(gpt_model_info) == 96);
 static_assert(sizeof(gpt_memory_stats) == 48);
-static_assert(sizeof(gpt_generate_params) == 56);
+static_assert(sizeof(gpt_generate_params) == 64);
 static_assert(sizeof(gpt_trainer_params) == 40);
 static_assert(sizeof(gpt_trainer_state) == 24);
 static_assert(sizeof(gpt_dist_params) == 40);

@@ -13,7 +13,7 @@
 #include "exec/graph.h"
 #include "exec/packed_weights.h"
 #include "formats/manifest.h"
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 #include "gpt_runtime.h"
 
 namespace gpt {
@@ -32,6 +32,8 @@ public:
     const Manifest &manifest() const { return manifest_; }
     const ModelConfig &config() const { return manifest_.model; }
     const Tokenizer &tokenizer() const { return *tokenizer_; }
+    // Shared with whatever must outlive the model (a streaming detokenizer).
+    std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
     c10::Device device() const { return device_; }
 
     at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size + 1, head_dim)
@@ -72,7 +74,7 @@ private:
     std::map<std::string, at::Tensor> weights_;
     PackedWeights packed_;  // copies of the linear weights that onednn-form graphs read
     std::map<std::string, at::Tensor> golden_;
-    std::unique_ptr<Tokenizer> tokenizer_;
+    std::shared_ptr<const Tokenizer> tokenizer_;
     std::unique_ptr<Graph> prefill_;
     std::unique_ptr<Graph> decode_;
     std::unique_ptr<Graph> decode_one_;

@@ -211,8 +211,10 @@ std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prom
     std::vector<gpt_token> history(prompt, prompt + n_prompt);
     prefill(0, prompt, n_prompt, logits.data());
     std::vector<gpt_token> out;
+    const gpt_token eos = model_.tokenizer().eos();  // -1 when there is none: never sampled
     while (true) {
         const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
+        if (params.stop_at_eos && next == eos) break;  // the end of the text, not a part of it
         out.push_back(next);
         const auto count = static_cast<int32_t>(out.size());
         history.push_back(next);

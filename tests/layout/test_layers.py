@@ -53,7 +53,7 @@ def test_an_include_from_a_higher_layer_fails(runtime_copy: Path):
     number = add_line_after_includes(bad, '#include "train/trainer.h"')
     result = run_check(runtime_copy)
     assert result.returncode == 1
-    assert f"{bad}:{number}: exec/ may include base/, formats/, artifact/, not train/" in result.stdout
+    assert f"{bad}:{number}: exec/ may include base/, formats/, text/, artifact/, not train/" in result.stdout
 
 
 def test_a_file_outside_the_layer_folders_fails(runtime_copy: Path):

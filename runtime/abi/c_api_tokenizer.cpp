@@ -1,0 +1,100 @@
+// c_api_tokenizer.cpp — the C ABI of the model's tokenizer: text to ids, ids to
+// bytes, and the streaming detokenizer for generated text.
+#include "abi/c_api_guard.h"
+#include "exec/model.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
+
+using gpt::c_api::copy_out;
+using gpt::c_api::guarded;
+using gpt::c_api::require;
+
+struct gpt_detokenizer {
+    std::shared_ptr<const gpt::Tokenizer> tokenizer;  // the vocabulary, alive as long as this needs it
+    gpt::Utf8Stream stream;
+};
+
+namespace {
+
+gpt_status tokenize(const char *function, const gpt_model *model, const char *text, gpt_token *tokens,
+                    int32_t capacity, int32_t *out_count, bool allow_special) {
+    return guarded(function, [&] {
+        require(model != nullptr && text != nullptr && out_count != nullptr,
+                "model, text and out_count must not be NULL");
+        require(capacity >= 0 && (tokens != nullptr || capacity == 0), "tokens must hold capacity entries");
+        const auto ids = model->impl->tokenizer().encode(text, allow_special);
+        *out_count = static_cast<int32_t>(ids.size());
+        if (ids.size() > static_cast<size_t>(capacity))
+            gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
+                      "text needs " + std::to_string(ids.size()) + " tokens, capacity is " + std::to_string(capacity));
+        std::copy(ids.begin(), ids.end(), tokens);
+    });
+}
+
+// Writes `text` as copy_out does and, only when it fit, commits `next` as the stream's state.
+void give_out(gpt_detokenizer *d, const std::string &text, gpt::Utf8Stream next, char *out, size_t capacity,
+              size_t *out_size) {
+    copy_out(text, out, capacity, out_size);
+    d->stream = std::move(next);
+}
+
+}  // namespace
+
+extern "C" {
+
+gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
+                              int32_t *out_count) {
+    return tokenize(__func__, model, text, tokens, capacity, out_count, false);
+}
+
+gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text, gpt_token *tokens,
+                                           int32_t capacity, int32_t *out_count) {
+    return tokenize(__func__, model, text, tokens, capacity, out_count, true);
+}
+
+gpt_status gpt_model_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens, char *text,
+                                size_t capacity, size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_size != nullptr, "model and out_size must not be NULL");
+        require(n_tokens >= 0 && (tokens != nullptr || n_tokens == 0), "tokens must hold n_tokens entries");
+        require(text != nullptr || capacity == 0, "text must hold capacity bytes");
+        copy_out(model->impl->tokenizer().decode(tokens, static_cast<size_t>(n_tokens)), text, capacity, out_size);
+    });
+}
+
+gpt_status gpt_detokenizer_create(const struct gpt_model *model, struct gpt_detokenizer **out_detokenizer) {
+    return guarded(__func__, [&] {
+        require(model != nullptr && out_detokenizer != nullptr, "model and out_detokenizer must not be NULL");
+        if (model->impl->tokenizer().kind() == "none")
+            gpt::fail(GPT_ERR_INVALID_ARGUMENT, "this artifact has no text tokenizer");
+        *out_detokenizer = new gpt_detokenizer{model->impl->shared_tokenizer(), {}};
+    });
+}
+
+gpt_status gpt_detokenizer_free(struct gpt_detokenizer *detokenizer) {
+    return guarded(__func__, [&] { delete detokenizer; });
+}
+
+gpt_status gpt_detokenizer_push(struct gpt_detokenizer *detokenizer, gpt_token token, char *text, size_t capacity,
+                                size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(detokenizer != nullptr && out_size != nullptr, "detokenizer and out_size must not be NULL");
+        require(text != nullptr || capacity == 0, "text must hold capacity bytes");
+        gpt::Utf8Stream next = detokenizer->stream;
+        const std::string complete = next.push(detokenizer->tokenizer->token_bytes(token));
+        give_out(detokenizer, complete, std::move(next), text, capacity, out_size);
+    });
+}
+
+gpt_status gpt_detokenizer_flush(struct gpt_detokenizer *detokenizer, char *text, size_t capacity,
+                                 size_t *out_size) {
+    return guarded(__func__, [&] {
+        require(detokenizer != nullptr && out_size != nullptr, "detokenizer and out_size must not be NULL");
+        require(text != nullptr || capacity == 0, "text must hold capacity bytes");
+        gpt::Utf8Stream next = detokenizer->stream;
+        const std::string rest = next.flush();
+        give_out(detokenizer, rest, std::move(next), text, capacity, out_size);
+    });
+}
+
+}  // extern "C"
