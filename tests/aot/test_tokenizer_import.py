@@ -440,3 +440,12 @@ def test_compile_with_a_bpe_tokenizer_writes_the_canonical_form(trained, tmp_pat
     assert stored == read_tokenizer(d / "tokenizer.json")
     assert read_tokenizer(artifact / "tokenizer.json") == stored  # an artifact's form reads back
     assert isinstance(tokenizer.to_tiktoken(stored), tiktoken.Encoding)
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "cl100k_base", "o200k_base"])
+def test_to_hf_splits_and_merges_as_tiktoken_for_each_known_pattern(trained, pattern):
+    c = read_tokenizer(trained[0] / "ranks.tiktoken", pattern, [f"{EOT}=0"])
+    enc, hf = tokenizer.to_tiktoken(c), tokenizer.to_hf(c)
+    hf.encode_special_tokens = True
+    for text in texts():
+        assert enc.encode(text, disallowed_special=()) == hf.encode(text).ids, text
