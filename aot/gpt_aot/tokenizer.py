@@ -108,6 +108,8 @@ def bpe_tokenizer(tokens, special, pattern: str, eos=DEFAULT_EOS) -> dict:
     for b in range(256):
         if bytes([b]) not in seen_bytes:
             raise ValueError(f"no token for the single byte 0x{b:02x}: text containing it could not be encoded")
+    if not isinstance(pattern, str) or not pattern:
+        raise ValueError("no split pattern")
     try:
         regex.compile(pattern)
     except regex.error as e:
@@ -232,7 +234,8 @@ def to_hf(tokenizer: dict):
 
 
 def encode(tokenizer: dict, text: str) -> list[int]:
-    """Token ids of `text`; special tokens' texts are plain text here."""
+    """Token ids of `text`; special tokens' texts are plain text here. (A "bpe"
+    tokenizer builds its encoder per call: to encode many texts, use to_tiktoken once.)"""
     if tokenizer["kind"] == "bpe":
         return to_tiktoken(tokenizer).encode(text, disallowed_special=())
     if tokenizer["kind"] != "char":

@@ -423,6 +423,21 @@ def test_prepare_bpe_refuses_sizes_that_cannot_work(tmp_path):
     assert main(["prepare-data", "--tokenizer", "wordpiece:5", "--out", str(tmp_path)]) == 1
 
 
+def test_command_line_options_reach_the_reader_and_the_size_check(trained, tmp_path, capsys):
+    ranks = str(trained[0] / "ranks.tiktoken")
+    out = str(tmp_path / "m")
+    assert main(["compile", "--config", "tiny", "--tokenizer", ranks, "-o", out]) == 1
+    assert "--bpe-pattern" in capsys.readouterr().err
+    args = ["compile", "--config", "tiny", "--tokenizer", ranks, "--bpe-pattern", "gpt2", "--special", f"{EOT}=0"]
+    assert main([*args, "--eos", "<|none|>", "-o", out]) == 1
+    assert "EOS token '<|none|>' is not a special token" in capsys.readouterr().err
+    assert main([*args, "--eos", "none", "--set", "vocab_size=300", "-o", out]) == 1
+    assert f"the tokenizer has {TRAINED} tokens but the model's vocab_size is 300" in capsys.readouterr().err
+    assert main(["compile", "--config", "tiny", "--eos", EOT, "-o", out]) == 1
+    assert "describe a --tokenizer" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
 # -- one tiny compile through the command line ----------------------------------------------------------------------
 
 
