@@ -6,13 +6,14 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import checkpoint, data, isa, signing
+from . import bpe_data, checkpoint, data, isa, signing
 from .compile import compile_artifact
 from .config import resolve_config
 from .graphs import MAX_BATCH
 from .manifest import read_manifest
 from .target import resolve
-from .tokenizer import char_tokenizer, no_tokenizer
+from .tokenizer import DEFAULT_EOS, no_tokenizer, vocab_size
+from .tokenizer_import import read_tokenizer
 from .training import OptimizerConfig
 from .weights import load_model
 
@@ -20,9 +21,9 @@ from .weights import load_model
 def _compile(args) -> int:
     target = resolve(args.target, args.arch, args.dtype, args.isa)
     overrides = resolve_config(args.config, args.set)
-    tokenizer = char_tokenizer(args.tokenizer) if args.tokenizer else no_tokenizer()
+    tokenizer = _tokenizer(args)
     if args.tokenizer and "vocab_size" not in overrides:
-        overrides["vocab_size"] = len(tokenizer["itos"])
+        overrides["vocab_size"] = vocab_size(tokenizer)
     model = load_model(args.ckpt, overrides, args.seed, "math")
     out = Path(args.output) / target.dir_name
     train = None
@@ -50,18 +51,50 @@ def _compile(args) -> int:
     return 0
 
 
+def _tokenizer(args) -> dict:
+    if not args.tokenizer:
+        if args.bpe_pattern or args.special or args.eos:
+            raise ValueError("--bpe-pattern, --special and --eos describe a --tokenizer")
+        return no_tokenizer()
+    eos = DEFAULT_EOS if args.eos is None else None if args.eos == "none" else args.eos
+    return read_tokenizer(args.tokenizer, args.bpe_pattern, args.special, eos)
+
+
+def _prepare_data(args) -> None:
+    if args.tokenizer == "char":
+        data.main(args.out or "data/bible_char")
+        return
+    kind, _, size = args.tokenizer.partition(":")
+    if kind != "bpe" or not size.isdigit():
+        raise ValueError(f"--tokenizer {args.tokenizer!r}: char or bpe:N (N tokens, <|endoftext|> included)")
+    bpe_data.main(args.out or f"data/bible_bpe{size}", int(size))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="gpt_aot", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("prepare-data", help="write a char-level dataset (train.bin, val.bin, meta.json)")
-    p.add_argument("--out", default="data/bible_char")
+    p = sub.add_parser("prepare-data", help="write a dataset (train.bin, val.bin, meta.json; tokenizer.json for BPE)")
+    p.add_argument("--tokenizer", default="char", help="char, or bpe:N (train a byte-level BPE of N tokens)")
+    p.add_argument("--out", help="default: data/bible_char or data/bible_bpeN")
 
     p = sub.add_parser("compile", help="compile a model into model_artifacts/<name>/<target>")
     p.add_argument("--config", help="preset name or JSON file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
     p.add_argument("--ckpt", help="nanoGPT ckpt.pt or .safetensors (nanoGPT or GPT-2 layout)")
-    p.add_argument("--tokenizer", help="char vocabulary (a dataset's meta.json)")
+    p.add_argument(
+        "--tokenizer",
+        help="meta.json/meta.pkl (char), vocab.json + merges.txt, an HF tokenizer.json (byte-level BPE), "
+        "a .tiktoken rank file, or a directory holding one",
+    )
+    p.add_argument(
+        "--bpe-pattern",
+        help="a .tiktoken file's split regex, or gpt2, r50k_base, cl100k_base, o200k_base",
+    )
+    p.add_argument(
+        "--special", action="append", default=[], metavar="TOKEN=ID", help="a .tiktoken file's special token"
+    )
+    p.add_argument("--eos", help="end-of-text special token (default: <|endoftext|> if present; none: no EOS)")
     p.add_argument("--seed", type=int, default=1337, help="random init seed when no --ckpt")
     p.add_argument("--target", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--arch", default="auto", help="auto, or e.g. x86_64, sm_80, sm_90")
@@ -116,7 +149,7 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # torch-internal deprecation noise
     try:
         if args.command == "prepare-data":
-            data.main(args.out)
+            _prepare_data(args)
             return 0
         if args.command == "compile":
             return _compile(args)

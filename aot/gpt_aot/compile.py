@@ -23,6 +23,7 @@ from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .inductor import compile_package
 from .model import GPT
 from .target import Target
+from .tokenizer import check_fits
 
 
 class Progress:
@@ -105,6 +106,7 @@ def compile_artifact(
         # Weights and Adam's moments live in the artifact's dtype: in fp16, (1 - beta2) * g^2 underflows to 0 for
         # gradients below ~1e-3, the update becomes lr * m / eps, and the weights blow up.
         raise ValueError("training needs fp32 or bf16 weights: fp16 underflows Adam's second moment")
+    check_fits(tokenizer, model.config.vocab_size)
     progress = Progress(quiet=quiet)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
