@@ -1,41 +1,137 @@
-// fuzz_tokenizer.cpp — tokenizer.json and prompt text into the char tokenizer
-// (runtime/formats/tokenizer.cpp). Input: tokenizer.json, a NUL byte, then the text.
+// fuzz_tokenizer.cpp — the tokenizers (runtime/text): tokenizer.json's reader,
+// byte-level BPE encoding, decoding and the streaming detokenizer.
+//
+// Input: a mode byte, then
+//   mode 0 (reader):  tokenizer.json (kind char if the mode's bit 1 is clear, else bpe), '\0', text
+//   mode 1 (encoder): text for a fixed BPE vocabulary (merges of common English bytes and
+//                     of multi-byte characters, one special token)
+//   mode 2 (vocab):   extra tokens separated by '\x01' (up to 256, added after the 256
+//                     bytes in that rank order), '\0', text: merges in any order of ranks
+// Bit 2 of the mode byte allows special tokens. For every tokenizer accepted and
+// every valid UTF-8 text: ids in range, decode(encode(text)) == text, and the
+// streaming detokenizer fed one token at a time gives the text back with every
+// output valid UTF-8. Invalid UTF-8 is refused with GPT_ERR_INVALID_ARGUMENT.
+#include <sodium.h>
+
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "base/error.h"
-#include "text/tokenizer.h"
 #include "fuzz_check.h"
+#include "text/tokenizer.h"
+#include "text/utf8.h"
+
+namespace {
+
+using nlohmann::json;
+
+constexpr int32_t kModelVocab = 1024;
+const char *const kPattern = R"('(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s)";
+
+std::string base64(const std::string &bytes) {
+    std::string out(sodium_base64_ENCODED_LEN(bytes.size(), sodium_base64_VARIANT_ORIGINAL), '\0');
+    sodium_bin2base64(out.data(), out.size(), reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(),
+                      sodium_base64_VARIANT_ORIGINAL);
+    out.resize(out.size() - 1);
+    return out;
+}
+
+// The 256 bytes, then `extra` (duplicates and single bytes skipped), then "<|s|>".
+std::string bpe_json(const std::vector<std::string> &extra) {
+    json vocab = json::array();
+    for (int b = 0; b < 256; ++b) vocab.push_back(base64(std::string(1, static_cast<char>(b))));
+    std::set<std::string> seen;
+    for (const std::string &token : extra)
+        if (token.size() > 1 && seen.insert(token).second && vocab.size() < kModelVocab - 1)
+            vocab.push_back(base64(token));
+    const auto special = static_cast<int32_t>(vocab.size());
+    vocab.push_back(nullptr);
+    return json{{"kind", "bpe"}, {"pattern", kPattern}, {"vocab", vocab}, {"special", {{"<|s|>", special}}},
+                {"eos", special}}
+        .dump();
+}
+
+const gpt::Tokenizer &fixed_tokenizer() {
+    static const gpt::Tokenizer tokenizer = [] {
+        std::vector<std::string> extra;
+        const std::string common = " etaoinshrdlu";
+        for (char a : common)
+            for (char b : common) extra.push_back(std::string{a, b});
+        for (const char *t : {" the", "the", " and", "ing", "tion", " of", "'s", "\xC3\xA9", "\xE2\x80", "\xE2\x80\x99",
+                              "\xF0\x9F", "\xF0\x9F\x98", "  ", "   ", "\n\n", " \n"})
+            extra.push_back(t);
+        return gpt::Tokenizer(bpe_json(extra), "bpe", kModelVocab);
+    }();
+    return tokenizer;
+}
+
+void check_text(const gpt::Tokenizer &tokenizer, const std::string &text, bool allow_special) {
+    std::vector<gpt_token> ids;
+    try {
+        ids = tokenizer.encode(text, allow_special);
+    } catch (const gpt::Error &e) {
+        // Refused: bad UTF-8, or (char) a character outside the vocabulary.
+        FUZZ_CHECK(e.status() == GPT_ERR_INVALID_ARGUMENT);
+        FUZZ_CHECK(gpt::first_invalid_utf8(text) != std::string::npos || tokenizer.kind() == "char");
+        return;
+    }
+    FUZZ_CHECK(gpt::first_invalid_utf8(text) == std::string::npos);
+    for (const gpt_token id : ids) FUZZ_CHECK(id >= 0 && id < kModelVocab);
+    FUZZ_CHECK(tokenizer.decode(ids.data(), ids.size()) == text);
+    gpt::Utf8Stream stream;
+    std::string streamed;
+    for (const gpt_token id : ids) {
+        const std::string piece = stream.push(tokenizer.token_bytes(id));
+        FUZZ_CHECK(gpt::first_invalid_utf8(piece) == std::string::npos);
+        streamed += piece;
+    }
+    FUZZ_CHECK(stream.flush().empty());
+    FUZZ_CHECK(streamed == text);
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    const std::string input(reinterpret_cast<const char *>(data), size);
+    if (size == 0) return 0;
+    const uint8_t mode = data[0];
+    const bool allow_special = mode & 4;
+    const std::string input(reinterpret_cast<const char *>(data) + 1, size - 1);
     const size_t split = input.find('\0');
-    const std::string json = input.substr(0, split);
+    const std::string head = input.substr(0, split);
     const std::string text = split == std::string::npos ? std::string() : input.substr(split + 1);
-    constexpr int32_t kVocab = 128;
-    try {
-        const gpt::Tokenizer tokenizer(json, "char", kVocab);
-        try {
-            const std::vector<gpt_token> ids = tokenizer.encode(text);
-            for (gpt_token id : ids) FUZZ_CHECK(id >= 0 && id < kVocab);
-            FUZZ_CHECK(tokenizer.decode(ids.data(), ids.size()) == text);  // lossless for accepted text
-        } catch (const gpt::Error &e) {
-            FUZZ_CHECK(e.status() == GPT_ERR_INVALID_ARGUMENT);  // text outside the vocabulary, or bad UTF-8
+    switch (mode % 3) {
+        case 0:
+            try {
+                const gpt::Tokenizer tokenizer(head, mode & 2 ? "bpe" : "char", kModelVocab);
+                check_text(tokenizer, text, allow_special);
+                // Arbitrary ids: decoded or refused as out of range, never read past the vocabulary.
+                std::vector<gpt_token> raw;
+                for (size_t i = 0; i + 2 <= text.size(); i += 2)
+                    raw.push_back(static_cast<gpt_token>(static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1])) - 1);
+                try {
+                    (void)tokenizer.decode(raw.data(), raw.size());
+                } catch (const gpt::Error &e) {
+                    FUZZ_CHECK(e.status() == GPT_ERR_OUT_OF_RANGE);
+                }
+            } catch (const gpt::Error &e) {
+                FUZZ_CHECK(e.status() == GPT_ERR_ARTIFACT_INVALID);
+            }
+            break;
+        case 1:
+            check_text(fixed_tokenizer(), input, allow_special);
+            break;
+        default: {
+            std::vector<std::string> extra;
+            for (size_t at = 0; at <= head.size() && extra.size() < 256;) {
+                const size_t end = std::min(head.find('\x01', at), head.size());
+                extra.push_back(head.substr(at, end - at));
+                at = end + 1;
+            }
+            const gpt::Tokenizer tokenizer(bpe_json(extra), "bpe", kModelVocab);
+            check_text(tokenizer, text, allow_special);
         }
-        // Arbitrary ids: decoded or refused as out of range, never read past the vocabulary.
-        std::vector<gpt_token> raw;
-        for (size_t i = 0; i + 4 <= text.size(); i += 4)
-            raw.push_back(static_cast<gpt_token>(static_cast<uint32_t>(static_cast<uint8_t>(text[i])) |
-                                                 static_cast<uint32_t>(static_cast<uint8_t>(text[i + 1])) << 8 |
-                                                 static_cast<uint32_t>(static_cast<uint8_t>(text[i + 2])) << 16 |
-                                                 static_cast<uint32_t>(static_cast<uint8_t>(text[i + 3])) << 24));
-        try {
-            (void)tokenizer.decode(raw.data(), raw.size());
-        } catch (const gpt::Error &e) {
-            FUZZ_CHECK(e.status() == GPT_ERR_OUT_OF_RANGE);
-        }
-    } catch (const gpt::Error &e) {
-        FUZZ_CHECK(e.status() == GPT_ERR_ARTIFACT_INVALID);
     }
     return 0;
 }

@@ -27,8 +27,14 @@ for a in flash train; do
 done
 cp "$artifacts/tiny-flash/cpu/weights.safetensors" "$artifacts/reference.safetensors" "$seeds/safetensors/"
 cp "$artifacts/imported_ckpt.safetensors" "$seeds/checkpoint/"
-{ cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0Hello, world!\n'; } >"$seeds/tokenizer/hello"
-{ cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0caf\xc3\xa9 \xff'; } >"$seeds/tokenizer/outside"
+# fuzz_tokenizer's first byte picks the mode (fuzz/fuzz_tokenizer.cpp): 0 char reader, 3 BPE reader, 1 fixed
+# BPE encoder, 5 fuzzed vocabulary with special tokens allowed.
+{ printf '\0'; cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0Hello, world!\n'; } >"$seeds/tokenizer/hello"
+{ printf '\0'; cat "$artifacts/tiny-flash/cpu/tokenizer.json"; printf '\0caf\xc3\xa9 \xff'; } >"$seeds/tokenizer/outside"
+{ printf '\3'; cat "$artifacts/tiny-bpe/cpu/tokenizer.json"; printf '\0In the beginning <|endoftext|> caf\xc3\xa9'; } \
+  >"$seeds/tokenizer/bpe"
+printf '\1The cat'"'"'s   toy, don'"'"'t \xe2\x80\x99 \xf0\x9f\x98\x80\n\n the end' >"$seeds/tokenizer/encode"
+printf '\5ab\1abc\1 a\1bc\1\xc3\xa9\0abc abcabc <|s|> \xc3\xa9' >"$seeds/tokenizer/vocab"
 printf '{"prompt": "And God said", "max_tokens": 64, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": 1, "stream": true}' \
   >"$seeds/request/full.json"
 printf '{"prompt": "a"}' >"$seeds/request/minimal.json"
