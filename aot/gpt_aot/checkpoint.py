@@ -42,6 +42,13 @@ def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
     for key in SHAPE_KEYS:  # tensor shapes alone do not show n_head
         if key in args and args[key] != m[key]:
             raise ValueError(f"{ckpt_path} has {key}={args[key]!r}, {artifact_dir} was compiled with {m[key]!r}")
+    # nanoGPT trains with the exact GELU; weights of one activation are off under the other.
+    gelu, compiled_gelu = args.get("gelu", "exact"), m.get("gelu", "exact")  # older manifests: nanoGPT's
+    if gelu != compiled_gelu:
+        raise ValueError(
+            f"{ckpt_path} was trained with the {gelu} GELU, {artifact_dir} was compiled with the {compiled_gelu} "
+            f"one: compile it with --set gelu={gelu}"
+        )
     # nanoGPT's configure_optimizers: named_parameters() (tied tensor once, as wte),
     # >= 2-D tensors in the decay group first; optimizer state is indexed in that order.
     names = [n for n in state if n != "lm_head.weight" and not n.endswith((".attn.bias", ".attn.masked_bias"))]

@@ -27,6 +27,9 @@ from torch.nn import functional as F
 from .attention import attend
 
 VOCAB_MULTIPLE = 64
+# The MLP's activation: "exact" is the erf GELU nanoGPT trains with (nn.GELU()); "tanh" is the
+# approximation GPT-2 was trained with (Hugging Face's gelu_new, nn.GELU(approximate="tanh")).
+GELU_FORMS = {"exact": "none", "tanh": "tanh"}  # ours -> torch's `approximate`
 
 
 def padded_vocab_size(vocab_size: int) -> int:
@@ -43,8 +46,11 @@ class GPTConfig:
     n_embd: int = 768
     dropout: float = 0.0
     bias: bool = True
+    gelu: str = "exact"  # GELU_FORMS: nanoGPT's exact GELU; GPT-2 weights imported from Hugging Face get "tanh"
 
     def __post_init__(self):
+        if self.gelu not in GELU_FORMS:
+            raise ValueError(f"gelu must be one of {', '.join(GELU_FORMS)}, not {self.gelu!r}")
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
         for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
@@ -206,7 +212,7 @@ class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.c_fc = Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = nn.GELU()
+        self.gelu = nn.GELU(approximate=GELU_FORMS[config.gelu])
         self.c_proj = Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 

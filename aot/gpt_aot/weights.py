@@ -32,7 +32,9 @@ def checkpoint_model(ckpt: dict) -> tuple[dict, dict]:
 
 
 def load_safetensors(path: Path) -> tuple[dict, dict]:
-    """safetensors in nanoGPT or GPT-2 (Hugging Face) layout → (state_dict, inferred args)."""
+    """safetensors in nanoGPT or GPT-2 (Hugging Face) layout → (state_dict, inferred args).
+    GPT-2 weights were trained with the tanh-approximated GELU, so that layout's args say gelu="tanh";
+    nanoGPT's layout keeps the config's (by default nanoGPT's exact GELU)."""
     raw = load_file(str(path))
     # Conv1D stores c_attn as (C, 3C); nn.Linear as (3C, C).
     hf_layout = any(k.endswith("attn.c_attn.weight") and v.shape[0] * 3 == v.shape[1] for k, v in raw.items())
@@ -44,7 +46,10 @@ def load_safetensors(path: Path) -> tuple[dict, dict]:
         if hf_layout and _CONV1D.search(name):
             value = value.t().contiguous()
         state[name] = value
-    return state, infer_args(state)
+    args = infer_args(state)
+    if hf_layout:
+        args["gelu"] = "tanh"
+    return state, args
 
 
 def infer_args(state: dict) -> dict:
@@ -87,7 +92,7 @@ SHAPE_KEYS = ("vocab_size", "n_embd", "block_size", "n_layer", "n_head", "bias")
 
 def load_model(ckpt: Path | None, config_overrides: dict, seed: int, attention: str) -> GPT:
     """Model from a checkpoint/safetensors file (its shape wins; a config that says otherwise is an error) or
-    from config + seed."""
+    from config + seed. Other keys the file implies (GPT-2 layout: gelu="tanh") give way to the config's."""
     if ckpt is None:
         return build_model(GPTConfig.from_dict(dict(config_overrides)), None, seed, attention)
     ckpt = Path(ckpt)

@@ -161,7 +161,8 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                    {"n_head", m->model.n_head},
                    {"n_embd", m->model.n_embd},
                    {"block_size", m->model.block_size},
-                   {"vocab_size", m->model.vocab_size}}},
+                   {"vocab_size", m->model.vocab_size},
+                   {"gelu", m->model.gelu}}},
                  {"bytes", bytes},
                  {"files", files}});
             // How the kernel was picked (each candidate's time and error), as compile recorded it.

@@ -198,6 +198,11 @@ Manifest parse_manifest(const Bytes &text) {
     m.model.n_embd = positive_int(model, "n_embd");
     if (!field(model, "bias").is_boolean()) invalid("field 'bias' must be true or false");
     m.model.bias = model.at("bias").get<bool>();
+    // Optional: manifests written before the field ran nanoGPT's exact GELU.
+    if (model.contains("gelu")) {
+        m.model.gelu = string_field(model, "gelu");
+        if (m.model.gelu != "exact" && m.model.gelu != "tanh") invalid("field 'gelu' must be 'exact' or 'tanh'");
+    }
     if (m.model.n_embd % m.model.n_head != 0) invalid("n_embd must be divisible by n_head");
     if (m.model.vocab_size > m.model.padded_vocab_size) invalid("vocab_size exceeds padded_vocab_size");
 

@@ -35,6 +35,7 @@ struct ModelConfig {
     int32_t n_head = 0;
     int32_t n_embd = 0;
     bool bias = false;
+    std::string gelu = "exact";  // the MLP's GELU the graphs compute: "exact" or "tanh" (informative)
     int32_t head_dim() const { return n_embd / n_head; }
 };
 

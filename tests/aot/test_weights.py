@@ -12,8 +12,8 @@ from gpt_aot.weights import load_model
 ARGS = dict(block_size=16, vocab_size=65, n_layer=2, n_head=2, n_embd=16, bias=True, dropout=0.0)
 
 
-def source_model():
-    return GPT(GPTConfig(**ARGS)).init_weights(5).eval()
+def source_model(gelu: str = "exact"):
+    return GPT(GPTConfig(**ARGS, gelu=gelu)).init_weights(5).eval()
 
 
 def logits(m, idx):
@@ -46,6 +46,7 @@ def test_nanogpt_checkpoint_loads_with_prefix_stripped_and_vocab_padded(tmp_path
     )
     loaded = load_model(path, {}, seed=0, attention="math").eval()
     assert loaded.config.vocab_size == 65 and loaded.config.padded_vocab_size == 128
+    assert loaded.config.gelu == "exact"
     idx = torch.randint(0, 65, (2, 9))
     torch.testing.assert_close(logits(loaded, idx), logits(src, idx), atol=0, rtol=0)
 
@@ -62,8 +63,9 @@ def test_checkpoint_with_arbitrary_objects_is_refused(tmp_path):
 
 
 def test_gpt2_layout_safetensors_loads(tmp_path):
-    """Hugging Face GPT-2 files: no 'transformer.' prefix, Conv1D (in, out) weights, mask buffers."""
-    src = source_model()
+    """Hugging Face GPT-2 files: no 'transformer.' prefix, Conv1D (in, out) weights, mask buffers;
+    GPT-2's tanh-approximated GELU."""
+    src = source_model(gelu="tanh")
     tensors = {}
     for k, v in src.state_dict().items():
         if k == "lm_head.weight":
@@ -79,6 +81,7 @@ def test_gpt2_layout_safetensors_loads(tmp_path):
     save_file(tensors, str(path))
     loaded = load_model(path, {"n_head": 2}, seed=0, attention="math").eval()
     assert loaded.config.n_layer == 2 and loaded.config.block_size == 16 and loaded.config.bias
+    assert loaded.config.gelu == "tanh"
     idx = torch.randint(0, 65, (1, 12))
     torch.testing.assert_close(logits(loaded, idx), logits(src, idx), atol=1e-6, rtol=1e-6)
 

@@ -168,6 +168,7 @@ TEST_CASE("describe reports every target, whether it loads here, and hash mismat
     CHECK(plain["targets"][0]["isa_level"] == art.manifest()["target"]["isa_level"]);
     CHECK(plain["targets"][0]["isa_extensions"] == art.manifest()["target"]["isa_extensions"]);
     CHECK(plain["targets"][0]["isa_extensions"].size() > 10);
+    CHECK(plain["targets"][0]["model"]["gelu"] == art.manifest()["model"].value("gelu", "exact"));
     CHECK(plain["targets"][1]["loads_here"] == false);
     CHECK(plain["targets"][1]["status"] == "GPT_ERR_DEVICE_UNAVAILABLE");
     CHECK(plain["selected"]["dir"] == art.dir().string());

@@ -85,6 +85,21 @@ TEST_CASE("ForeignFormatAndMissingFieldsAreInvalid", "[artifact]") {
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
 }
 
+TEST_CASE("the model's gelu is exact or tanh, and exact where a manifest predates it", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    for (const char *gelu : {"exact", "tanh"}) {
+        edit_manifest(art, [&](json &m) { m["model"]["gelu"] = gelu; });
+        CHECK(load(art.dir()) == GPT_OK);
+    }
+    edit_manifest(art, [](json &m) { m["model"].erase("gelu"); });
+    CHECK(load(art.dir()) == GPT_OK);
+    for (const json &bad : {json("erf"), json(1), json(nullptr)}) {
+        edit_manifest(art, [&](json &m) { m["model"]["gelu"] = bad; });
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions("gelu"));
+    }
+}
+
 TEST_CASE("one file named for two parts of the artifact is invalid", "[artifact]") {
     test::ScratchArtifact art(test::artifact());
     edit_manifest(art, [](json &m) { m["golden"]["file"] = m["weights"]["file"]; });
