@@ -5,8 +5,8 @@
 //   mode 0 (reader):  tokenizer.json (kind char if the mode's bit 1 is clear, else bpe), '\0', text
 //   mode 1 (encoder): text for a fixed BPE vocabulary (merges of common English bytes and
 //                     of multi-byte characters, one special token)
-//   mode 2 (vocab):   extra tokens separated by '\x01' (up to 256, added after the 256
-//                     bytes in that rank order), '\0', text: merges in any order of ranks
+//   mode 2 (vocab):   extra tokens separated by '\x01' (up to 256, ranked after the 256
+//                     bytes in their order), '\0', text: merges in any order of ranks
 // Bit 2 of the mode byte allows special tokens. For every tokenizer accepted and
 // every valid UTF-8 text: ids in range, decode(encode(text)) == text, and the
 // streaming detokenizer fed one token at a time gives the text back with every
@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "fuzz_check.h"
+#include "text/bpe_encoder.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -67,28 +68,69 @@ const gpt::Tokenizer &fixed_tokenizer() {
     return tokenizer;
 }
 
-void check_text(const gpt::Tokenizer &tokenizer, const std::string &text, bool allow_special) {
+// The promises for one text: `encode` refuses it (bad UTF-8, or a char vocabulary
+// without one of its characters) or its ids are in range, decode back to the text,
+// and stream back to it in complete characters. `bytes_of(id)` is a token's bytes.
+template <typename Encode, typename BytesOf>
+void check_text(const std::string &text, bool char_vocabulary, Encode encode, BytesOf bytes_of) {
     std::vector<gpt_token> ids;
     try {
-        ids = tokenizer.encode(text, allow_special);
+        ids = encode(text);
     } catch (const gpt::Error &e) {
-        // Refused: bad UTF-8, or (char) a character outside the vocabulary.
         FUZZ_CHECK(e.status() == GPT_ERR_INVALID_ARGUMENT);
-        FUZZ_CHECK(gpt::first_invalid_utf8(text) != std::string::npos || tokenizer.kind() == "char");
+        FUZZ_CHECK(gpt::first_invalid_utf8(text) != std::string::npos || char_vocabulary);
         return;
     }
     FUZZ_CHECK(gpt::first_invalid_utf8(text) == std::string::npos);
-    for (const gpt_token id : ids) FUZZ_CHECK(id >= 0 && id < kModelVocab);
-    FUZZ_CHECK(tokenizer.decode(ids.data(), ids.size()) == text);
+    std::string decoded, streamed;
     gpt::Utf8Stream stream;
-    std::string streamed;
     for (const gpt_token id : ids) {
-        const std::string piece = stream.push(tokenizer.token_bytes(id));
+        FUZZ_CHECK(id >= 0 && id < kModelVocab);
+        const std::string_view bytes = bytes_of(id);
+        decoded += bytes;
+        const std::string piece = stream.push(bytes);
         FUZZ_CHECK(gpt::first_invalid_utf8(piece) == std::string::npos);
         streamed += piece;
     }
     FUZZ_CHECK(stream.flush().empty());
+    FUZZ_CHECK(decoded == text);
     FUZZ_CHECK(streamed == text);
+}
+
+void check_tokenizer(const gpt::Tokenizer &tokenizer, const std::string &text, bool allow_special) {
+    check_text(
+        text, tokenizer.kind() == "char", [&](const std::string &t) { return tokenizer.encode(t, allow_special); },
+        [&](gpt_token id) { return tokenizer.token_bytes(id); });
+    FUZZ_CHECK(tokenizer.decode(nullptr, 0).empty());
+}
+
+// Mode 2 without JSON or regex compilation per input: the 256 bytes, the fuzzed
+// tokens in their order, and "<|s|>", straight into an encoder.
+void check_fuzzed_vocabulary(const std::string &head, const std::string &text, bool allow_special) {
+    static const auto pattern = std::make_shared<const gpt::SplitPattern>(kPattern);
+    gpt::RankTable ranks;
+    std::vector<std::string> bytes_of;
+    const auto add = [&](const std::string &token) {
+        if (ranks.add(token, static_cast<gpt_token>(bytes_of.size()))) bytes_of.push_back(token);
+    };
+    for (int b = 0; b < 256; ++b) add(std::string(1, static_cast<char>(b)));
+    for (size_t at = 0; at <= head.size() && bytes_of.size() < 512;) {
+        const size_t end = std::min(head.find('\x01', at), head.size());
+        if (end > at) add(head.substr(at, end - at));
+        at = end + 1;
+    }
+    const auto special = static_cast<gpt_token>(bytes_of.size());
+    bytes_of.emplace_back("<|s|>");
+    const gpt::BpeEncoder encoder(std::move(ranks), pattern, {{"<|s|>", special}});
+    check_text(
+        text, false,
+        [&](const std::string &t) {
+            if (gpt::first_invalid_utf8(t) != std::string::npos) gpt::fail(GPT_ERR_INVALID_ARGUMENT, "not UTF-8");
+            std::vector<gpt_token> ids;
+            encoder.encode(t, allow_special, ids);
+            return ids;
+        },
+        [&](gpt_token id) { return std::string_view(bytes_of.at(static_cast<size_t>(id))); });
 }
 
 }  // namespace
@@ -105,7 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 0:
             try {
                 const gpt::Tokenizer tokenizer(head, mode & 2 ? "bpe" : "char", kModelVocab);
-                check_text(tokenizer, text, allow_special);
+                check_tokenizer(tokenizer, text, allow_special);
                 // Arbitrary ids: decoded or refused as out of range, never read past the vocabulary.
                 std::vector<gpt_token> raw;
                 for (size_t i = 0; i + 2 <= text.size(); i += 2)
@@ -120,18 +162,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             break;
         case 1:
-            check_text(fixed_tokenizer(), input, allow_special);
+            check_tokenizer(fixed_tokenizer(), input, allow_special);
             break;
-        default: {
-            std::vector<std::string> extra;
-            for (size_t at = 0; at <= head.size() && extra.size() < 256;) {
-                const size_t end = std::min(head.find('\x01', at), head.size());
-                extra.push_back(head.substr(at, end - at));
-                at = end + 1;
-            }
-            const gpt::Tokenizer tokenizer(bpe_json(extra), "bpe", kModelVocab);
-            check_text(tokenizer, text, allow_special);
-        }
+        default:
+            check_fuzzed_vocabulary(head, text, allow_special);
     }
     return 0;
 }

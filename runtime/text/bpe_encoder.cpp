@@ -5,15 +5,15 @@
 
 namespace gpt {
 
-BpeEncoder::BpeEncoder(RankTable ranks, std::string_view pattern,
+BpeEncoder::BpeEncoder(RankTable ranks, std::shared_ptr<const SplitPattern> pattern,
                        std::vector<std::pair<std::string, gpt_token>> special)
-    : ranks_(std::move(ranks)), pattern_(pattern), special_(std::move(special)) {
+    : ranks_(std::move(ranks)), pattern_(std::move(pattern)), special_(std::move(special)) {
     std::stable_sort(special_.begin(), special_.end(),
                      [](const auto &a, const auto &b) { return a.first.size() > b.first.size(); });
 }
 
 void BpeEncoder::encode_ordinary(std::string_view text, std::vector<gpt_token> &out) const {
-    pattern_.split(text, [&](std::string_view piece) {
+    pattern_->split(text, [&](std::string_view piece) {
         const gpt_token whole = ranks_.find(piece);  // most pieces are one token
         if (whole >= 0)
             out.push_back(whole);

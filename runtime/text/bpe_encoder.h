@@ -3,6 +3,7 @@
 // is one token if its bytes are one, else byte-pair merged.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,7 +18,8 @@ class BpeEncoder {
 public:
     // `ranks`: every ordinary token (all 256 single bytes among them);
     // `special`: (text, id) of each special token.
-    BpeEncoder(RankTable ranks, std::string_view pattern, std::vector<std::pair<std::string, gpt_token>> special);
+    BpeEncoder(RankTable ranks, std::shared_ptr<const SplitPattern> pattern,
+               std::vector<std::pair<std::string, gpt_token>> special);
 
     // Appends the ids of `text` (valid UTF-8) to `out`. Special tokens' text is
     // recognised only with `allow_special` (tiktoken's allowed_special="all");
@@ -28,7 +30,7 @@ private:
     void encode_ordinary(std::string_view text, std::vector<gpt_token> &out) const;
 
     RankTable ranks_;
-    SplitPattern pattern_;
+    std::shared_ptr<const SplitPattern> pattern_;  // compiled once, shareable between encoders
     std::vector<std::pair<std::string, gpt_token>> special_;  // longest first: the longest match wins at a position
 };
 

@@ -116,7 +116,9 @@ Vocabulary read_bpe(const json &j, int32_t vocab_size) {
             invalid("'eos' must be null or a token id");
         v.eos = static_cast<gpt_token>(eos.get<int64_t>());
     }
-    v.bpe = std::make_unique<const BpeEncoder>(std::move(ranks), member(j, "pattern").get<std::string>(), std::move(specials));
+    v.bpe = std::make_unique<const BpeEncoder>(
+        std::move(ranks), std::make_shared<const SplitPattern>(member(j, "pattern").get<std::string>()),
+        std::move(specials));
     return v;
 }
 
