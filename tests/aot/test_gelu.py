@@ -9,7 +9,6 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from gpt_aot.__main__ import main
 from gpt_aot.artifact import ArtifactGraphs
 from gpt_aot.checkpoint import import_nanogpt
 from gpt_aot.config import resolve_config
@@ -157,17 +156,14 @@ def test_import_ckpt_refuses_an_artifact_compiled_with_the_other_gelu(tmp_path):
         import_nanogpt(tmp_path / "ckpt.pt", artifact, tmp_path / "out.ckpt")
 
 
-def test_a_compiled_hf_gpt2_artifact_records_and_runs_the_tanh_gelu(tmp_path, hf_gpt2):
-    hf, path = hf_gpt2
-    out = tmp_path / "hf-gpt2"
-    args = ["compile", "--ckpt", str(path), "--set", "n_head=2", "--attention", "math"]
-    args += ["--decode-linear", "mm", "--batched-linear", "mm", "--max-batch", "2", "-o", str(out)]
-    assert main(args) == 0
-    (directory,) = [p.parent for p in out.glob("*/manifest.json")]
+def test_a_compiled_hf_gpt2_artifact_records_and_runs_the_tanh_gelu(artifacts, fixtures):
+    # tiny-bpe: the fixtures' random transformers GPT-2, compiled through `gpt_aot compile --ckpt`.
+    hf = transformers.GPT2LMHeadModel.from_pretrained(artifacts / "hf-gpt2").eval()
+    directory = artifacts / "tiny-bpe" / "cpu"
     graphs = ArtifactGraphs(directory)
     assert graphs.manifest["model"]["gelu"] == "tanh"
     golden = load_file(str(directory / "golden.safetensors"))
-    tokens, vocab = golden["tokens"], HF["vocab_size"]
+    tokens, vocab = golden["tokens"], fixtures.HF_GPT2["vocab_size"]
     n = tokens.shape[1]
     both = torch.cat([tokens, golden["decode_token"]], dim=1)
     expected = hf_logits(hf, both)

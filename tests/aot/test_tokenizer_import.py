@@ -441,19 +441,16 @@ def test_command_line_options_reach_the_reader_and_the_size_check(trained, tmp_p
 # -- one tiny compile through the command line ----------------------------------------------------------------------
 
 
-def test_compile_with_a_bpe_tokenizer_writes_the_canonical_form(trained, tmp_path):
-    d, _ = trained
-    out = tmp_path / "m"
-    args = ["compile", "--config", "tiny", "--tokenizer", str(d / "gpt2"), "--eos", EOT, "-o", str(out)]
-    args += ["--attention", "math", "--decode-linear", "mm", "--batched-linear", "mm", "--max-batch", "2"]
-    assert main(args) == 0
-    (artifact,) = out.iterdir()
+def test_compile_with_a_bpe_tokenizer_writes_the_canonical_form(artifacts, fixtures):
+    # tiny-bpe: `gpt_aot compile --tokenizer bible_bpe/tokenizer.json` (tests/fixtures/build_artifacts.py).
+    artifact = artifacts / "tiny-bpe" / "cpu"
     manifest = json.loads((artifact / "manifest.json").read_text())
     stored = json.loads((artifact / "tokenizer.json").read_text())
     assert manifest["tokenizer"] == {"file": "tokenizer.json", "kind": "bpe"}
-    assert manifest["model"]["vocab_size"] == TRAINED
-    assert stored == read_tokenizer(d / "tokenizer.json")
+    assert manifest["model"]["vocab_size"] == fixtures.BPE_TOKENS
+    assert stored == read_tokenizer(artifacts / "bible_bpe" / "tokenizer.json")
     assert read_tokenizer(artifact / "tokenizer.json") == stored  # an artifact's form reads back
+    assert stored["eos"] == stored["special"][EOT]
     assert isinstance(tokenizer.to_tiktoken(stored), tiktoken.Encoding)
 
 

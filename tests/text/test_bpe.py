@@ -79,7 +79,7 @@ def run_tool(canonical: dict, path: Path, texts: list[str], special: bool = Fals
 
 @pytest.fixture(scope="module")
 def gpt2() -> dict:
-    return read_tokenizer(gpt2_ranks.path(), pattern="gpt2", special=[(EOT, 50256)])
+    return read_tokenizer(gpt2_ranks.path(), pattern="gpt2", special=[f"{EOT}=50256"])
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +106,12 @@ def test_ids_equal_tiktoken_and_hf(vocabulary, inputs, request, tmp_path):
     hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
     replies = run_tool(canonical, tmp_path / "tokenizer.json", texts)
 
-    runtime_wrong = [t for t, r, want in zip(texts, replies, tiktoken_ids) if r.get("ids") != want]
+    runtime_wrong = [t for t, r, want in zip(texts, replies, tiktoken_ids, strict=True) if r.get("ids") != want]
     assert not runtime_wrong, f"{len(runtime_wrong)} of {len(texts)} differ from tiktoken, e.g. {runtime_wrong[:5]!r}"
-    references_differ = [t for t, a, b in zip(texts, tiktoken_ids, hf_ids) if a != b]
+    references_differ = [t for t, a, b in zip(texts, tiktoken_ids, hf_ids, strict=True) if a != b]
     assert not references_differ, f"tiktoken and HF tokenizers differ on {references_differ[:5]!r}"
 
-    for text, reply in zip(texts, replies):
+    for text, reply in zip(texts, replies, strict=True):
         assert reply["decoded"] == text
         assert reply["streamed"] == text
         assert reply["broken_pieces"] == 0
@@ -122,7 +122,7 @@ def test_special_tokens_only_when_allowed(gpt2, tmp_path):
     enc = to_tiktoken(gpt2)
     ordinary = run_tool(gpt2, tmp_path / "t.json", texts)
     allowed = run_tool(gpt2, tmp_path / "t.json", texts, special=True)
-    for text, plain, with_special in zip(texts, ordinary, allowed):
+    for text, plain, with_special in zip(texts, ordinary, allowed, strict=True):
         assert plain["ids"] == enc.encode_ordinary(text)
         assert with_special["ids"] == enc.encode(text, allowed_special="all")
     assert 50256 in allowed[0]["ids"] and 50256 not in ordinary[0]["ids"]
@@ -133,6 +133,6 @@ def test_streaming_never_breaks_a_character(gpt2, tmp_path):
     texts = ["👨‍👩‍👧‍👦 family", "日本語", "🏳️‍🌈", "é" * 20, "𝟘𝟙𝟚"]
     enc = to_tiktoken(gpt2)
     assert any(len(enc.encode_ordinary(ch)) > 1 for ch in "👨日🏳𝟘")
-    for text, reply in zip(texts, run_tool(gpt2, tmp_path / "t.json", texts)):
+    for text, reply in zip(texts, run_tool(gpt2, tmp_path / "t.json", texts), strict=True):
         assert reply["streamed"] == text
         assert reply["broken_pieces"] == 0
