@@ -97,8 +97,7 @@ gpt_status stream_sample(gpt_model *model, const SampleOptions &o) {
     for (const gpt_token token : prompt) print_token(token, &printer);
     std::vector<gpt_token> out(static_cast<size_t>(o.n > 0 ? o.n : 0));
     int32_t count = 0;
-    s = gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), o.n,
-                             &count);
+    s = gpt_session_generate(session, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(), o.n, &count);
     if (printer.detokenizer != nullptr)
         print_text([&](char *text, size_t capacity, size_t *size) {
             return gpt_detokenizer_flush(printer.detokenizer, text, capacity, size);

@@ -49,8 +49,8 @@ std::string bpe_json(const std::vector<std::string> &extra) {
             vocab.push_back(base64(token));
     const auto special = static_cast<int32_t>(vocab.size());
     vocab.push_back(nullptr);
-    return json{{"kind", "bpe"}, {"pattern", kPattern}, {"vocab", vocab}, {"special", {{"<|s|>", special}}},
-                {"eos", special}}
+    return json{
+        {"kind", "bpe"}, {"pattern", kPattern}, {"vocab", vocab}, {"special", {{"<|s|>", special}}}, {"eos", special}}
         .dump();
 }
 
@@ -151,7 +151,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 // Arbitrary ids: decoded or refused as out of range, never read past the vocabulary.
                 std::vector<gpt_token> raw;
                 for (size_t i = 0; i + 2 <= text.size(); i += 2)
-                    raw.push_back(static_cast<gpt_token>(static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1])) - 1);
+                    raw.push_back(
+                        static_cast<gpt_token>(static_cast<uint8_t>(text[i]) << 8 | static_cast<uint8_t>(text[i + 1])) -
+                        1);
                 try {
                     (void)tokenizer.decode(raw.data(), raw.size());
                 } catch (const gpt::Error &e) {
@@ -161,11 +163,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 FUZZ_CHECK(e.status() == GPT_ERR_ARTIFACT_INVALID);
             }
             break;
-        case 1:
-            check_tokenizer(fixed_tokenizer(), input, allow_special);
-            break;
-        default:
-            check_fuzzed_vocabulary(head, text, allow_special);
+        case 1: check_tokenizer(fixed_tokenizer(), input, allow_special); break;
+        default: check_fuzzed_vocabulary(head, text, allow_special);
     }
     return 0;
 }

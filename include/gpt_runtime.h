@@ -261,8 +261,8 @@ GPT_API gpt_status gpt_model_tokenize(const struct gpt_model *model, const char 
                                       int32_t capacity, int32_t *out_count);
 /* As gpt_model_tokenize, but the text of each special token becomes that token
  * (tiktoken's allowed_special="all"): for text the application itself wrote. */
-GPT_API gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text,
-                                                   gpt_token *tokens, int32_t capacity, int32_t *out_count);
+GPT_API gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text, gpt_token *tokens,
+                                                   int32_t capacity, int32_t *out_count);
 /* Token ids → their bytes, NUL-terminated; a special token gives its text.
  * `*out_size` receives the bytes needed including the NUL;
  * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. A BPE token can hold part of

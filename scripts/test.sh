@@ -6,20 +6,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
+# Each stage's start, with the seconds since the suite began: where CI's time goes.
+stage() { echo "== $1 (${SECONDS} s)"; }
 
+stage "setup"
 scripts/setup.sh
-echo "== build"
+stage "build"
 scripts/build.sh
-echo "== lint"
+stage "lint"
 scripts/lint.sh
-echo "== compile test artifacts"
+stage "compile test artifacts"
 rm -rf build/test_artifacts
 .venv/bin/python tests/fixtures/build_artifacts.py build/test_artifacts
-echo "== pytest"
-GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/layout tests/aot tests/deploy
-echo "== ctest (Catch2, C ABI)"
+stage "pytest"
+GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q tests/layout tests/aot tests/text tests/deploy
+stage "ctest (Catch2, C ABI)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
-echo "== fuzz (readers of outside bytes, ASan+UBSan, 25 s per target)"
+stage "fuzz (readers of outside bytes, ASan+UBSan, 25 s per target)"
 GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" scripts/fuzz.sh 25
-echo "== ThreadSanitizer (concurrency tests)"
+stage "ThreadSanitizer (concurrency tests)"
 GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" scripts/tsan.sh
+stage "done"

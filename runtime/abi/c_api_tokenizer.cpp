@@ -16,8 +16,8 @@ struct gpt_detokenizer {
 
 namespace {
 
-gpt_status tokenize(const char *function, const gpt_model *model, const char *text, gpt_token *tokens,
-                    int32_t capacity, int32_t *out_count, bool allow_special) {
+gpt_status tokenize(const char *function, const gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
+                    int32_t *out_count, bool allow_special) {
     return guarded(function, [&] {
         require(model != nullptr && text != nullptr && out_count != nullptr,
                 "model, text and out_count must not be NULL");
@@ -86,8 +86,7 @@ gpt_status gpt_detokenizer_push(struct gpt_detokenizer *detokenizer, gpt_token t
     });
 }
 
-gpt_status gpt_detokenizer_flush(struct gpt_detokenizer *detokenizer, char *text, size_t capacity,
-                                 size_t *out_size) {
+gpt_status gpt_detokenizer_flush(struct gpt_detokenizer *detokenizer, char *text, size_t capacity, size_t *out_size) {
     return guarded(__func__, [&] {
         require(detokenizer != nullptr && out_size != nullptr, "detokenizer and out_size must not be NULL");
         require(text != nullptr || capacity == 0, "text must hold capacity bytes");

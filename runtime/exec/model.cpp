@@ -69,8 +69,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     golden_ = parse_safetensors(golden.data(), golden.size(), manifest_.golden_file);
     for (const char *key : {"tokens", "prefill_logits", "decode_token", "decode_logits"})
         if (golden_.count(key) == 0) fail(GPT_ERR_ARTIFACT_INVALID, manifest_.golden_file + " lacks '" + key + "'");
-    tokenizer_ = std::make_shared<const Tokenizer>(as_string(files.at(manifest_.tokenizer_file)), manifest_.tokenizer_kind,
-                                             manifest_.model.vocab_size);
+    tokenizer_ = std::make_shared<const Tokenizer>(as_string(files.at(manifest_.tokenizer_file)),
+                                                   manifest_.tokenizer_kind, manifest_.model.vocab_size);
 
     prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners, threads);
     decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners, threads);

@@ -13,8 +13,8 @@
 #include "exec/graph.h"
 #include "exec/packed_weights.h"
 #include "formats/manifest.h"
-#include "text/tokenizer.h"
 #include "gpt_runtime.h"
+#include "text/tokenizer.h"
 
 namespace gpt {
 

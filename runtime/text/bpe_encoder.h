@@ -30,7 +30,7 @@ private:
     void encode_ordinary(std::string_view text, std::vector<gpt_token> &out) const;
 
     RankTable ranks_;
-    std::shared_ptr<const SplitPattern> pattern_;  // compiled once, shareable between encoders
+    std::shared_ptr<const SplitPattern> pattern_;             // compiled once, shareable between encoders
     std::vector<std::pair<std::string, gpt_token>> special_;  // longest first: the longest match wins at a position
 };
 

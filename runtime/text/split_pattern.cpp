@@ -86,8 +86,8 @@ SplitPattern::SplitPattern(std::string_view pattern)
     if (compiled_->code == nullptr) {
         PCRE2_UCHAR message[256];
         pcre2_get_error_message(error, message, sizeof message);
-        fail(GPT_ERR_ARTIFACT_INVALID, "tokenizer pattern does not compile at offset " + std::to_string(offset) +
-                                           ": " + reinterpret_cast<const char *>(message));
+        fail(GPT_ERR_ARTIFACT_INVALID, "tokenizer pattern does not compile at offset " + std::to_string(offset) + ": " +
+                                           reinterpret_cast<const char *>(message));
     }
     // Without JIT (an unsupported CPU) pcre2_match interprets: slower, same result.
     (void)pcre2_jit_compile(compiled_->code, PCRE2_JIT_COMPLETE);

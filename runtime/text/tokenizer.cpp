@@ -112,7 +112,8 @@ Vocabulary read_bpe(const json &j, int32_t vocab_size) {
             invalid("'vocab' entry " + std::to_string(id) + " is null but no special token has that id");
     const json &eos = member(j, "eos");
     if (!eos.is_null()) {
-        if (!eos.is_number_integer() || eos.get<int64_t>() < 0 || eos.get<int64_t>() >= static_cast<int64_t>(vocab.size()))
+        if (!eos.is_number_integer() || eos.get<int64_t>() < 0 ||
+            eos.get<int64_t>() >= static_cast<int64_t>(vocab.size()))
             invalid("'eos' must be null or a token id");
         v.eos = static_cast<gpt_token>(eos.get<int64_t>());
     }

@@ -5,6 +5,7 @@ The server binary comes from GPT_SERVER (scripts/test.sh sets it) or build/.
 Every wait is bounded; every server is killed at the end of its test.
 """
 
+import codecs
 import http.client
 import json
 import os
@@ -153,6 +154,30 @@ def test_stream_sends_each_token_then_done(serve, model_dirs):
     assert "".join(t["text"] for t in tokens) == whole["text"]
     kind, done = events[-1]
     assert kind == "done" and done["completion_tokens"] == 16 and done["finish_reason"] == "length"
+
+
+def test_a_bpe_model_serves_text_streamed_in_whole_characters(serve, artifacts):
+    # tiny-bpe: GPT-2 layout, byte-level BPE (tests/fixtures/build_artifacts.py). A prompt with a
+    # character the corpus lacks ("😀" is four byte tokens) is text like any other.
+    from gpt_aot.tokenizer import to_tiktoken
+
+    server = serve(artifacts / "tiny-bpe")
+    enc = to_tiktoken(json.loads((artifacts / "tiny-bpe" / "cpu" / "tokenizer.json").read_text()))
+    params = dict(prompt="In the beginning 😀", max_tokens=24, temperature=1.0, seed=11)
+    status, body = server.generate(**params)
+    assert status == 200, body
+    assert body["prompt_tokens"] == len(enc.encode_ordinary(params["prompt"]))
+    # The tokens' bytes decoded as a stream: U+FFFD for bytes that never form a character, a character
+    # left incomplete by the last token held back (Python's incremental decoder, final=False).
+    raw = b"".join(enc.decode_single_token_bytes(t) for t in body["tokens"])
+    assert body["text"] == codecs.getincrementaldecoder("utf-8")("replace").decode(raw, final=False)
+    assert body["finish_reason"] in ("length", "stop")
+    assert (body["finish_reason"] == "stop") == (body["completion_tokens"] < 24)
+    conn, _, events = server.stream(**params)
+    events = list(events)
+    conn.close()
+    pieces = [data["text"] for kind, data in events if kind == "token"]
+    assert "".join(pieces) == body["text"]  # every piece was whole characters (JSON carries no broken ones)
 
 
 def test_metrics_parse_as_prometheus_text(serve, model_dirs):

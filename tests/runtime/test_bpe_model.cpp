@@ -100,7 +100,7 @@ TEST_CASE("the detokenizer holds a split character and keeps a token it could no
     char tiny[2];
     size_t size = 0;
     CHECK(gpt_detokenizer_push(d, ids[4], tiny, sizeof tiny, &size) == GPT_ERR_BUFFER_TOO_SMALL);
-    CHECK(size == 5);                        // the emoji and the NUL
+    CHECK(size == 5);                              // the emoji and the NUL
     CHECK(push(d, ids[4]) == "\xF0\x9F\x98\x80");  // the refused push took nothing: retried, it completes
     // The detokenizer keeps the vocabulary: it works after the model is gone.
     REQUIRE(gpt_model_free(model.handle) == GPT_OK);

@@ -128,6 +128,8 @@ TEST_CASE("the split pattern reads \\s as tiktoken does, NEL included", "[tokeni
     const gpt::Tokenizer t(small_bpe().dump(), "bpe", 300);
     // U+0085 is White_Space for tiktoken's engine: "a", "\u0085" (whitespace run), "b" —
     // with PCRE2's own \s it would join the punctuation class: "a", "\u0085b"... as " ?[^\s\p{L}\p{N}]+".
-    const auto ids = t.encode("a\xC2\x85" "b");
+    const auto ids = t.encode(
+        "a\xC2\x85"
+        "b");
     CHECK(ids == std::vector<gpt_token>{'a', 0xC2, 0x85, 'b'});
 }

@@ -32,12 +32,12 @@ std::string streamed(const std::string &bytes, const std::vector<size_t> &sizes,
 TEST_CASE("validity follows the standard's table", "[utf8]") {
     CHECK(gpt::first_invalid_utf8("") == std::string::npos);
     CHECK(gpt::first_invalid_utf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80") == std::string::npos);  // a é € 😀
-    CHECK(gpt::first_invalid_utf8("ab\xC0\xAF") == 2);                                              // overlong '/'
-    CHECK(gpt::first_invalid_utf8("\xE0\x80\xAF") == 0);                                            // overlong
-    CHECK(gpt::first_invalid_utf8("x\xED\xA0\x80") == 1);                                           // surrogate
-    CHECK(gpt::first_invalid_utf8("\xF4\x90\x80\x80") == 0);                                        // > U+10FFFF
-    CHECK(gpt::first_invalid_utf8("ok\xE2\x82") == 2);                                              // cut at the end
-    CHECK(gpt::first_invalid_utf8("\x80") == 0);                                                    // lone continuation
+    CHECK(gpt::first_invalid_utf8("ab\xC0\xAF") == 2);                                             // overlong '/'
+    CHECK(gpt::first_invalid_utf8("\xE0\x80\xAF") == 0);                                           // overlong
+    CHECK(gpt::first_invalid_utf8("x\xED\xA0\x80") == 1);                                          // surrogate
+    CHECK(gpt::first_invalid_utf8("\xF4\x90\x80\x80") == 0);                                       // > U+10FFFF
+    CHECK(gpt::first_invalid_utf8("ok\xE2\x82") == 2);                                             // cut at the end
+    CHECK(gpt::first_invalid_utf8("\x80") == 0);                                                   // lone continuation
 }
 
 TEST_CASE("the stream holds a split character until it completes", "[utf8]") {
@@ -54,12 +54,16 @@ TEST_CASE("ill-formed bytes become one U+FFFD per maximal subpart, as Python dec
     // Expected values are Python 3's bytes.decode("utf-8", errors="replace").
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"\x80", kFffd},
-        {"\xE2\x82" "A", kFffd + "A"},           // a cut 3-byte sequence is one subpart
-        {"\xF0\x80", kFffd + kFffd},             // F0 80: 80 is not a valid second byte
+        {"\xE2\x82"
+         "A",
+         kFffd + "A"},                            // a cut 3-byte sequence is one subpart
+        {"\xF0\x80", kFffd + kFffd},              // F0 80: 80 is not a valid second byte
         {"\xED\xA0\x80", kFffd + kFffd + kFffd},  // surrogates: each byte alone
         {"\xC0\xAF", kFffd + kFffd},
-        {"\xF4\x8F\xBF", kFffd},                 // cut at the end: one
-        {"a\xFF" "b", "a" + kFffd + "b"},
+        {"\xF4\x8F\xBF", kFffd},  // cut at the end: one
+        {"a\xFF"
+         "b",
+         "a" + kFffd + "b"},
     };
     for (const auto &[bytes, expected] : cases) {
         bool valid = false;
@@ -72,15 +76,16 @@ TEST_CASE("ill-formed bytes become one U+FFFD per maximal subpart, as Python dec
 TEST_CASE("any split of random bytes gives the same text, every piece valid", "[utf8]") {
     std::mt19937 rng(7);
     // Mostly UTF-8 with stray bytes: lead bytes, continuations and ASCII in proportion.
-    const std::vector<std::string> atoms = {"a", " ", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\x80",
-                                            "\xE2",  "\xF0\x9F", "\xFF",        "\xED\xA0"};
+    const std::vector<std::string> atoms = {"a",    " ",    "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+                                            "\x80", "\xE2", "\xF0\x9F", "\xFF",         "\xED\xA0"};
     for (int round = 0; round < 2000; ++round) {
         std::string bytes;
         const int n = std::uniform_int_distribution<int>(0, 12)(rng);
         for (int i = 0; i < n; ++i) bytes += atoms[std::uniform_int_distribution<size_t>(0, atoms.size() - 1)(rng)];
         bool valid_whole = false, valid_split = false;
         const std::string whole = streamed(bytes, {bytes.size() + 1}, &valid_whole);
-        const size_t a = std::uniform_int_distribution<size_t>(1, 4)(rng), b = std::uniform_int_distribution<size_t>(1, 4)(rng);
+        const size_t a = std::uniform_int_distribution<size_t>(1, 4)(rng),
+                     b = std::uniform_int_distribution<size_t>(1, 4)(rng);
         CHECK(streamed(bytes, {a, b}, &valid_split) == whole);
         CHECK(valid_split);
         CHECK(gpt::first_invalid_utf8(whole) == std::string::npos);
