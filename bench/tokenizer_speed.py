@@ -17,8 +17,9 @@ as one call, and `lines`, one call per line with its newline (prompt-sized calls
 Every row is its own process pinned to one core (`taskset -c 0`), one thread; each process encodes
 once untimed (warm-up; the ids' count and sha256 come from it) and then `--reps` times timed. A
 round runs every (implementation, mode) once; the implementations' order rotates round by round.
-Throughput = input bytes / wall seconds of one repetition (MB = 10^6 bytes); a Python row's time
-includes the Python call per line, as a Python caller pays it. Rows whose ids differ from
+Throughput = input bytes / seconds of one repetition (MB = 10^6 bytes), over wall time and over the
+process's CPU time (which leaves out the slices other processes run on a shared core); a Python row's
+time includes the Python call per line, as a Python caller pays it. Rows whose ids differ from
 tiktoken's are reported but given no ratio. Results: results.json and results.md in --out
 (default bench/results/cpu-<date>-tokenize/). Not a test: nothing here runs in CI.
 """
@@ -97,15 +98,18 @@ def peer(impl: str, mode: str, reps: int, text_file: Path) -> dict:
     for call in calls:  # warm-up; the ids' checksum
         ids.extend(encode(call))
     digest = hashlib.sha256(np.asarray(ids, dtype="<i4").tobytes()).hexdigest()
-    rates = []
+    rates, cpu_rates = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for call in calls:
             encode(call)
+        cpu_seconds = time.process_time() - cpu_start
         rates.append(size / (time.perf_counter() - start) / 1e6)
+        cpu_rates.append(size / cpu_seconds / 1e6)
     return {
         "impl": impl, "mode": mode, "bytes": size, "calls": len(calls), "tokens": len(ids),
-        "ids_sha256": digest, "version": version, "mb_per_s": rates, "peak_rss_mib": peak_rss_mib(),
+        "ids_sha256": digest, "version": version, "mb_per_s": rates, "cpu_mb_per_s": cpu_rates,
+        "peak_rss_mib": peak_rss_mib(),
     }  # fmt: skip
 
 
@@ -168,11 +172,14 @@ def machine() -> dict:
 
 
 def summarize(row_runs: list[dict]) -> dict:
+    """Wall-clock MB/s (median, min, max, each round's median), the same over CPU time, load averages."""
     rates = [r for run in row_runs for r in run["mb_per_s"]]
+    cpu = [r for run in row_runs for r in run["cpu_mb_per_s"]]
     loads = [x for run in row_runs for x in run["loadavg_1min"]]
     return {
         "median": statistics.median(rates), "min": min(rates), "max": max(rates),
         "per_round_median": [statistics.median(run["mb_per_s"]) for run in row_runs],
+        "cpu": {"median": statistics.median(cpu), "min": min(cpu), "max": max(cpu)},
         "loadavg_1min": [min(loads), max(loads)],
     }  # fmt: skip
 
@@ -191,9 +198,9 @@ def write_markdown(out: Path, result: dict) -> None:
         "",
         f"Command: `{result['command']}`",
         "",
-        "| mode | impl | MB/s median | min | max | per-round medians | tokens | same ids as tiktoken | "
-        "runtime / this | load avg (1 min) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mode | impl | MB/s (wall) median | min–max | per-round medians | MB/s (CPU time) median | min–max | "
+        "tokens | same ids as tiktoken | runtime / this (wall) | runtime / this (CPU) | load avg (1 min) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode in MODES:
         for impl in IMPLS:
@@ -202,11 +209,15 @@ def write_markdown(out: Path, result: dict) -> None:
                 lines.append(f"| {mode} | {impl} | error: {row.get('error') if row else 'not run'} |||||||")
                 continue
             s = row["summary"]
-            ratio = row.get("runtime_over_this")
+            c = s["cpu"]
+            ratios = " | ".join(
+                "" if (x := row.get(k)) is None else f"{x:.2f}×" for k in ("runtime_over_this", "runtime_over_this_cpu")
+            )
             lines.append(
-                f"| {mode} | {impl} | {s['median']:.2f} | {s['min']:.2f} | {s['max']:.2f} | "
-                f"{' / '.join(f'{x:.2f}' for x in s['per_round_median'])} | {row['tokens']:,} | "
-                f"{'yes' if row['same_ids'] else 'NO'} | {'' if ratio is None else f'{ratio:.2f}×'} | "
+                f"| {mode} | {impl} | {s['median']:.2f} | {s['min']:.2f}–{s['max']:.2f} | "
+                f"{' / '.join(f'{x:.2f}' for x in s['per_round_median'])} | "
+                f"{c['median']:.2f} | {c['min']:.2f}–{c['max']:.2f} | {row['tokens']:,} | "
+                f"{'yes' if row['same_ids'] else 'NO'} | {ratios} | "
                 f"{s['loadavg_1min'][0]:.1f}–{s['loadavg_1min'][1]:.1f} |"
             )
     lines += ["", *result.get("notes", [])]
@@ -281,6 +292,7 @@ def main() -> None:
             row = rows[f"{impl}/{mode}"]
             if rt.get("same_ids") and row.get("same_ids"):
                 row["runtime_over_this"] = rt["summary"]["median"] / row["summary"]["median"]
+                row["runtime_over_this_cpu"] = rt["summary"]["cpu"]["median"] / row["summary"]["cpu"]["median"]
     niceness = os.nice(0)
     cmdline = (
         (f"nice -n {niceness} " if niceness else "")
