@@ -267,6 +267,7 @@ def main() -> None:
                 print(
                     f"round {r + 1}/{a.rounds} {mode:5} {impl:8} {shown}  (load {os.getloadavg()[0]:.1f})", flush=True
                 )
+    (out / "runs.json").write_text(json.dumps(runs, indent=1) + "\n")  # the raw rows, before anything can fail
     rows = {}
     for key, row_runs in runs.items():
         ok = [x for x in row_runs if "error" not in x]
