@@ -20,7 +20,8 @@ round runs every (implementation, mode) once; the implementations' order rotates
 Throughput = input bytes / seconds of one repetition (MB = 10^6 bytes), over wall time and over the
 process's CPU time (which leaves out the slices other processes run on a shared core); a Python row's
 time includes the Python call per line, as a Python caller pays it. Rows whose ids differ from
-tiktoken's are reported but given no ratio. Results: results.json and results.md in --out
+tiktoken's are reported but given no ratio. Results: results.json (summary and every row's runs),
+runs.json (the raw runs, written before summarizing) and results.md in --out
 (default bench/results/cpu-<date>-tokenize/). Not a test: nothing here runs in CI.
 """
 
