@@ -54,7 +54,7 @@ std::string translate(std::string_view pattern) {
 // a JIT stack that long whitespace runs may need beyond the default 32 KiB.
 struct MatchState {
     pcre2_match_data *data = pcre2_match_data_create(1, nullptr);
-    pcre2_jit_stack *stack = pcre2_jit_stack_create(32 * 1024, 4 * 1024 * 1024, nullptr);
+    pcre2_jit_stack *stack = pcre2_jit_stack_create(size_t{32} << 10, size_t{4} << 20, nullptr);
     pcre2_match_context *context = pcre2_match_context_create(nullptr);
     MatchState() {
         if (data == nullptr || stack == nullptr || context == nullptr)
