@@ -160,9 +160,13 @@ struct gpt_model_params {
     bool verify_golden;  /* run the golden vector at load; default false (see gpt_model_verify) */
     /* Ed25519 public keys the artifact's manifest.sig must verify against: a key
      * file or a directory of *.pub files. Default NULL = the GPT_TRUSTED_KEYS
-     * environment variable; neither set = signatures are not checked (sha256 only,
-     * logged at info). With keys, an unsigned or wrongly signed artifact is
-     * refused with GPT_ERR_ARTIFACT_SIGNATURE before any of it is parsed or loaded. */
+     * environment variable; neither set (NULL and the variable absent) = signatures
+     * are not checked (sha256 only, logged at info). Set but empty ("" here, or
+     * GPT_TRUSTED_KEYS=""), or a path that yields no key (missing, unreadable,
+     * malformed, a directory without *.pub files), is GPT_ERR_INVALID_ARGUMENT
+     * naming it: never a silent fall-back to unsigned loading. With keys, an
+     * unsigned or wrongly signed artifact is refused with GPT_ERR_ARTIFACT_SIGNATURE
+     * before any of it is parsed or loaded. */
     const char *trusted_keys;
 };
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);

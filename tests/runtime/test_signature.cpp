@@ -260,6 +260,21 @@ TEST_CASE("MalformedTrustedKeysAreAnErrorNotSilentlyOff", "[signature]") {
     CHECK(error_mentions("no *.pub"));
 }
 
+TEST_CASE("EmptyTrustedKeysAreAnErrorNotSilentlyOff", "[signature]") {
+    // Set but empty is a configuration mistake, not a request to turn signatures off.
+    test::ScratchArtifact unsigned_art(test::artifact());
+    setenv("GPT_TRUSTED_KEYS", "", 1);
+    CHECK(load_with_keys(unsigned_art.dir(), nullptr) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("GPT_TRUSTED_KEYS is set but empty"));
+    unsetenv("GPT_TRUSTED_KEYS");
+    CHECK(load_with_keys(unsigned_art.dir(), "") == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("trusted_keys is set but empty"));
+    const auto root = unsigned_art.dir().parent_path();
+    std::ofstream(root / "blank.pub") << "\n";  // a key file holding no key
+    CHECK(load_with_keys(unsigned_art.dir(), (root / "blank.pub").c_str()) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("blank.pub"));
+}
+
 TEST_CASE("ArtifactSignedByGptAotSignLoads", "[signature]") {
     // The Python signer and the C++ verifier agree on key files, key ids and manifest.sig.
     // GPT_TEST_PYTHON and GPT_TEST_AOT_DIR come from tests/CMakeLists.txt: this tree's gpt_aot.
