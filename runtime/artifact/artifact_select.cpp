@@ -21,7 +21,7 @@ TargetReport check_artifact(const std::string &dir, const Host &host, bool check
     report.dir = dir;
     try {
         // Selection only reads what each target is; the signature is checked when the chosen one loads.
-        report.manifest = parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes));
+        report.manifest = parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse));
         check_torch_version(report.manifest->torch_version);
         check_target(report.manifest->target, host);
         if (check_hashes) {
@@ -166,7 +166,7 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                  {"bytes", bytes},
                  {"files", files}});
             // How the kernel was picked (each candidate's time and error), as compile recorded it.
-            const Bytes raw = read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes);
+            const Bytes raw = read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse);
             const json manifest = json::parse(raw.begin(), raw.end(), nullptr, false);
             if (manifest.is_object()) {
                 entry["attention_pick"] = manifest.value("attention", json());

@@ -45,7 +45,7 @@ std::string trim(const std::string &s) {
 
 std::string read_key_file(const std::string &path) {
     if (!regular_file_size(path)) fail(GPT_ERR_INVALID_ARGUMENT, "trusted key file '" + path + "' does not exist");
-    const Bytes bytes = read_file(path, kMaxKeyFileBytes);
+    const Bytes bytes = read_file(path, kMaxKeyFileBytes, Links::follow);  // an operator's path: links are theirs
     if (bytes.size() > kMaxKeyFileBytes)
         fail(GPT_ERR_INVALID_ARGUMENT, "'" + path + "' is too large to be a public key");
     return std::string(bytes.begin(), bytes.end());

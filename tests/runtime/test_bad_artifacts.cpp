@@ -1,7 +1,10 @@
 // Corrupt, foreign and mismatched artifacts: each is refused with its own status
 // and a message, never a crash, and never after running the artifact's code.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <vector>
@@ -194,6 +197,38 @@ TEST_CASE("ListedFileMissingOnDiskIsRefused", "[artifact]") {
     std::filesystem::remove(art.file("decode.pt2"));
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(error_mentions("decode.pt2"));
+}
+
+TEST_CASE("SymlinkedManifestIsRefusedWhereverItPoints", "[artifact]") {
+    // A link could lead anywhere the loading process may read: only regular files inside the directory count.
+    test::ScratchArtifact art(test::artifact());
+    const auto outside = art.model_dir() / "elsewhere.json";
+    std::filesystem::rename(art.file("manifest.json"), outside);
+    std::filesystem::create_symlink(outside, art.file("manifest.json"));
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("manifest.json' is a symbolic link"));
+    CHECK(load(art.model_dir()) != GPT_OK);  // as a model directory's target: selection refuses it too
+    CHECK(error_mentions("is a symbolic link"));
+}
+
+TEST_CASE("SymlinkedArtifactFileIsRefusedEvenWithTheRightContent", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const auto outside = art.model_dir() / "tokenizer-elsewhere.json";
+    std::filesystem::rename(art.file("tokenizer.json"), outside);
+    std::filesystem::create_symlink(outside, art.file("tokenizer.json"));  // same bytes: its sha256 matches
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("tokenizer.json' is a symbolic link"));
+}
+
+TEST_CASE("FifoInPlaceOfAnArtifactFileIsRefusedAsAFifoWithoutBlocking", "[artifact]") {
+    for (const char *name : {"manifest.json", "tokenizer.json"}) {
+        INFO(name);
+        test::ScratchArtifact art(test::artifact());
+        std::filesystem::remove(art.file(name));
+        REQUIRE(::mkfifo(art.file(name).c_str(), 0600) == 0);  // nothing writes to it: a blocking open never returns
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions(std::string(name) + "' is a FIFO"));
+    }
 }
 
 TEST_CASE("an artifact whose code may use an extension this CPU lacks is refused before loading", "[artifact]") {

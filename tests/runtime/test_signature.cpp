@@ -3,6 +3,7 @@
 // or any compiled code is loaded. Without keys, hashes alone are checked and the
 // log says that signatures are off.
 #include <sodium.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
@@ -234,6 +235,20 @@ TEST_CASE("ManifestEditedAfterSigningIsRefused", "[signature]") {
     m["golden"]["atol"] = 1.0;  // a looser tolerance would hide a wrong model
     s.art.write_manifest(m);
     CHECK(load_with_keys(s.art.dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+}
+
+TEST_CASE("ManifestSigThatIsNotARegularFileIsRefusedAsWhatItIs", "[signature]") {
+    SignedArtifact s;
+    const auto sig = s.art.file("manifest.sig");
+    const auto outside = s.art.model_dir() / "elsewhere.sig";
+    std::filesystem::rename(sig, outside);
+    std::filesystem::create_symlink(outside, sig);  // a valid signature, but through a link
+    CHECK(load_with_keys(s.art.dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+    CHECK(error_mentions("manifest.sig' is a symbolic link"));
+    std::filesystem::remove(sig);
+    REQUIRE(::mkfifo(sig.c_str(), 0600) == 0);  // nothing writes to it: a blocking open never returns
+    CHECK(load_with_keys(s.art.dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+    CHECK(error_mentions("manifest.sig' is a FIFO"));
 }
 
 TEST_CASE("TrustedKeysFromTheEnvironment", "[signature]") {
