@@ -159,11 +159,23 @@ Manifest read_manifest(const std::filesystem::path &dir, const std::vector<Publi
     return parse_manifest(text);
 }
 
-Manifest parse_manifest(const Bytes &text) {
+nlohmann::json parse_manifest_json(const Bytes &text) {
     if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
-    json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    // Refused while parsing, before the nesting is built: 16 MiB of nested arrays would otherwise cost about 1 GB.
+    const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json &) {
+        if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+            depth >= kMaxManifestDepth)
+            invalid("nests deeper than " + std::to_string(kMaxManifestDepth) + " levels");
+        return true;
+    };
+    json j = json::parse(text.begin(), text.end(), limit_depth, /*allow_exceptions=*/false);
     if (j.is_discarded()) invalid("not valid JSON");
     if (!j.is_object()) invalid("top level must be an object");
+    return j;
+}
+
+Manifest parse_manifest(const Bytes &text) {
+    const json j = parse_manifest_json(text);
 
     if (string_field(j, "format") != kFormatName) invalid("'format' is not '" + std::string(kFormatName) + "'");
     const json &version = field(j, "format_version");

@@ -61,6 +61,28 @@ TEST_CASE("MalformedJsonIsInvalid", "[artifact]") {
     CHECK(error_mentions("not valid JSON"));
 }
 
+TEST_CASE("DeeplyNestedManifestIsRefusedBeforeItIsBuilt", "[artifact]") {
+    // 10 000 nested arrays under a key the runtime ignores: without a depth limit the parser builds them all
+    // (a 16 MiB manifest of them cost about 1.1 GB).
+    test::ScratchArtifact art(test::artifact());
+    std::string text;
+    {
+        std::ifstream in(art.file("manifest.json"));
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const size_t open = text.find('{');
+    REQUIRE(open != std::string::npos);
+    text.insert(open + 1, "\"unknown\": " + std::string(10000, '[') + std::string(10000, ']') + ", ");
+    std::ofstream(art.file("manifest.json"), std::ios::trunc) << text;
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("nests deeper than 16"));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+    // The same manifest without the nesting loads.
+    edit_manifest(art, [](json &m) { m["unknown"] = json::array({json::array({1})}); });
+    CHECK(load(art.dir()) == GPT_OK);
+}
+
 TEST_CASE("UnknownFormatVersionIsRefused", "[artifact]") {
     test::ScratchArtifact art(test::artifact());
     edit_manifest(art, [](json &m) { m["format_version"] = 99; });
