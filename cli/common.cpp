@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace cli {
@@ -11,7 +12,18 @@ int report(gpt_status status) {
     return 1;
 }
 
-LoadedModel::LoadedModel(const std::string &dir, int threads) {
+LoadedModel::LoadedModel(const std::string &path, int threads, bool allow_cpu_fallback) {
+    std::string dir = path;  // without fallback, gpt_model_load makes the same choice itself
+    if (allow_cpu_fallback) {
+        size_t size = 0;
+        status = gpt_artifact_select(path.c_str(), GPT_ARTIFACT_ALLOW_CPU_FALLBACK, nullptr, 0, &size);
+        if (status != GPT_ERR_BUFFER_TOO_SMALL) return;
+        dir.assign(size, '\0');
+        if ((status = gpt_artifact_select(path.c_str(), GPT_ARTIFACT_ALLOW_CPU_FALLBACK, dir.data(), size, &size)) !=
+            GPT_OK)
+            return;
+        dir.resize(size - 1);
+    }
     gpt_model_params params;
     gpt_model_default_params(&params, sizeof params);
     params.num_threads = threads;
@@ -67,6 +79,14 @@ gpt_status prompt_tokens(gpt_model *model, const SampleOptions &o, std::vector<g
 }
 
 }  // namespace
+
+std::string sample_options_problem(const SampleOptions &o) {
+    // The runtime's wording (exec/session.cpp, abi/c_api_session.cpp), so either refusal reads the same.
+    if (o.n <= 0) return "max_new_tokens must be > 0";
+    if (o.top_k < 0 || !(o.top_p > 0.0f && o.top_p <= 1.0f) || !(o.temperature >= 0.0f))
+        return "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1";
+    return "";
+}
 
 gpt_status stream_sample(gpt_model *model, const SampleOptions &o) {
     std::vector<gpt_token> prompt;

@@ -13,11 +13,12 @@ namespace cli {
 // Prints the status and the runtime's message to stderr; returns the exit code 1.
 int report(gpt_status status);
 
-// Owns a loaded model for the duration of a command.
+// Owns a loaded model for the duration of a command. `path` is an artifact or a model directory; with
+// allow_cpu_fallback, gpt_artifact_select may choose the CPU artifact on a GPU host without one for its arch.
 struct LoadedModel {
     gpt_model *model = nullptr;
     gpt_status status = GPT_OK;
-    LoadedModel(const std::string &dir, int threads);
+    LoadedModel(const std::string &path, int threads, bool allow_cpu_fallback);
     ~LoadedModel();
     LoadedModel(const LoadedModel &) = delete;
     LoadedModel &operator=(const LoadedModel &) = delete;
@@ -33,6 +34,10 @@ struct SampleOptions {
     float top_p = 1.0f;
     bool ignore_eos = false;  // keep generating past the tokenizer's EOS
 };
+
+// What gpt_session_generate would refuse in `o` (its own message), or "" when it accepts them: checked before
+// a model is loaded, so a mistyped option costs no load.
+std::string sample_options_problem(const SampleOptions &o);
 
 // Tokenizes the prompt (or takes its ids), generates, and streams prompt + text
 // to stdout: text through a gpt_detokenizer, ids as <id> for a model without a tokenizer.

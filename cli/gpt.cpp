@@ -1,5 +1,6 @@
 // gpt — command-line front end to libgpt_runtime, using only the public C API.
 //   gpt info ART | gpt verify ART | gpt generate ART --prompt TEXT|--prompt-ids ID... -n N --seed S
+//     (each with --allow-cpu-fallback: on a GPU host without an artifact for its arch, take the CPU one)
 //   gpt train ART --data DIR --iters N [--nproc R] ...
 //   gpt artifacts list|inspect|select MODEL_DIR
 // ART is an artifact directory or a model directory (one artifact per target).
@@ -18,8 +19,8 @@ namespace {
 using cli::LoadedModel;
 using cli::report;
 
-int cmd_info(const std::string &dir) {
-    LoadedModel m(dir, 0);
+int cmd_info(const std::string &dir, bool allow_cpu_fallback) {
+    LoadedModel m(dir, 0, allow_cpu_fallback);
     if (m.status != GPT_OK) return report(m.status);
     gpt_model_info info;
     if (gpt_status s = gpt_model_get_info(m.model, &info, sizeof info); s != GPT_OK) return report(s);
@@ -37,8 +38,8 @@ int cmd_info(const std::string &dir) {
     return 0;
 }
 
-int cmd_verify(const std::string &dir) {
-    LoadedModel m(dir, 0);
+int cmd_verify(const std::string &dir, bool allow_cpu_fallback) {
+    LoadedModel m(dir, 0, allow_cpu_fallback);
     if (m.status != GPT_OK) return report(m.status);
     double err = 0.0;
     const gpt_status s = gpt_model_verify(m.model, &err);
@@ -47,8 +48,12 @@ int cmd_verify(const std::string &dir) {
     return 0;
 }
 
-int cmd_generate(const std::string &dir, const cli::SampleOptions &o, int threads) {
-    LoadedModel m(dir, threads);
+int cmd_generate(const std::string &dir, const cli::SampleOptions &o, int threads, bool allow_cpu_fallback) {
+    if (const std::string problem = cli::sample_options_problem(o); !problem.empty()) {
+        std::fprintf(stderr, "gpt: %s: %s\n", gpt_status_to_string(GPT_ERR_INVALID_ARGUMENT), problem.c_str());
+        return 1;
+    }
+    LoadedModel m(dir, threads, allow_cpu_fallback);
     if (m.status != GPT_OK) return report(m.status);
     const gpt_status s = cli::stream_sample(m.model, o);
     return s == GPT_OK ? 0 : report(s);
@@ -60,9 +65,10 @@ void add_sample_options(CLI::App *cmd, cli::SampleOptions *o) {
         ->excludes(text);
     cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating when the model samples its end-of-text token");
     cmd->add_option("--seed", o->seed, "sampling seed");
-    cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-    cmd->add_option("--top-k", o->top_k, "0 = off")->check(CLI::NonNegativeNumber);
-    cmd->add_option("--top-p", o->top_p, "1 = off")->check(CLI::Range(0.0f, 1.0f));
+    // Ranges are the runtime's, checked by sample_options_problem before the model is loaded.
+    cmd->add_option("--temperature", o->temperature, "0 = greedy, else > 0");
+    cmd->add_option("--top-k", o->top_k, "0 = off");
+    cmd->add_option("--top-p", o->top_p, "in (0, 1]; 1 = off");
 }
 
 int run(int argc, char **argv) {
@@ -71,6 +77,7 @@ int run(int argc, char **argv) {
     std::string artifact;
     cli::SampleOptions gen;
     int threads = 0;
+    bool allow_cpu_fallback = false;
     cli::TrainOptions tr;
     tr.sample.n = 0;
 
@@ -81,9 +88,11 @@ int run(int argc, char **argv) {
 
     auto *generate = app.add_subcommand("generate", "generate text from a prompt");
     generate->add_option("artifact", artifact, "artifact directory")->required();
-    generate->add_option("-n,--max-new-tokens", gen.n, "tokens to generate")->check(CLI::PositiveNumber);
+    generate->add_option("-n,--max-new-tokens", gen.n, "tokens to generate (> 0)");
     generate->add_option("--threads", threads, "CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
     add_sample_options(generate, &gen);
+    for (CLI::App *cmd : {info, verify, generate})
+        cmd->add_flag("--allow-cpu-fallback", allow_cpu_fallback, "take the CPU artifact when none fits the GPU");
 
     auto *train = app.add_subcommand("train", "train the artifact's model (needs an artifact compiled with --train)");
     train->add_option("artifact", artifact, "artifact directory")->required();
@@ -127,11 +136,11 @@ int run(int argc, char **argv) {
     if (*list) return cli::cmd_artifacts_list(art);
     if (*inspect) return cli::cmd_artifacts_inspect(art);
     if (*select) return cli::cmd_artifacts_select(art);
-    if (*info) return cmd_info(artifact);
-    if (*verify) return cmd_verify(artifact);
+    if (*info) return cmd_info(artifact, allow_cpu_fallback);
+    if (*verify) return cmd_verify(artifact, allow_cpu_fallback);
     if (*train && tr.nproc > 1) return cli::launch_local_ranks(tr.nproc, argc, argv);
     if (*train) return cli::cmd_train(artifact, tr);
-    return cmd_generate(artifact, gen, threads);
+    return cmd_generate(artifact, gen, threads, allow_cpu_fallback);
 }
 
 }  // namespace

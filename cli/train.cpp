@@ -65,7 +65,7 @@ void print_progress(int it, int total, float loss, double tokens_per_s, double m
 int cmd_train(const std::string &artifact, const TrainOptions &o) {
     const bool tty = isatty(fileno(stdout)) != 0;
     const int log_every = std::max(10, o.iters / 40);
-    LoadedModel m(artifact, o.threads);
+    LoadedModel m(artifact, o.threads, false);
     if (m.status != GPT_OK) return report(m.status);
     gpt_model_info info;
     if (gpt_status s = gpt_model_get_info(m.model, &info, sizeof info); s != GPT_OK) return report(s);

@@ -29,7 +29,9 @@
  *   valid until the next call on the same thread. The exceptions, each stated at
  *   its function: GPT_ERR_BUFFER_TOO_SMALL still reports the size needed
  *   (*out_size, *out_count); gpt_model_verify reports the error it measured; a
- *   batched prefill that fails while running leaves its sequences empty. No C++
+ *   batched prefill that fails while running leaves its sequences empty;
+ *   gpt_session_generate cancelled by its token callback (GPT_ERR_ABORTED) still
+ *   writes the tokens generated so far and their count. No C++
  *   exception crosses this boundary and the library never aborts the process or
  *   writes to stdout.
  *
@@ -158,9 +160,13 @@ struct gpt_model_params {
     bool verify_golden;  /* run the golden vector at load; default false (see gpt_model_verify) */
     /* Ed25519 public keys the artifact's manifest.sig must verify against: a key
      * file or a directory of *.pub files. Default NULL = the GPT_TRUSTED_KEYS
-     * environment variable; neither set = signatures are not checked (sha256 only,
-     * logged at info). With keys, an unsigned or wrongly signed artifact is
-     * refused with GPT_ERR_ARTIFACT_SIGNATURE before any of it is parsed or loaded. */
+     * environment variable; neither set (NULL and the variable absent) = signatures
+     * are not checked (sha256 only, logged at info). Set but empty ("" here, or
+     * GPT_TRUSTED_KEYS=""), or a path that yields no key (missing, unreadable,
+     * malformed, a directory without *.pub files), is GPT_ERR_INVALID_ARGUMENT
+     * naming it: never a silent fall-back to unsigned loading. With keys, an
+     * unsigned or wrongly signed artifact is refused with GPT_ERR_ARTIFACT_SIGNATURE
+     * before any of it is parsed or loaded. */
     const char *trusted_keys;
 };
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
@@ -336,7 +342,8 @@ GPT_API gpt_status gpt_session_get_position_seq(const struct gpt_session *sessio
  * so its cost follows the longest of them, not block_size. */
 GPT_API gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token *tokens, float *logits);
 
-/* Called once per generated token; return false to stop (the call then returns GPT_ERR_ABORTED). */
+/* Called once per generated token; return false to stop (the call then returns GPT_ERR_ABORTED,
+ * with the tokens generated so far written out: see gpt_session_generate). */
 typedef bool (*gpt_token_callback)(gpt_token token, void *user_data);
 
 struct gpt_generate_params {
@@ -357,7 +364,10 @@ GPT_API gpt_status gpt_generate_default_params(struct gpt_generate_params *param
 /* Generate from `prompt` (replaces the session's sequence). Stops after
  * max_new_tokens, at the stop token, or at EOS (see stop_at_eos). When the context (block_size) fills, the
  * most recent block_size/2 tokens are prefilled again and generation goes on.
- * Generated ids go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`. */
+ * Generated ids go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`.
+ * When on_token returns false the call returns GPT_ERR_ABORTED and still writes the tokens generated so
+ * far, the one the callback was given last included, and their number (an exception to "outputs are left
+ * untouched on failure"); every other failure writes nothing. */
 GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
                                         const struct gpt_generate_params *params, gpt_token *out_tokens,
                                         int32_t capacity, int32_t *out_count);

@@ -25,6 +25,9 @@ for a in flash train; do
   cp "$artifacts/tiny-$a/cpu/manifest.json" "$seeds/manifest/$a.json"
   cp "$artifacts/tiny-$a/cpu/golden.safetensors" "$seeds/safetensors/golden-$a.safetensors"
 done
+# A real manifest with 64 nested arrays under a key the runtime ignores: refused at depth 16 while parsing.
+{ printf '{"unknown": %s%s, ' "$(printf '[%.0s' {1..64})" "$(printf ']%.0s' {1..64})"
+  tail -c +2 "$artifacts/tiny-flash/cpu/manifest.json"; } >"$seeds/manifest/nested.json"
 cp "$artifacts/tiny-flash/cpu/weights.safetensors" "$artifacts/reference.safetensors" "$seeds/safetensors/"
 cp "$artifacts/imported_ckpt.safetensors" "$seeds/checkpoint/"
 # fuzz_tokenizer's first byte picks the mode (fuzz/fuzz_tokenizer.cpp): 0 char reader, 3 BPE reader, 1 fixed

@@ -19,8 +19,8 @@ from .weights import load_model
 
 
 def _compile(args) -> int:
+    overrides = resolve_config(args.config, args.set)  # a mistake in it is found before the target is probed
     target = resolve(args.target, args.arch, args.dtype, args.isa)
-    overrides = resolve_config(args.config, args.set)
     tokenizer = _tokenizer(args)
     if args.tokenizer and "vocab_size" not in overrides:
         overrides["vocab_size"] = vocab_size(tokenizer)

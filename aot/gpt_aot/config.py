@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+from .model import GPTConfig
+
 PRESETS = {
     # Test-sized: compiles in seconds on one core.
     "tiny": dict(block_size=32, n_layer=2, n_head=2, n_embd=32, bias=False),
@@ -22,19 +24,33 @@ def parse_value(text: str):
         return text
 
 
+def _check_keys(keys, source: str) -> None:
+    """A key GPTConfig does not have would be dropped silently (n_layers=24 compiling the default depth)."""
+    valid = GPTConfig.__dataclass_fields__
+    unknown = sorted(k for k in keys if k not in valid)
+    if unknown:
+        raise ValueError(
+            f"unknown config key {', '.join(map(repr, unknown))} in {source}: valid keys are {', '.join(valid)}"
+        )
+
+
 def resolve_config(spec: str | None, overrides: list[str]) -> dict:
-    """Preset name or JSON file, then `key=value` overrides, as a plain dict."""
+    """Preset name or JSON file, then `key=value` overrides, as a plain dict. Unknown keys are an error."""
     config = {}
     if spec:
         if spec in PRESETS:
             config = dict(PRESETS[spec])
         elif Path(spec).is_file():
             config = json.loads(Path(spec).read_text())
+            if not isinstance(config, dict):
+                raise ValueError(f"config file {spec} must hold a JSON object")
+            _check_keys(config, f"config file {spec}")
         else:
             raise ValueError(f"unknown config {spec!r}: a preset ({', '.join(PRESETS)}) or a JSON file")
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
             raise ValueError(f"override {item!r} is not key=value")
+        _check_keys([key.strip()], f"--set {item}")
         config[key.strip()] = parse_value(value.strip())
     return config

@@ -17,10 +17,16 @@ from pathlib import Path
 def replaced_atomically(path: Path) -> Iterator[Path]:
     """Yields a temporary path beside `path` for the caller to write. When the block ends without an exception the
     file is fsynced and renamed over `path`, then the directory fsynced; on an exception it is removed and `path`
-    is untouched."""
+    is untouched. The temporary file is created here, under a name no other user can predict and exclusively (never
+    through a link planted in the directory), with the mode the umask gives a new file."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
     try:
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600
+        finally:
+            os.close(fd)
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
@@ -65,8 +71,7 @@ def swap_directory(src: Path, dst: Path) -> None:
         return
     old = None
     if dst.exists():
-        old = dst.with_name(f".{dst.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
+        old = Path(tempfile.mkdtemp(prefix=f".{dst.name}.old.", dir=dst.parent))  # an empty directory to rename onto
         dst.rename(old)
     try:
         src.rename(dst)

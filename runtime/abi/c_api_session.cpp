@@ -95,9 +95,13 @@ gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *pr
         if (capacity < p.max_new_tokens)
             gpt::fail(GPT_ERR_BUFFER_TOO_SMALL, "out_tokens holds " + std::to_string(capacity) +
                                                     " tokens, max_new_tokens is " + std::to_string(p.max_new_tokens));
-        const std::vector<gpt_token> generated = session->impl.generate(prompt, n_prompt, p);
-        std::copy(generated.begin(), generated.end(), out_tokens);
-        *out_count = static_cast<int32_t>(generated.size());
+        const gpt::Session::Generated generated = session->impl.generate(prompt, n_prompt, p);
+        // Written on cancellation too: the tokens the callback has already seen are the caller's.
+        std::copy(generated.tokens.begin(), generated.tokens.end(), out_tokens);
+        *out_count = static_cast<int32_t>(generated.tokens.size());
+        if (generated.cancelled)
+            gpt::fail(GPT_ERR_ABORTED, "generation stopped by the token callback after " +
+                                           std::to_string(generated.tokens.size()) + " tokens");
     });
 }
 

@@ -21,7 +21,7 @@ TargetReport check_artifact(const std::string &dir, const Host &host, bool check
     report.dir = dir;
     try {
         // Selection only reads what each target is; the signature is checked when the chosen one loads.
-        report.manifest = parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes));
+        report.manifest = parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse));
         check_torch_version(report.manifest->torch_version);
         check_target(report.manifest->target, host);
         if (check_hashes) {
@@ -165,9 +165,14 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
                    {"gelu", m->model.gelu}}},
                  {"bytes", bytes},
                  {"files", files}});
-            // How the kernel was picked (each candidate's time and error), as compile recorded it.
-            const Bytes raw = read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes);
-            const json manifest = json::parse(raw.begin(), raw.end(), nullptr, false);
+            // How the kernel was picked (each candidate's time and error), as compile recorded it; left out
+            // when the manifest changed since it was checked and no longer parses.
+            json manifest;
+            try {
+                manifest =
+                    parse_manifest_json(read_file(t.dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse));
+            } catch (const Error &) {
+            }
             if (manifest.is_object()) {
                 entry["attention_pick"] = manifest.value("attention", json());
                 for (const char *graph : {"prefill", "decode", "decode_one"})

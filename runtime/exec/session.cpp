@@ -200,7 +200,7 @@ at::Tensor Session::step(const gpt_token *tokens) {
         model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span));
 }
 
-std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {
+Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {
     if (params.max_new_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
     if (params.top_k < 0 || !(params.top_p > 0.0f && params.top_p <= 1.0f) || !(params.temperature >= 0.0f))
         fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
@@ -210,7 +210,8 @@ std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prom
     Sampler sampler(params.temperature, params.top_k, params.top_p, params.seed);
     std::vector<gpt_token> history(prompt, prompt + n_prompt);
     prefill(0, prompt, n_prompt, logits.data());
-    std::vector<gpt_token> out;
+    Generated result;
+    std::vector<gpt_token> &out = result.tokens;
     const gpt_token eos = model_.tokenizer().eos();  // -1 when there is none: never sampled
     while (true) {
         const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
@@ -218,9 +219,10 @@ std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prom
         out.push_back(next);
         const auto count = static_cast<int32_t>(out.size());
         history.push_back(next);
-        if (params.on_token != nullptr && !params.on_token(next, params.user_data))
-            fail(GPT_ERR_ABORTED,
-                 "generation stopped by the token callback after " + std::to_string(count) + " tokens");
+        if (params.on_token != nullptr && !params.on_token(next, params.user_data)) {
+            result.cancelled = true;
+            break;
+        }
         if (count == params.max_new_tokens || next == params.stop_token) break;
         if (positions_[0] < block) {
             decode(next, logits.data());
@@ -231,7 +233,7 @@ std::vector<gpt_token> Session::generate(const gpt_token *prompt, int32_t n_prom
             prefill(0, history.data() + history.size() - keep, keep, logits.data());
         }
     }
-    return out;
+    return result;
 }
 
 }  // namespace gpt

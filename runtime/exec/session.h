@@ -35,9 +35,13 @@ public:
     // `logits` receives n_seq rows of vocab_size floats.
     void decode_batch(const gpt_token *tokens, float *logits);
 
-    // The generated tokens (at most params.max_new_tokens). Memory grows with the
-    // tokens produced, not with the requested maximum.
-    std::vector<gpt_token> generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
+    struct Generated {
+        std::vector<gpt_token> tokens;  // at most params.max_new_tokens
+        bool cancelled = false;         // the token callback returned false after the last of `tokens`
+    };
+    // The generated tokens, also when the callback cancels (the C API hands them out with
+    // GPT_ERR_ABORTED). Memory grows with the tokens produced, not with the requested maximum.
+    Generated generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
 
 private:
     struct Prompt {

@@ -22,21 +22,44 @@ std::optional<uint64_t> regular_file_size(const std::string &path) {
     return static_cast<uint64_t>(st.st_size);
 }
 
-std::string unreadable_reason(const std::string &path) {
+namespace {
+
+constexpr const char *kSymlinkPhrase =
+    "is a symbolic link: an artifact's files must be regular files inside its directory (copy the file "
+    "itself there)";
+
+// What a file that is not a regular one is, as a phrase that follows its name; "" for a regular file.
+std::string not_regular_phrase(mode_t mode) {
+    if (S_ISREG(mode)) return "";
+    if (S_ISLNK(mode)) return kSymlinkPhrase;
+    if (S_ISDIR(mode)) return "is a directory, not a file";
+    if (S_ISFIFO(mode)) return "is a FIFO, not a regular file";
+    if (S_ISSOCK(mode)) return "is a socket, not a regular file";
+    if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device, not a regular file";
+    return "is not a regular file";
+}
+
+int open_flags(Links links) {
+    // O_NONBLOCK so that a FIFO in the file's place is refused instead of blocking the open; on a regular
+    // file it changes nothing. O_NOFOLLOW: a link put in the file's place after it was examined fails the open.
+    return O_RDONLY | O_CLOEXEC | O_NONBLOCK | (links == Links::refuse ? O_NOFOLLOW : 0);
+}
+
+}  // namespace
+
+std::string unreadable_reason(const std::string &path, Links links) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
+    if ((links == Links::refuse ? ::lstat(path.c_str(), &st) : ::stat(path.c_str(), &st)) != 0) {
         if (errno == ENOENT || errno == ENOTDIR) return "is missing";
         if (errno == EACCES)
             return std::string("cannot be reached: ") + std::strerror(EACCES) +
                    " (every directory above it must be searchable by this process's user, e.g. mode 0755)";
         return std::string("cannot be examined: ") + std::strerror(errno);
     }
-    if (S_ISDIR(st.st_mode)) return "is a directory, not a file";
-    if (S_ISFIFO(st.st_mode)) return "is a FIFO, not a regular file";
-    if (S_ISSOCK(st.st_mode)) return "is a socket, not a regular file";
-    if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device, not a regular file";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (std::string phrase = not_regular_phrase(st.st_mode); !phrase.empty()) return phrase;
+    const int fd = ::open(path.c_str(), open_flags(links));
     if (fd < 0) {
+        if (errno == ELOOP && links == Links::refuse) return kSymlinkPhrase;
         if (errno == EACCES || errno == EPERM)
             return "exists but this process (uid " + std::to_string(::geteuid()) +
                    ") may not read it: " + std::strerror(errno) +
@@ -72,15 +95,17 @@ std::optional<std::vector<std::string>> list_directory(
 
 namespace {
 
-// Opens a regular file for reading and measures it; `what` names it in messages. O_NONBLOCK so that
-// a FIFO in the file's place is refused instead of blocking the open; on a regular file it changes nothing.
-int open_regular_file(const std::string &path, const std::string &what, uint64_t *size) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) fail(GPT_ERR_ARTIFACT_INVALID, "cannot open " + what + ": " + std::strerror(errno));
+// Opens a regular file for reading and measures it; `what` names it in messages.
+int open_regular_file(const std::string &path, const std::string &what, uint64_t *size, Links links) {
+    const int fd = ::open(path.c_str(), open_flags(links));
+    if (fd < 0) {
+        if (errno == ELOOP && links == Links::refuse) fail(GPT_ERR_ARTIFACT_INVALID, what + " " + kSymlinkPhrase);
+        fail(GPT_ERR_ARTIFACT_INVALID, "cannot open " + what + ": " + std::strerror(errno));
+    }
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(fd);
-        fail(GPT_ERR_ARTIFACT_INVALID, what + " is not a regular file");
+        fail(GPT_ERR_ARTIFACT_INVALID, what + " " + not_regular_phrase(st.st_mode));  // st_mode 0 if fstat failed
     }
     *size = static_cast<uint64_t>(st.st_size);
     return fd;
@@ -88,9 +113,9 @@ int open_regular_file(const std::string &path, const std::string &what, uint64_t
 
 }  // namespace
 
-Bytes read_file(const std::string &path, uint64_t max_bytes) {
+Bytes read_file(const std::string &path, uint64_t max_bytes, Links links) {
     uint64_t size = 0;
-    const int fd = open_regular_file(path, "'" + path + "'", &size);
+    const int fd = open_regular_file(path, "'" + path + "'", &size, links);
     Bytes bytes;
     bytes.reserve(std::min<uint64_t>(size, max_bytes + 1));
     unsigned char chunk[1 << 16];
@@ -110,9 +135,9 @@ Bytes read_file(const std::string &path, uint64_t max_bytes) {
     return bytes;
 }
 
-FileReader::FileReader(const std::string &path, std::string what, gpt_status changed)
+FileReader::FileReader(const std::string &path, std::string what, gpt_status changed, Links links)
     : what_(std::move(what)), changed_(changed) {
-    fd_ = open_regular_file(path, what_, &size_);
+    fd_ = open_regular_file(path, what_, &size_, links);
 }
 
 FileReader::~FileReader() { ::close(fd_); }

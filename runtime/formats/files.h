@@ -15,13 +15,20 @@ namespace gpt {
 
 using Bytes = std::vector<unsigned char>;
 
+// Whether the last component of a path may be a symbolic link. An artifact's files (manifest.json,
+// manifest.sig, every listed file) must be regular files inside its directory: `refuse` (lstat, O_NOFOLLOW),
+// so a link cannot make the runtime read a file from elsewhere. Paths an operator names (key files,
+// checkpoints) may be links: `follow`.
+enum class Links { follow, refuse };
+
 // Size of a regular file, or nullopt if `path` is not one.
 std::optional<uint64_t> regular_file_size(const std::string &path);
 
 // Why `path` cannot be read as a regular file by this process, as a phrase that
-// follows the file's name ("is missing", "is a directory", "exists but this
-// process may not read it: ..."); "" when it can be read.
-std::string unreadable_reason(const std::string &path);
+// follows the file's name ("is missing", "is a directory, not a file", "is a FIFO, not a regular file",
+// "is a symbolic link: ..." (with Links::refuse), "exists but this process may not read it: ...");
+// "" when it can be read. Never blocks: a FIFO is named, not opened for a writer.
+std::string unreadable_reason(const std::string &path, Links links);
 // Whether `path` exists at all (as anything, even where it cannot be read).
 bool path_exists(const std::string &path);
 
@@ -36,17 +43,17 @@ std::optional<std::vector<std::string>> list_directory(
 // The file's bytes, but never more than max_bytes + 1 of them: a longer result
 // means the file is larger than the caller allows (or grew since it was
 // measured), whatever it holds. Throws GPT_ERR_ARTIFACT_INVALID naming the path
-// if it cannot be read.
-Bytes read_file(const std::string &path, uint64_t max_bytes);
+// and what it is if it cannot be read or is not a regular file (a link, with Links::refuse).
+Bytes read_file(const std::string &path, uint64_t max_bytes, Links links);
 
 // Reads a file front to back in pieces the caller places (the tensors of a
 // safetensors file straight into their storage): the file's bytes are never
 // held whole beside what is made of them. The file must stay the size it had
 // when opened; one that shrinks or grows while read fails with `changed`.
-// Cannot open or read: GPT_ERR_ARTIFACT_INVALID. `what` names it in messages.
+// Cannot open or read, or not a regular file: GPT_ERR_ARTIFACT_INVALID. `what` names it in messages.
 class FileReader {
 public:
-    FileReader(const std::string &path, std::string what, gpt_status changed);
+    FileReader(const std::string &path, std::string what, gpt_status changed, Links links);
     virtual ~FileReader();
     FileReader(const FileReader &) = delete;
     FileReader &operator=(const FileReader &) = delete;

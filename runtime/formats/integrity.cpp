@@ -26,10 +26,11 @@ std::string hex_of(const unsigned char (&digest)[crypto_hash_sha256_BYTES]) {
 }
 
 // The path of a file the manifest lists, which must exist: a missing one is an incomplete copy, not corruption.
+// It must be a regular file in `dir`, not a link to one: a link would let the artifact read any file.
 std::string listed_path(const std::filesystem::path &dir, const Manifest &manifest, const std::string &name) {
     if (manifest.files.count(name) == 0) fail(GPT_ERR_ARTIFACT_INVALID, "the manifest does not list '" + name + "'");
     std::string path = (dir / name).string();
-    const std::string reason = unreadable_reason(path);
+    const std::string reason = unreadable_reason(path, Links::refuse);
     if (reason == "is missing")
         fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path + "' is missing: copy the whole artifact directory");
     if (!reason.empty()) fail(GPT_ERR_ARTIFACT_INVALID, "artifact file '" + path + "' " + reason);
@@ -50,7 +51,8 @@ struct ListedFileReader::Hash {
 };
 
 ListedFileReader::ListedFileReader(const std::filesystem::path &dir, const Manifest &manifest, const std::string &name)
-    : FileReader(listed_path(dir, manifest, name), "artifact file '" + name + "'", GPT_ERR_ARTIFACT_HASH),
+    : FileReader(listed_path(dir, manifest, name), "artifact file '" + name + "'", GPT_ERR_ARTIFACT_HASH,
+                 Links::refuse),
       name_(name),
       entry_(manifest.files.at(name)),
       hash_(std::make_unique<Hash>()) {

@@ -129,25 +129,28 @@ TrainingSpec training_spec(const json &t) {
 
 Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys) {
     const auto path = dir / kManifestFile;
-    const std::string reason = unreadable_reason(path.string());
+    // manifest.json and manifest.sig are read as the artifact's other files are: regular files in `dir`, never links.
+    const std::string reason = unreadable_reason(path.string(), Links::refuse);
     if (reason == "is missing")
         fail(GPT_ERR_ARTIFACT_NOT_FOUND, "no " + std::string(kManifestFile) + " in '" + dir.string() +
                                              "': point at an artifact directory such as "
                                              "model_artifacts/<name>/cpu");
     if (!reason.empty()) fail(GPT_ERR_ARTIFACT_INVALID, "'" + path.string() + "' " + reason);
     // Read once: the bytes whose signature is checked are the bytes parsed.
-    const Bytes text = read_file(path.string(), kMaxManifestBytes);
+    const Bytes text = read_file(path.string(), kMaxManifestBytes, Links::refuse);
     if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
 
     if (trusted_keys.empty()) {
         log(GPT_LOG_INFO, "signatures are off (no trusted keys configured): checking sha256 only");
     } else {
         const auto sig_path = dir / kSignatureFile;
-        if (!regular_file_size(sig_path.string()))
+        const std::string sig_reason = unreadable_reason(sig_path.string(), Links::refuse);
+        if (sig_reason == "is missing")
             fail(GPT_ERR_ARTIFACT_SIGNATURE, "'" + dir.string() + "' is not signed (no " + kSignatureFile +
                                                  ") and trusted keys are configured: sign it with "
                                                  "`python -m gpt_aot sign`, or load it without trusted keys");
-        const Bytes sig = read_file(sig_path.string(), kMaxSignatureBytes);
+        if (!sig_reason.empty()) fail(GPT_ERR_ARTIFACT_SIGNATURE, "'" + sig_path.string() + "' " + sig_reason);
+        const Bytes sig = read_file(sig_path.string(), kMaxSignatureBytes, Links::refuse);
         if (sig.size() > kMaxSignatureBytes)
             fail(GPT_ERR_ARTIFACT_SIGNATURE, std::string(kSignatureFile) + " is larger than 4 KiB");
         const std::string key_id = verify_manifest_signature(std::string(sig.begin(), sig.end()), text, trusted_keys);
@@ -156,11 +159,23 @@ Manifest read_manifest(const std::filesystem::path &dir, const std::vector<Publi
     return parse_manifest(text);
 }
 
-Manifest parse_manifest(const Bytes &text) {
+nlohmann::json parse_manifest_json(const Bytes &text) {
     if (text.size() > kMaxManifestBytes) invalid("file larger than 16 MiB");
-    json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    // Refused while parsing, before the nesting is built: 16 MiB of nested arrays would otherwise cost about 1 GB.
+    const json::parser_callback_t limit_depth = [](int depth, json::parse_event_t event, json &) {
+        if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+            depth >= kMaxManifestDepth)
+            invalid("nests deeper than " + std::to_string(kMaxManifestDepth) + " levels");
+        return true;
+    };
+    json j = json::parse(text.begin(), text.end(), limit_depth, /*allow_exceptions=*/false);
     if (j.is_discarded()) invalid("not valid JSON");
     if (!j.is_object()) invalid("top level must be an object");
+    return j;
+}
+
+Manifest parse_manifest(const Bytes &text) {
+    const json j = parse_manifest_json(text);
 
     if (string_field(j, "format") != kFormatName) invalid("'format' is not '" + std::string(kFormatName) + "'");
     const json &version = field(j, "format_version");

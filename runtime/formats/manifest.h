@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "formats/files.h"
 #include "formats/signature.h"
 
@@ -99,12 +101,20 @@ struct Manifest {
 
 // A manifest is a few KiB; anything near this is hostile.
 constexpr uint64_t kMaxManifestBytes = 16u << 20;
+// The format nests 6 levels deep (graphs.<name>.inputs[i].shape[j]); deeper is refused while parsing.
+constexpr int kMaxManifestDepth = 16;
 
 // Reads `dir/manifest.json` once; with trusted keys, checks manifest.sig over
 // those exact bytes (GPT_ERR_ARTIFACT_SIGNATURE) before parsing them. Without
-// keys it logs that signatures are off. Throws gpt::Error with
+// keys it logs that signatures are off. Both must be regular files in `dir`, not
+// links (what they are is named). Throws gpt::Error with
 // GPT_ERR_ARTIFACT_NOT_FOUND, _INVALID, _VERSION or _SIGNATURE.
 Manifest read_manifest(const std::filesystem::path &dir, const std::vector<PublicKey> &trusted_keys);
+
+// manifest.json's bytes as a JSON object: more than kMaxManifestBytes, nesting deeper than
+// kMaxManifestDepth (refused as soon as the parser gets there), invalid JSON or another top level
+// is GPT_ERR_ARTIFACT_INVALID. The one way the runtime parses a manifest.
+nlohmann::json parse_manifest_json(const Bytes &text);
 
 // Parses and validates manifest.json's bytes (no file access; fuzz/fuzz_manifest.cpp).
 Manifest parse_manifest(const Bytes &text);

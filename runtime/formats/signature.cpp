@@ -45,7 +45,7 @@ std::string trim(const std::string &s) {
 
 std::string read_key_file(const std::string &path) {
     if (!regular_file_size(path)) fail(GPT_ERR_INVALID_ARGUMENT, "trusted key file '" + path + "' does not exist");
-    const Bytes bytes = read_file(path, kMaxKeyFileBytes);
+    const Bytes bytes = read_file(path, kMaxKeyFileBytes, Links::follow);  // an operator's path: links are theirs
     if (bytes.size() > kMaxKeyFileBytes)
         fail(GPT_ERR_INVALID_ARGUMENT, "'" + path + "' is too large to be a public key");
     return std::string(bytes.begin(), bytes.end());
@@ -83,11 +83,23 @@ PublicKey parse_public_key(const std::string &text, const std::string &what) {
 }
 
 std::vector<PublicKey> load_trusted_keys(const char *option) {
-    std::string path = option != nullptr ? option : "";
-    if (path.empty()) {
+    // Set but empty is a mistake in the configuration, never a request to turn signatures off.
+    std::string path;
+    if (option != nullptr) {
+        path = option;
+        if (path.empty())
+            fail(GPT_ERR_INVALID_ARGUMENT,
+                 "gpt_model_params.trusted_keys is set but empty: name a *.pub key file or a directory of them, "
+                 "or leave it NULL to use " +
+                     std::string(kTrustedKeysEnv));
+    } else {
         const char *env = std::getenv(kTrustedKeysEnv);
-        path = env != nullptr ? env : "";
-        if (path.empty()) return {};
+        if (env == nullptr) return {};
+        path = env;
+        if (path.empty())
+            fail(GPT_ERR_INVALID_ARGUMENT, std::string(kTrustedKeysEnv) +
+                                               " is set but empty: name a *.pub key file or a directory of them, "
+                                               "or unset it to load artifacts without checking signatures");
     }
     const std::vector<std::string> files = is_directory(path) ? public_key_files(path) : std::vector{path};
     if (files.empty()) fail(GPT_ERR_INVALID_ARGUMENT, "trusted key directory '" + path + "' holds no *.pub file");

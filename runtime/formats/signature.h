@@ -30,9 +30,11 @@ struct PublicKey {
 PublicKey parse_public_key(const std::string &text, const std::string &what);
 
 // The trusted keys named by `option` (a key file, or a directory whose *.pub
-// files are all read), or by $GPT_TRUSTED_KEYS when `option` is NULL or empty.
-// Neither set: no keys, and signatures are not checked. A path that is set but
-// yields no key is an error (GPT_ERR_INVALID_ARGUMENT), never a silent "off".
+// files are all read), or by $GPT_TRUSTED_KEYS when `option` is NULL.
+// Neither set (`option` NULL, the variable absent): no keys, and signatures are
+// not checked. Set but empty ("" either way), or a path that yields no key
+// (missing, unreadable, malformed, a directory without *.pub files), is
+// GPT_ERR_INVALID_ARGUMENT naming the setting or the path, never a silent "off".
 std::vector<PublicKey> load_trusted_keys(const char *option);
 
 // Checks manifest.sig's text against `manifest` (the exact manifest.json bytes)

@@ -57,7 +57,7 @@ void Trainer::save(const std::string &path) const {
 
 void Trainer::load(const std::string &path) {
     if (!regular_file_size(path)) fail(GPT_ERR_INVALID_ARGUMENT, "no checkpoint at '" + path + "'");
-    FileReader file(path, "checkpoint '" + path + "'", GPT_ERR_ARTIFACT_INVALID);
+    FileReader file(path, "checkpoint '" + path + "'", GPT_ERR_ARTIFACT_INVALID, Links::follow);
     std::map<std::string, std::string> metadata;
     auto tensors = read_safetensors(file, &metadata);
     const int64_t iteration = check_checkpoint_metadata(metadata, model_metadata(model_), path);

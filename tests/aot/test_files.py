@@ -32,6 +32,40 @@ def test_a_write_that_succeeds_replaces_the_file(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
 
 
+def test_a_link_planted_at_a_predictable_temporary_name_is_not_followed(tmp_path):
+    # Another user who can guess the temporary name could plant a link there and have the write land elsewhere.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "victim"
+    victim.write_bytes(b"untouched")
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    path = artifact / "manifest.sig"
+    planted = artifact / f".manifest.sig.{os.getpid()}.tmp"  # the name it once had
+    planted.symlink_to(victim)
+    names = set()
+    for content in (b"first", b"second"):
+        with replaced_atomically(path) as tmp:
+            assert not tmp.is_symlink() and tmp.is_file()  # created here, exclusively
+            assert tmp.parent == artifact
+            names.add(tmp.name)
+            tmp.write_bytes(content)
+        assert path.read_bytes() == content
+    assert len(names) == 2 and planted.name not in names  # a fresh, unguessable name each time
+    assert victim.read_bytes() == b"untouched"
+    assert planted.is_symlink()
+
+
+def test_a_replaced_file_has_the_mode_the_umask_gives(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with replaced_atomically(tmp_path / "manifest.sig") as tmp:
+            tmp.write_text("{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "manifest.sig").stat().st_mode) == 0o644
+
+
 def test_a_directory_build_that_fails_leaves_the_old_one_and_no_temporary(tmp_path):
     dst = tmp_path / "cpu"
     for content in ("first", "second"):
@@ -65,7 +99,7 @@ def test_a_failed_swap_puts_the_old_directory_back(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         swap_directory(src, dst)
     assert (dst / "manifest.json").read_text() == "old"
-    assert not (tmp_path / ".cpu.old").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cpu.work", "cpu"]  # no old directory left over
     monkeypatch.setattr(Path, "rename", real_rename)
     swap_directory(src, dst)
     assert (dst / "manifest.json").read_text() == "new"

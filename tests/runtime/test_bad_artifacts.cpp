@@ -1,7 +1,10 @@
 // Corrupt, foreign and mismatched artifacts: each is refused with its own status
 // and a message, never a crash, and never after running the artifact's code.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <vector>
@@ -56,6 +59,28 @@ TEST_CASE("MalformedJsonIsInvalid", "[artifact]") {
     std::ofstream(art.file("manifest.json")) << "{\"format\": \"gpt-aot\", \"format_version\": 1,";
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(error_mentions("not valid JSON"));
+}
+
+TEST_CASE("DeeplyNestedManifestIsRefusedBeforeItIsBuilt", "[artifact]") {
+    // 10 000 nested arrays under a key the runtime ignores: without a depth limit the parser builds them all
+    // (a 16 MiB manifest of them cost about 1.1 GB).
+    test::ScratchArtifact art(test::artifact());
+    std::string text;
+    {
+        std::ifstream in(art.file("manifest.json"));
+        text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const size_t open = text.find('{');
+    REQUIRE(open != std::string::npos);
+    text.insert(open + 1, "\"unknown\": " + std::string(10000, '[') + std::string(10000, ']') + ", ");
+    std::ofstream(art.file("manifest.json"), std::ios::trunc) << text;
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("nests deeper than 16"));
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+    // The same manifest without the nesting loads.
+    edit_manifest(art, [](json &m) { m["unknown"] = json::array({json::array({1})}); });
+    CHECK(load(art.dir()) == GPT_OK);
 }
 
 TEST_CASE("UnknownFormatVersionIsRefused", "[artifact]") {
@@ -194,6 +219,38 @@ TEST_CASE("ListedFileMissingOnDiskIsRefused", "[artifact]") {
     std::filesystem::remove(art.file("decode.pt2"));
     CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(error_mentions("decode.pt2"));
+}
+
+TEST_CASE("SymlinkedManifestIsRefusedWhereverItPoints", "[artifact]") {
+    // A link could lead anywhere the loading process may read: only regular files inside the directory count.
+    test::ScratchArtifact art(test::artifact());
+    const auto outside = art.model_dir() / "elsewhere.json";
+    std::filesystem::rename(art.file("manifest.json"), outside);
+    std::filesystem::create_symlink(outside, art.file("manifest.json"));
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("manifest.json' is a symbolic link"));
+    CHECK(load(art.model_dir()) != GPT_OK);  // as a model directory's target: selection refuses it too
+    CHECK(error_mentions("is a symbolic link"));
+}
+
+TEST_CASE("SymlinkedArtifactFileIsRefusedEvenWithTheRightContent", "[artifact]") {
+    test::ScratchArtifact art(test::artifact());
+    const auto outside = art.model_dir() / "tokenizer-elsewhere.json";
+    std::filesystem::rename(art.file("tokenizer.json"), outside);
+    std::filesystem::create_symlink(outside, art.file("tokenizer.json"));  // same bytes: its sha256 matches
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("tokenizer.json' is a symbolic link"));
+}
+
+TEST_CASE("FifoInPlaceOfAnArtifactFileIsRefusedAsAFifoWithoutBlocking", "[artifact]") {
+    for (const char *name : {"manifest.json", "tokenizer.json"}) {
+        INFO(name);
+        test::ScratchArtifact art(test::artifact());
+        std::filesystem::remove(art.file(name));
+        REQUIRE(::mkfifo(art.file(name).c_str(), 0600) == 0);  // nothing writes to it: a blocking open never returns
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions(std::string(name) + "' is a FIFO"));
+    }
 }
 
 TEST_CASE("an artifact whose code may use an extension this CPU lacks is refused before loading", "[artifact]") {

@@ -225,8 +225,35 @@ TEST_CASE("a token callback streams every token and can cancel", "[generate]") {
     const std::vector<gpt_token> prompt = {40, 69};
     CHECK(gpt_session_generate(session.handle, prompt.data(), 2, &p, out.data(), 12, &count) == GPT_ERR_ABORTED);
     CHECK(seen.tokens.size() == 4);
-    CHECK(count == -7);  // outputs untouched on failure
-    CHECK(out[0] == -7);
+    CHECK(test::error_mentions("after 4 tokens"));
+}
+
+TEST_CASE("a generation cancelled by its callback still hands out the tokens generated so far", "[generate]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const std::vector<gpt_token> prompt = {40, 69};
+    gpt_generate_params p = test::default_generate_params();
+    p.max_new_tokens = 12;
+    p.seed = 7;
+    p.stop_at_eos = false;
+    test::Session whole_session(model.handle);
+    std::vector<gpt_token> whole(12);
+    int32_t whole_count = 0;
+    REQUIRE(gpt_session_generate(whole_session.handle, prompt.data(), 2, &p, whole.data(), 12, &whole_count) == GPT_OK);
+    REQUIRE(whole_count == 12);
+
+    int calls = 0;
+    p.user_data = &calls;
+    p.on_token = [](gpt_token, void *user) { return ++*static_cast<int *>(user) < 5; };
+    test::Session session(model.handle);
+    std::vector<gpt_token> out(12, -7);
+    int32_t count = -7;
+    CHECK(gpt_session_generate(session.handle, prompt.data(), 2, &p, out.data(), 12, &count) == GPT_ERR_ABORTED);
+    CHECK(calls == 5);
+    REQUIRE(count == 5);
+    CHECK(std::vector<gpt_token>(out.begin(), out.begin() + 5) ==
+          std::vector<gpt_token>(whole.begin(), whole.begin() + 5));
+    CHECK(out[5] == -7);  // nothing past the count
 }
 
 TEST_CASE("onednn-form graphs read packed copies of the weights, repacked when the weights change", "[inference]") {

@@ -147,10 +147,10 @@ TEST_CASE("a FIFO in a file's place is refused, not waited on", "[integrity]") {
     const std::string fifo = (d.dir / "fifo").string();
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // nothing ever writes to it: an open that waits never returns
     std::string message;
-    CHECK(status_of([&] { gpt::FileReader(fifo, "fifo", GPT_ERR_ARTIFACT_HASH); }, &message) ==
+    CHECK(status_of([&] { gpt::FileReader(fifo, "fifo", GPT_ERR_ARTIFACT_HASH, gpt::Links::follow); }, &message) ==
           GPT_ERR_ARTIFACT_INVALID);
     CHECK_THAT(message, Catch::Contains("not a regular file"));
-    CHECK(status_of([&] { gpt::read_file(fifo, 1024); }, &message) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(status_of([&] { gpt::read_file(fifo, 1024, gpt::Links::follow); }, &message) == GPT_ERR_ARTIFACT_INVALID);
     CHECK_THAT(message, Catch::Contains("not a regular file"));
 }
 

@@ -3,6 +3,7 @@
 // or any compiled code is loaded. Without keys, hashes alone are checked and the
 // log says that signatures are off.
 #include <sodium.h>
+#include <sys/stat.h>
 
 #include <catch2/catch.hpp>
 
@@ -236,6 +237,20 @@ TEST_CASE("ManifestEditedAfterSigningIsRefused", "[signature]") {
     CHECK(load_with_keys(s.art.dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
 }
 
+TEST_CASE("ManifestSigThatIsNotARegularFileIsRefusedAsWhatItIs", "[signature]") {
+    SignedArtifact s;
+    const auto sig = s.art.file("manifest.sig");
+    const auto outside = s.art.model_dir() / "elsewhere.sig";
+    std::filesystem::rename(sig, outside);
+    std::filesystem::create_symlink(outside, sig);  // a valid signature, but through a link
+    CHECK(load_with_keys(s.art.dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+    CHECK(error_mentions("manifest.sig' is a symbolic link"));
+    std::filesystem::remove(sig);
+    REQUIRE(::mkfifo(sig.c_str(), 0600) == 0);  // nothing writes to it: a blocking open never returns
+    CHECK(load_with_keys(s.art.dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+    CHECK(error_mentions("manifest.sig' is a FIFO"));
+}
+
 TEST_CASE("TrustedKeysFromTheEnvironment", "[signature]") {
     SignedArtifact s;
     test::ScratchArtifact unsigned_art(test::artifact());
@@ -258,6 +273,21 @@ TEST_CASE("MalformedTrustedKeysAreAnErrorNotSilentlyOff", "[signature]") {
     std::filesystem::create_directory(root / "empty");
     CHECK(load_with_keys(s.art.dir(), (root / "empty").c_str()) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(error_mentions("no *.pub"));
+}
+
+TEST_CASE("EmptyTrustedKeysAreAnErrorNotSilentlyOff", "[signature]") {
+    // Set but empty is a configuration mistake, not a request to turn signatures off.
+    test::ScratchArtifact unsigned_art(test::artifact());
+    setenv("GPT_TRUSTED_KEYS", "", 1);
+    CHECK(load_with_keys(unsigned_art.dir(), nullptr) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("GPT_TRUSTED_KEYS is set but empty"));
+    unsetenv("GPT_TRUSTED_KEYS");
+    CHECK(load_with_keys(unsigned_art.dir(), "") == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("trusted_keys is set but empty"));
+    const auto root = unsigned_art.dir().parent_path();
+    std::ofstream(root / "blank.pub") << "\n";  // a key file holding no key
+    CHECK(load_with_keys(unsigned_art.dir(), (root / "blank.pub").c_str()) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("blank.pub"));
 }
 
 TEST_CASE("ArtifactSignedByGptAotSignLoads", "[signature]") {
