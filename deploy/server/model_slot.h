@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,7 +28,9 @@ struct LoadOptions {
     int num_threads = 0;
     int num_runners = 1;
     bool allow_cpu_fallback = false;
-    std::string trusted_keys;  // empty: the runtime reads GPT_TRUSTED_KEYS
+    // Unset: the runtime reads GPT_TRUSTED_KEYS. Set but empty is the runtime's error, not "unset":
+    // a keys setting that came out empty must not turn signature checks off.
+    std::optional<std::string> trusted_keys;
 };
 
 struct LoadResult {

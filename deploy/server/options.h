@@ -1,6 +1,7 @@
 // options.h — the server's settings, from flags or a config file (--config).
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace server {
@@ -10,7 +11,7 @@ struct Options {
     std::string host = "127.0.0.1";
     int port = 8080;  // 0 = any free port (logged)
     bool allow_cpu_fallback = false;
-    std::string trusted_keys;     // Ed25519 public key file or directory; empty = GPT_TRUSTED_KEYS
+    std::optional<std::string> trusted_keys;  // Ed25519 public key file or directory; unset = GPT_TRUSTED_KEYS
     int threads = 0;              // intra-op CPU threads for the model, 0 = default
     int runners = 2;              // graph instances that may run at once
     int max_active = 4;           // generations at once

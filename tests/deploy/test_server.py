@@ -381,6 +381,17 @@ def test_trusted_keys_serve_signed_artifacts_only(serve, model_dirs, tmp_path):
     assert refused.returncode == 1
     assert "GPT_ERR_ARTIFACT_SIGNATURE" in refused.stderr and "not signed" in refused.stderr
 
+    # A keys setting that came out empty (an unset shell variable in a unit file) is an error,
+    # not "no keys": the server does not start rather than serve unsigned artifacts.
+    empty = subprocess.run(
+        [str(SERVER), "--model", str(signed["flash"]), "--port", "0", "--trusted-keys", ""],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert empty.returncode == 1
+    assert "GPT_ERR_INVALID_ARGUMENT" in empty.stderr and "trusted_keys" in empty.stderr, empty.stderr
+
     server = serve(signed["flash"], "--admin", "--trusted-keys", str(public))
     status, payload = server.request("POST", "/admin/reload", {"path": str(model_dirs["other"])})
     assert status == 422 and "GPT_ERR_ARTIFACT_SIGNATURE" in payload, payload
