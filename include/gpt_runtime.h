@@ -427,6 +427,11 @@ GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *pat
  *     batch (same batch, seq and grad_accum_steps everywhere). Gradients are
  *     averaged over ranks once per step, after the last micro-batch; *out_loss is
  *     the mean over all ranks; all ranks update, or all return the same error.
+ *     Every rank checks its arguments (pointers, sizes, token ids) before any
+ *     collective and the ranks agree on the outcome in one small all-reduce: when
+ *     one rank refuses, every rank returns that rank's status (the lowest refusing
+ *     rank's) at once, no rank's weights, moments or iteration change, and the
+ *     next step may go on.
  *   - gpt_trainer_eval is local to the rank.
  *   - All ranks hold the same weights and moments: save from rank 0 only. To
  *     resume, every rank loads the same checkpoint (any world size).
