@@ -166,7 +166,9 @@ struct gpt_model_params {
      * malformed, a directory without *.pub files), is GPT_ERR_INVALID_ARGUMENT
      * naming it: never a silent fall-back to unsigned loading. With keys, an
      * unsigned or wrongly signed artifact is refused with GPT_ERR_ARTIFACT_SIGNATURE
-     * before any of it is parsed or loaded. */
+     * before any of it is parsed or loaded; in a model directory, each target's
+     * manifest.sig is verified before its manifest is parsed, and only targets
+     * whose signature verifies are selected (see gpt_artifact_select). */
     const char *trusted_keys;
 };
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
@@ -237,7 +239,13 @@ enum gpt_artifact_flags {
  * NUL-terminated to `out_dir` (`*out_size` = bytes needed incl. the NUL;
  * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less). When nothing fits, the
  * status (GPT_ERR_DEVICE_MISMATCH, _DEVICE_UNAVAILABLE, _TORCH_VERSION, ...) and
- * gpt_last_error() name every target found, why it does not fit, and what to do. */
+ * gpt_last_error() name every target found, why it does not fit, and what to do.
+ * With trusted keys (GPT_TRUSTED_KEYS here; gpt_model_params.trusted_keys when
+ * gpt_model_load selects) each target's manifest.sig is verified before its
+ * manifest is read as JSON, and a target that is unsigned or whose signature
+ * does not verify is never parsed nor selected: it is logged at warn level as
+ * skipped, with why, and named so when nothing fits (GPT_ERR_ARTIFACT_SIGNATURE
+ * when every target was skipped so). */
 GPT_API gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, char *out_dir, size_t capacity,
                                        size_t *out_size);
 
@@ -246,7 +254,8 @@ GPT_API gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, ch
  * "targets" (per artifact: name, versions, device/arch/isa, dtype, attention,
  * model shape, files with sha256 and size, total bytes, "loads_here" with the
  * failing status and message) and "selected" {dir, reason} or null with
- * "selection_error". Loads no compiled code. */
+ * "selection_error". With GPT_TRUSTED_KEYS set, signatures are checked as for
+ * gpt_artifact_select. Loads no compiled code. */
 GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity,
                                          size_t *out_size);
 
@@ -427,6 +436,11 @@ GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *pat
  *     batch (same batch, seq and grad_accum_steps everywhere). Gradients are
  *     averaged over ranks once per step, after the last micro-batch; *out_loss is
  *     the mean over all ranks; all ranks update, or all return the same error.
+ *     Every rank checks its arguments (pointers, sizes, token ids) before any
+ *     collective and the ranks agree on the outcome in one small all-reduce: when
+ *     one rank refuses, every rank returns that rank's status (the lowest refusing
+ *     rank's) at once, no rank's weights, moments or iteration change, and the
+ *     next step may go on.
  *   - gpt_trainer_eval is local to the rank.
  *   - All ranks hold the same weights and moments: save from rank 0 only. To
  *     resume, every rank loads the same checkpoint (any world size).

@@ -50,6 +50,9 @@ printf '{"files": {"tokenizer.json": {"sha256": "%s", "size": %d}}}' \
 PYTHONPATH="$PWD/aot" .venv/bin/python -m gpt_aot keygen -o "$signed/key" >/dev/null
 PYTHONPATH="$PWD/aot" .venv/bin/python -m gpt_aot sign "$signed" --key "$signed/key.key" >/dev/null
 cp "$signed/manifest.sig" "$signed/key.pub" "$seeds/signature/"
+# fuzz_signature's modes 1 (edit the signed manifest) and 2 (edit its signature), over a real manifest.
+{ printf '\1\0\0\0\0'; cat "$artifacts/tiny-flash/cpu/manifest.json"; } >"$seeds/signature/edit-manifest"
+{ printf '\2\0\0\0'; cat "$artifacts/tiny-flash/cpu/manifest.json"; } >"$seeds/signature/edit-signature"
 
 status=0
 summary=()

@@ -43,7 +43,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         require(artifact_dir != nullptr && out_model != nullptr, "artifact_dir and out_model must not be NULL");
         const gpt_model_params p = read_versioned(params);
         require(p.num_threads >= 0 && p.num_runners >= 0, "num_threads and num_runners must be >= 0");
-        const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false);
+        const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false, gpt::load_trusted_keys(p.trusted_keys));
         auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(dir, p));
         const gpt::Manifest &m = model->impl->manifest();
         gpt_model_info &info = model->info;
@@ -118,7 +118,8 @@ gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, char *out_
                                size_t *out_size) {
     return guarded(__func__, [&] {
         require(model_dir != nullptr && out_size != nullptr, "model_dir and out_size must not be NULL");
-        copy_out(gpt::select_artifact(model_dir, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK).dir, out_dir, capacity,
+        const auto keys = gpt::load_trusted_keys(nullptr);  // GPT_TRUSTED_KEYS
+        copy_out(gpt::select_artifact(model_dir, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, keys).dir, out_dir, capacity,
                  out_size);
     });
 }

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "formats/files.h"
 #include "formats/integrity.h"
+#include "formats/signature.h"
 
 namespace gpt {
 
@@ -16,12 +17,16 @@ namespace {
 // reported as this artifact's problem, not passed over as "no artifact here".
 bool is_artifact(const std::string &dir) { return path_exists(dir + "/" + kManifestFile); }
 
-TargetReport check_artifact(const std::string &dir, const Host &host, bool check_hashes) {
+TargetReport check_artifact(const std::string &dir, const Host &host, bool check_hashes,
+                            const std::vector<PublicKey> &trusted_keys) {
     TargetReport report;
     report.dir = dir;
     try {
-        // Selection only reads what each target is; the signature is checked when the chosen one loads.
-        report.manifest = parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse));
+        // With trusted keys, read_manifest checks manifest.sig before it parses a byte, so a
+        // target whose signature fails is never parsed and never chosen (it is checked again at load).
+        report.manifest = trusted_keys.empty()
+                              ? parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse))
+                              : read_manifest(dir, trusted_keys);
         check_torch_version(report.manifest->torch_version);
         check_target(report.manifest->target, host);
         if (check_hashes) {
@@ -56,14 +61,16 @@ const TargetReport *find_fitting(const std::vector<TargetReport> &targets, const
 
 }  // namespace
 
-std::vector<TargetReport> scan_targets(const std::string &path, const Host &host, bool check_hashes) {
+std::vector<TargetReport> scan_targets(const std::string &path, const Host &host, bool check_hashes,
+                                       const std::vector<PublicKey> &trusted_keys) {
     std::string root = path;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
-    if (is_artifact(root)) return {check_artifact(root, host, check_hashes)};
+    if (is_artifact(root)) return {check_artifact(root, host, check_hashes, trusted_keys)};
     std::vector<TargetReport> targets;
     const auto subdirectories = list_directory(root, [](const std::string &, bool is_dir) { return is_dir; });
     for (const std::string &name : subdirectories.value_or(std::vector<std::string>{}))
-        if (is_artifact(root + "/" + name)) targets.push_back(check_artifact(root + "/" + name, host, check_hashes));
+        if (is_artifact(root + "/" + name))
+            targets.push_back(check_artifact(root + "/" + name, host, check_hashes, trusted_keys));
     if (targets.empty())
         fail(GPT_ERR_ARTIFACT_NOT_FOUND, "no manifest.json in '" + path +
                                              "' nor in its sub-directories: point at an artifact "
@@ -92,7 +99,9 @@ Selection select_target(const std::vector<TargetReport> &targets, const Host &ho
         if (t.status != status) status = GPT_ERR_DEVICE_MISMATCH;
     }
     std::string advice;
-    if (cpu) {
+    if (status == GPT_ERR_ARTIFACT_SIGNATURE) {
+        advice = "sign a target with `python -m gpt_aot sign` and a key you trust, or load without trusted keys";
+    } else if (cpu) {
         status = GPT_ERR_DEVICE_MISMATCH;
         advice = "a CPU artifact fits: allow CPU fallback to use it, or compile one for " + host.gpu_arch;
     } else if (has_gpu) {
@@ -103,21 +112,27 @@ Selection select_target(const std::vector<TargetReport> &targets, const Host &ho
     fail(status, "no artifact fits " + describe_host(host) + " (" + found + "): " + advice);
 }
 
-Selection select_artifact(const std::string &path, bool allow_cpu_fallback) {
+Selection select_artifact(const std::string &path, bool allow_cpu_fallback,
+                          const std::vector<PublicKey> &trusted_keys) {
     const Host host = detect_host();
-    Selection chosen = select_target(scan_targets(path, host, false), host, allow_cpu_fallback);
+    const std::vector<TargetReport> targets = scan_targets(path, host, false, trusted_keys);
+    for (const TargetReport &t : targets)
+        if (t.status == GPT_ERR_ARTIFACT_SIGNATURE)
+            log(GPT_LOG_WARN, "skipped target " + target_label(t) + " (signature): " + t.problem);
+    Selection chosen = select_target(targets, host, allow_cpu_fallback);
     log(GPT_LOG_INFO, "selected " + chosen.dir + ": " + chosen.reason);
     return chosen;
 }
 
-std::string resolve_artifact_dir(const std::string &path, bool allow_cpu_fallback) {
-    return is_artifact(path) ? path : select_artifact(path, allow_cpu_fallback).dir;
+std::string resolve_artifact_dir(const std::string &path, bool allow_cpu_fallback,
+                                 const std::vector<PublicKey> &trusted_keys) {
+    return is_artifact(path) ? path : select_artifact(path, allow_cpu_fallback, trusted_keys).dir;
 }
 
 std::string describe_targets(const std::string &path, bool allow_cpu_fallback, bool check_hashes) {
     using nlohmann::json;
     const Host host = detect_host();
-    const std::vector<TargetReport> targets = scan_targets(path, host, check_hashes);
+    const std::vector<TargetReport> targets = scan_targets(path, host, check_hashes, load_trusted_keys(nullptr));
     json out;
     out["path"] = path;
     out["host"] = {{"cpu_arch", host.cpu_arch},

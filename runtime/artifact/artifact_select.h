@@ -9,6 +9,7 @@
 
 #include "artifact/device.h"
 #include "formats/manifest.h"
+#include "formats/signature.h"
 #include "gpt_runtime.h"
 
 namespace gpt {
@@ -24,8 +25,11 @@ struct TargetReport {
 
 // The artifact directories under `path`: `path` itself when it holds a
 // manifest.json, else each sub-directory that does. With `check_hashes`, every
-// file's size and sha256 are checked too (reads every byte).
-std::vector<TargetReport> scan_targets(const std::string &path, const Host &host, bool check_hashes);
+// file's size and sha256 are checked too (reads every byte). With `trusted_keys`,
+// each manifest.sig is verified before its manifest is parsed: a target that is
+// unsigned or wrongly signed is reported with GPT_ERR_ARTIFACT_SIGNATURE, unparsed.
+std::vector<TargetReport> scan_targets(const std::string &path, const Host &host, bool check_hashes,
+                                       const std::vector<PublicKey> &trusted_keys = {});
 
 struct Selection {
     std::string dir;
@@ -39,13 +43,16 @@ struct Selection {
 Selection select_target(const std::vector<TargetReport> &targets, const Host &host, bool allow_cpu_fallback);
 
 // A JSON report of `path` for ops tools: host, every target (manifest summary,
-// files, sizes, hashes, whether it loads here and why not) and the selection.
+// files, sizes, hashes, whether it loads here and why not) and the selection;
+// signatures are checked against $GPT_TRUSTED_KEYS when it is set.
 std::string describe_targets(const std::string &path, bool allow_cpu_fallback, bool check_hashes);
 
-// scan_targets + select_target for this host; the choice is logged with its reason.
-Selection select_artifact(const std::string &path, bool allow_cpu_fallback);
+// scan_targets + select_target for this host; the choice is logged with its reason,
+// and each target skipped for its signature at warn level with why.
+Selection select_artifact(const std::string &path, bool allow_cpu_fallback, const std::vector<PublicKey> &trusted_keys);
 
 // `path` itself when it is an artifact (its own checks come at load), else select_artifact's choice.
-std::string resolve_artifact_dir(const std::string &path, bool allow_cpu_fallback);
+std::string resolve_artifact_dir(const std::string &path, bool allow_cpu_fallback,
+                                 const std::vector<PublicKey> &trusted_keys);
 
 }  // namespace gpt

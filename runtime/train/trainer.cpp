@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 
 #include "base/error.h"
 #include "train/lr_schedule.h"
@@ -51,8 +52,7 @@ Trainer::Trainer(Model &model, const gpt_trainer_params &params, const DistConfi
 
 Trainer::~Trainer() { --model_.live_sessions(); }
 
-std::pair<at::Tensor, at::Tensor> Trainer::batch_tensors(const gpt_token *x, const gpt_token *y, int32_t batch,
-                                                         int32_t seq) const {
+void Trainer::check_batch(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq) const {
     const ModelConfig &c = model_.config();
     const int32_t max_batch = model_.manifest().training->train_step.max_batch;
     if (batch < 1 || batch > max_batch)
@@ -68,14 +68,55 @@ std::pair<at::Tensor, at::Tensor> Trainer::batch_tensors(const gpt_token *x, con
         if (y[i] < -1 || y[i] >= c.vocab_size)
             fail(GPT_ERR_OUT_OF_RANGE, "target token " + std::to_string(y[i]) + " is outside the vocabulary (or -1)");
     }
+}
+
+std::pair<at::Tensor, at::Tensor> Trainer::batch_tensors(const gpt_token *x, const gpt_token *y, int32_t batch,
+                                                         int32_t seq) const {
+    check_batch(x, y, batch, seq);
     auto to_tensor = [&](const gpt_token *ids) {
         return at::from_blob(const_cast<gpt_token *>(ids), {batch, seq}, at::kInt).to(model_.device(), at::kLong);
     };
     return {to_tensor(x), to_tensor(y)};
 }
 
-float Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum) {
+void Trainer::check_step_arguments(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum,
+                                   const float *out_loss) const {
+    if (x == nullptr || y == nullptr || out_loss == nullptr)
+        fail(GPT_ERR_INVALID_ARGUMENT, "x, y and out_loss must not be NULL");
     if (accum < 1) fail(GPT_ERR_INVALID_ARGUMENT, "grad_accum_steps must be >= 1");
+    const int64_t micro = static_cast<int64_t>(batch) * seq;
+    for (int32_t k = 0; k < accum; ++k) check_batch(x + k * micro, y + k * micro, batch, seq);
+}
+
+void Trainer::agree_on_arguments(const std::optional<Error> &refused) {
+    const int world = group_->world_size(), rank = group_->rank();
+    at::Tensor statuses = at::zeros({world}, at::kInt);
+    statuses[rank].fill_(static_cast<int>(refused ? refused->status() : GPT_OK));
+    statuses = statuses.to(model_.device());
+    group_->start_sum(statuses);
+    group_->wait_all();
+    statuses = statuses.cpu();
+    for (int r = 0; r < world; ++r) {
+        const auto status = static_cast<gpt_status>(statuses[r].item<int>());
+        if (status == GPT_OK) continue;
+        if (r == rank) throw *refused;
+        fail(status, "rank " + std::to_string(r) + " of " + std::to_string(world) + " refused its arguments (" +
+                         status_name(status) + "; that rank's error says why): no rank took the step" +
+                         (refused ? "; this rank's own: " + std::string(refused->what()) : std::string()));
+    }
+}
+
+void Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum, float *out_loss) {
+    // Arguments are checked before any collective, and the ranks agree on the outcome, so a
+    // rank refusing its shard never leaves its peers waiting in an all-reduce.
+    std::optional<Error> refused;
+    try {
+        check_step_arguments(x, y, batch, seq, accum, out_loss);
+    } catch (const Error &e) {
+        if (!group_) throw;
+        refused = e;
+    }
+    if (group_) agree_on_arguments(refused);
     const int world = group_ ? group_->world_size() : 1;
     // nanoGPT scales each micro-batch loss by 1/accum; dividing by the world size
     // too makes the all-reduced sum the average over ranks.
@@ -129,7 +170,7 @@ float Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32
     grad_norm_ = model_.adamw(inputs).item<float>();
     model_.weights_changed();
     ++iteration_;
-    return static_cast<float>(loss);
+    *out_loss = static_cast<float>(loss);
 }
 
 float Trainer::eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq) {

@@ -6,9 +6,11 @@
 #include <ATen/Tensor.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "exec/model.h"
 #include "gpt_runtime.h"
 #include "train/collectives.h"
@@ -24,8 +26,10 @@ public:
     Trainer(const Trainer &) = delete;
     Trainer &operator=(const Trainer &) = delete;
 
-    // x, y: accum * batch * seq ids. Returns the mean micro-batch loss (over all ranks).
-    float step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum);
+    // x, y: accum * batch * seq ids; *out_loss = the mean micro-batch loss (over all ranks).
+    // Distributed, the arguments of every rank are checked and agreed on before any
+    // collective: a rank's refusal fails the step on every rank with its status.
+    void step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum, float *out_loss);
     float eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq);
     gpt_trainer_state state() const;
 
@@ -35,7 +39,14 @@ public:
     void load(const std::string &path);
 
 private:
-    // (batch, seq) int64 tensors on the device, after range checks.
+    // Throws what step() refuses: NULL pointers, grad_accum_steps, each micro-batch's check_batch.
+    void check_step_arguments(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq, int32_t accum,
+                              const float *out_loss) const;
+    // One all-reduce of every rank's check outcome; throws the lowest refusing rank's status on every rank.
+    void agree_on_arguments(const std::optional<Error> &refused);
+    // Batch and sequence length against the manifest; token ids against the vocabulary.
+    void check_batch(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq) const;
+    // (batch, seq) int64 tensors on the device, after check_batch.
     std::pair<at::Tensor, at::Tensor> batch_tensors(const gpt_token *x, const gpt_token *y, int32_t batch,
                                                     int32_t seq) const;
 

@@ -4,9 +4,14 @@
  *   dist_rank ARTIFACT WORLD RANK PORT TIMEOUT_MS STEPS CKPT_PREFIX RESUME
  * WORLD 1 uses the plain (not distributed) trainer. Rank 0 saves
  * CKPT_PREFIX.<iteration> after every step unless CKPT_PREFIX is "-"; RESUME
- * ("-" = none) is a checkpoint every rank loads first. */
+ * ("-" = none) is a checkpoint every rank loads first. With BAD_STEP (optional;
+ * -1 = none) this rank puts an out-of-range token into that step's batch; a step
+ * refused for its arguments prints "refused <iteration> <status> <ms>" and is
+ * retried once with good data. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "gpt_runtime.h"
 
@@ -34,8 +39,8 @@ static int finish(gpt_status status) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 9) {
-        fprintf(stderr, "usage: dist_rank ARTIFACT WORLD RANK PORT TIMEOUT_MS STEPS CKPT_PREFIX RESUME\n");
+    if (argc != 9 && argc != 10) {
+        fprintf(stderr, "usage: dist_rank ARTIFACT WORLD RANK PORT TIMEOUT_MS STEPS CKPT_PREFIX RESUME [BAD_STEP]\n");
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -47,6 +52,8 @@ int main(int argc, char **argv) {
     dist.timeout_ms = atoi(argv[5]);
     const long steps = atol(argv[6]);
     const char *prefix = argv[7], *resume = argv[8];
+    const long bad_step = argc == 10 ? atol(argv[9]) : -1;
+    long retried = -1;
     if (dist.world_size < 1 || GLOBAL_ROWS % dist.world_size != 0) return 2;
 
     struct gpt_trainer_params params;
@@ -70,7 +77,20 @@ int main(int argc, char **argv) {
     for (long it = state.iteration; s == GPT_OK && (steps == 0 || it < steps); ++it) {
         float loss = 0.0f;
         shard(it, dist.world_size, dist.rank, x, y);
+        if (it == bad_step && retried != it) x[rows * SEQ + 1] = VOCAB + 1000; /* in micro-batch 1 */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         s = gpt_trainer_step(trainer, x, y, rows, SEQ, ACCUM, &loss);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (s != GPT_OK && s != GPT_ERR_PEER_FAILED && argc == 10 && retried != it) {
+            const long ms = (t1.tv_sec - t0.tv_sec) * 1000L + (t1.tv_nsec - t0.tv_nsec) / 1000000L;
+            printf("refused %ld %s %ld\n", it, gpt_status_to_string(s), ms);
+            fprintf(stderr, "%s\n", gpt_runtime_last_error());
+            retried = it;
+            s = GPT_OK;
+            --it;
+            continue;
+        }
         if (s != GPT_OK) break;
         struct gpt_trainer_state after = {0};
         gpt_trainer_get_state(trainer, &after, sizeof after);

@@ -57,8 +57,9 @@ int free_port() {
 // back. Every wait is bounded; the destructor kills and reaps a process still running.
 class Rank {
 public:
+    // bad_step >= -1 is dist_rank's BAD_STEP (-1: none, but refused steps are retried).
     Rank(int world, int rank, int port, int timeout_ms, int steps, const std::string &ckpt_prefix,
-         const std::string &resume) {
+         const std::string &resume, int bad_step = -2) {
         const std::string exe = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dist_rank").string();
         REQUIRE(std::filesystem::exists(exe));
         std::vector<std::string> args = {exe,
@@ -70,6 +71,7 @@ public:
                                          std::to_string(steps),
                                          ckpt_prefix,
                                          resume};
+        if (bad_step >= -1) args.push_back(std::to_string(bad_step));
         std::vector<char *> argv;
         for (auto &a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
@@ -237,6 +239,38 @@ TEST_CASE("a rank that dies or hangs makes its peer fail with GPT_ERR_PEER_FAILE
     WARN("peer " << (hang ? "hung" : "died") << ": rank 0 failed after " << seconds << " s (timeout "
                  << timeout_ms / 1000.0 << " s)");
     if (hang) CHECK(seconds > 0.5 * timeout_ms / 1000.0);  // it waited for the timeout, not for a reset
+}
+
+TEST_CASE("a rank refusing its batch fails that step on every rank at once with its status, and the job goes on",
+          "[distributed]") {
+    // Rank 1 puts an out-of-range token into step 1's second micro-batch. Every rank must return
+    // GPT_ERR_OUT_OF_RANGE from that step well before the timeout (not GPT_ERR_PEER_FAILED after it),
+    // nothing may change, and the retried step and those after it equal a run without the bad token.
+    const int timeout_ms = 60000;
+    const int bad_step = 1;
+    int port = free_port();
+    Rank clean0(2, 0, port, timeout_ms, kSteps, "-", "-"), clean1(2, 1, port, timeout_ms, kSteps, "-", "-");
+    finish({&clean0, &clean1});
+    port = free_port();
+    Rank r0(2, 0, port, timeout_ms, kSteps, "-", "-", -1), r1(2, 1, port, timeout_ms, kSteps, "-", "-", bad_step);
+    finish({&r0, &r1});
+    for (Rank *r : {&r0, &r1}) {
+        INFO(r->output());
+        const size_t at = r->output().find("refused ");
+        REQUIRE(at != std::string::npos);
+        std::istringstream line(r->output().substr(at + 8));
+        long it = -1, ms = -1;
+        std::string status;
+        line >> it >> status >> ms;
+        CHECK(it == bad_step);
+        CHECK(status == "GPT_ERR_OUT_OF_RANGE");
+        CHECK(ms >= 0);
+        CHECK(ms < 10000);
+        WARN("rank refused the step in " << ms << " ms (timeout " << timeout_ms / 1000 << " s)");
+        REQUIRE(r->steps().size() == kSteps);
+        for (int i = 0; i < kSteps; ++i) CHECK(r->steps()[i] == Approx(clean0.steps()[i]).margin(kLossTolerance));
+    }
+    CHECK(r0.steps() == r1.steps());
 }
 
 TEST_CASE("a rank alone at the rendezvous fails with GPT_ERR_PEER_FAILED after the timeout", "[distributed]") {

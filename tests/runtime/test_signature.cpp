@@ -303,3 +303,77 @@ TEST_CASE("ArtifactSignedByGptAotSignLoads", "[signature]") {
     CHECK(load_with_keys(art.dir(), pub.c_str()) == GPT_OK);
     CHECK(load_with_keys(art.dir(), SignedArtifact().public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
 }
+
+namespace {
+
+// gpt_artifact_select on `dir` (keys from $GPT_TRUSTED_KEYS): the chosen directory, or "" with *status.
+std::string select_dir(const std::filesystem::path &dir, gpt_status *status) {
+    char out[4096];
+    size_t size = 0;
+    *status = gpt_artifact_select(dir.c_str(), 0, out, sizeof out, &size);
+    return *status == GPT_OK ? std::string(out) : std::string();
+}
+
+// Sets $GPT_TRUSTED_KEYS for one scope.
+struct TrustedKeysEnv {
+    explicit TrustedKeysEnv(const std::filesystem::path &keys) { setenv("GPT_TRUSTED_KEYS", keys.c_str(), 1); }
+    ~TrustedKeysEnv() { unsetenv("GPT_TRUSTED_KEYS"); }
+};
+
+}  // namespace
+
+TEST_CASE("SelectionWithKeysTakesTheSignedTargetOverUnsignedOnesItWouldPrefer", "[signature][select]") {
+    // cpu is signed; a_cpu (signed over other bytes) and b_cpu (unsigned) are CPU targets that sort first,
+    // so selection without keys prefers a_cpu.
+    SignedArtifact s;
+    const json cpu_target = s.art.manifest()["target"];
+    const auto wrongly_signed = s.art.add_target("a_cpu", cpu_target);  // manifest rewritten, cpu's manifest.sig kept
+    json m = s.art.manifest();
+    m["name"] = "tampered";
+    std::ofstream(wrongly_signed / "manifest.json", std::ios::trunc) << m.dump(2);
+    const auto unsigned_dir = s.art.add_target("b_cpu", cpu_target);
+    std::filesystem::remove(unsigned_dir / "manifest.sig");
+    gpt_status status = GPT_OK;
+    REQUIRE(select_dir(s.art.model_dir(), &status) == wrongly_signed.string());
+
+    {
+        TrustedKeysEnv env(s.public_key);
+        test::LogCapture log;
+        CHECK(select_dir(s.art.model_dir(), &status) == s.art.dir().string());
+        CHECK(log.saw("skipped target a_cpu (signature)"));
+        CHECK(log.saw("skipped target b_cpu (signature)"));
+        CHECK(log.saw("not signed"));
+    }
+    test::LogCapture log;
+    CHECK(load_with_keys(s.art.model_dir(), s.public_key.c_str()) == GPT_OK);
+    CHECK(log.saw("selected " + s.art.dir().string()));
+    CHECK(log.saw("signed by trusted key " + s.key.id));
+
+    // No target verifies: the signature status, every target named with why.
+    std::filesystem::remove(s.art.file("manifest.sig"));
+    CHECK(load_with_keys(s.art.model_dir(), s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+    INFO(gpt_runtime_last_error());
+    CHECK(error_mentions("a_cpu: "));
+    CHECK(error_mentions("b_cpu: "));
+    CHECK(error_mentions("/cpu' is not signed"));
+    // Without keys the unsigned targets load as before.
+    CHECK(load_with_keys(s.art.model_dir(), nullptr) == GPT_OK);
+}
+
+TEST_CASE("ManifestFailingItsSignatureIsNeverParsed", "[signature][select]") {
+    // Malformed JSON under a signature over other bytes: the signature error, never a parse error,
+    // whether the artifact is named directly or selected from its model directory.
+    SignedArtifact s;
+    std::ofstream(s.art.file("manifest.json"), std::ios::trunc) << "{\"format\": [[[[";
+    for (const auto &dir : {s.art.dir(), s.art.model_dir()}) {
+        INFO(dir);
+        CHECK(load_with_keys(dir, s.public_key.c_str()) == GPT_ERR_ARTIFACT_SIGNATURE);
+        CHECK(error_mentions("does not match manifest.json"));
+        CHECK_FALSE(error_mentions("not valid JSON"));
+    }
+    TrustedKeysEnv env(s.public_key);
+    gpt_status status = GPT_OK;
+    select_dir(s.art.model_dir(), &status);
+    CHECK(status == GPT_ERR_ARTIFACT_SIGNATURE);
+    CHECK_FALSE(error_mentions("not valid JSON"));
+}
