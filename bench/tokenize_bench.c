@@ -4,13 +4,16 @@
  *       lines: one call per line, its newline included (prompt-sized calls)
  *   One untimed repetition first (warm-up; it also gives the ids' count and checksum), then N timed.
  *   Each timed repetition's throughput is the file's bytes over its wall clock (CLOCK_MONOTONIC),
- *   in MB/s (10^6 bytes), and over the process's CPU time (CLOCK_PROCESS_CPUTIME_ID: "cpu_mb_per_s"). "ids_sha256" is the sha256 of every id of one repetition, in order, as
+ *   in MB/s (10^6 bytes), and over the process's CPU time (CLOCK_PROCESS_CPUTIME_ID:
+ *   "cpu_mb_per_s"). "ids_sha256" is the sha256 of every id of one repetition, in order, as
  *   little-endian int32: bench/tokenizer_speed.py computes the same for tiktoken and HF tokenizers. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <sodium.h>
 
 #include "gpt_runtime.h"
 #include "peak_rss.h"
@@ -37,79 +40,20 @@ static const char *arg_str(int argc, char **argv, const char *name) {
     return NULL;
 }
 
-/* ---- SHA-256 (FIPS 180-4), for the ids' checksum ---------------------------------------- */
-
-struct sha256 {
-    uint32_t h[8];
-    uint8_t block[64];
-    size_t used;    /* bytes in block */
-    uint64_t total; /* bytes hashed */
-};
-
-static const uint32_t sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-static void sha256_block(struct sha256 *s) {
-    uint32_t w[64], v[8];
-    for (int i = 0; i < 16; ++i)
-        w[i] = (uint32_t)s->block[4 * i] << 24 | (uint32_t)s->block[4 * i + 1] << 16 |
-               (uint32_t)s->block[4 * i + 2] << 8 | (uint32_t)s->block[4 * i + 3];
-    for (int i = 16; i < 64; ++i) {
-        const uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        const uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    memcpy(v, s->h, sizeof v);
-    for (int i = 0; i < 64; ++i) {
-        const uint32_t t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) + ((v[4] & v[5]) ^ (~v[4] & v[6])) +
-                            sha256_k[i] + w[i];
-        const uint32_t t2 = (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) + ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof v[0]);
-        v[4] += t1;
-        v[0] = t1 + t2;
-    }
-    for (int i = 0; i < 8; ++i) s->h[i] += v[i];
-}
-
-static void sha256_init(struct sha256 *s) {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, h0, sizeof h0);
-    s->used = 0;
-    s->total = 0;
-}
-
-static void sha256_byte(struct sha256 *s, uint8_t b) {
-    s->block[s->used++] = b;
-    ++s->total;
-    if (s->used == 64) {
-        sha256_block(s);
-        s->used = 0;
-    }
-}
-
-static void sha256_ids(struct sha256 *s, const gpt_token *ids, int32_t n) {
+/* The ids' checksum: sha256 (libsodium) over each id as little-endian int32. */
+static void sha256_ids(crypto_hash_sha256_state *s, const gpt_token *ids, int32_t n) {
     for (int32_t i = 0; i < n; ++i) {
         const uint32_t u = (uint32_t)ids[i];
-        for (int k = 0; k < 4; ++k) sha256_byte(s, (uint8_t)(u >> (8 * k))); /* little-endian */
+        const unsigned char le[4] = {(unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16),
+                                     (unsigned char)(u >> 24)};
+        crypto_hash_sha256_update(s, le, sizeof le);
     }
 }
 
-static void sha256_hex(struct sha256 *s, char out[65]) {
-    const uint64_t bits = s->total * 8;
-    sha256_byte(s, 0x80);
-    while (s->used != 56) sha256_byte(s, 0);
-    for (int k = 7; k >= 0; --k) sha256_byte(s, (uint8_t)(bits >> (8 * k)));
-    for (int i = 0; i < 8; ++i) sprintf(out + 8 * i, "%08x", (unsigned)s->h[i]);
+static void sha256_hex(crypto_hash_sha256_state *s, char out[65]) {
+    unsigned char digest[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256_final(s, digest);
+    sodium_bin2hex(out, 65, digest, sizeof digest);
 }
 
 /* ---- the benchmark ---------------------------------------------------------------------- */
@@ -166,7 +110,7 @@ static int read_text(const char *path, struct text *t) {
 
 /* One repetition: every call of the mode. With `hash`, the ids go into it and *tokens counts them. */
 static gpt_status run_once(const struct gpt_model *model, const struct text *t, int lines, gpt_token *ids,
-                           int32_t capacity, struct sha256 *hash, long long *tokens) {
+                           int32_t capacity, crypto_hash_sha256_state *hash, long long *tokens) {
     if (!lines) {
         int32_t count = 0;
         const gpt_status s = gpt_model_tokenize(model, t->whole, ids, capacity, &count);
@@ -229,8 +173,8 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    struct sha256 hash;
-    sha256_init(&hash);
+    crypto_hash_sha256_state hash;
+    crypto_hash_sha256_init(&hash);
     long long tokens = 0;
     s = run_once(model, &t, lines, ids, capacity, &hash, &tokens); /* untimed: warm-up and checksum */
     if (s != GPT_OK) return die("tokenize", s);
@@ -246,9 +190,10 @@ int main(int argc, char **argv) {
         cpu_mb_per_s[r] = (double)t.bytes / cpu_seconds / 1e6;
     }
 
-    printf("{\"impl\": \"runtime\", \"mode\": \"%s\", \"bytes\": %zu, \"calls\": %zu, \"tokens\": %lld, "
-           "\"ids_sha256\": \"%s\", \"load_s\": %.3f, \"mb_per_s\": [",
-           mode, t.bytes, lines ? t.n_lines : (size_t)1, tokens, hex, load_s);
+    printf(
+        "{\"impl\": \"runtime\", \"mode\": \"%s\", \"bytes\": %zu, \"calls\": %zu, \"tokens\": %lld, "
+        "\"ids_sha256\": \"%s\", \"load_s\": %.3f, \"mb_per_s\": [",
+        mode, t.bytes, lines ? t.n_lines : (size_t)1, tokens, hex, load_s);
     for (int r = 0; r < reps; ++r) printf("%s%.4f", r ? ", " : "", mb_per_s[r]);
     printf("], \"cpu_mb_per_s\": [");
     for (int r = 0; r < reps; ++r) printf("%s%.4f", r ? ", " : "", cpu_mb_per_s[r]);

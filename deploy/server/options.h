@@ -12,12 +12,12 @@ struct Options {
     int port = 8080;  // 0 = any free port (logged)
     bool allow_cpu_fallback = false;
     std::optional<std::string> trusted_keys;  // Ed25519 public key file or directory; unset = GPT_TRUSTED_KEYS
-    int threads = 0;              // intra-op CPU threads for the model, 0 = default
-    int runners = 2;              // graph instances that may run at once
-    int max_active = 4;           // generations at once
-    int max_queue = 16;           // generations waiting for a slot; beyond: 429
-    double request_timeout = 60;  // seconds, queue wait included
-    int max_tokens = 1024;        // cap on a request's max_tokens
+    int threads = 0;                          // intra-op CPU threads for the model, 0 = default
+    int runners = 2;                          // graph instances that may run at once
+    int max_active = 4;                       // generations at once
+    int max_queue = 16;                       // generations waiting for a slot; beyond: 429
+    double request_timeout = 60;              // seconds, queue wait included
+    int max_tokens = 1024;                    // cap on a request's max_tokens
     size_t max_body_bytes = 64 * 1024;
     double shutdown_grace = 10;  // seconds for in-flight requests after SIGTERM
     bool admin = false;          // POST /admin/reload (loopback clients only)
