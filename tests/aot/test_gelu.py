@@ -30,20 +30,11 @@ def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 @pytest.fixture(scope="module")
-def hf_gpt2(tmp_path_factory):
+def hf_gpt2(tmp_path_factory, fixtures):
     """A random transformers GPT-2 (biases and layer norms random too) saved as model.safetensors."""
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**HF, bos_token_id=0, eos_token_id=0)).eval()
-    assert model.config.activation_function == "gelu_new"
-    gen = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.1)
-            elif ".ln_" in name:
-                p.copy_(1 + torch.randn(p.shape, generator=gen) * 0.1)
     directory = tmp_path_factory.mktemp("hf-gpt2")
-    model.save_pretrained(directory, safe_serialization=True)
+    model = fixtures.random_hf_gpt2(HF, directory)
+    assert model.config.activation_function == "gelu_new"
     return model, directory / "model.safetensors"
 
 
