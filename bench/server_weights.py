@@ -95,6 +95,9 @@ def write_hf_model(seed: int, out: Path):
         raise RuntimeError(f"weights do not fit GPT2LMHeadModel: missing {missing}, unexpected {unexpected}")
     model.tie_weights()
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    # GPT-2's own config.json also says n_ctx, which convert_hf_to_gguf.py reads; transformers 5 leaves it out.
+    config_file = out / "config.json"
+    config_file.write_text(json.dumps(json.loads(config_file.read_text()) | {"n_ctx": GPT2["block_size"]}, indent=2))
     return model
 
 
