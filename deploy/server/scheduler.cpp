@@ -73,6 +73,8 @@ struct Scheduler::Slot {
     gpt_sampler *sampler = nullptr;
     gpt_detokenizer *detokenizer = nullptr;  // null for an artifact without a text tokenizer
     gpt_token pending = GPT_TOKEN_NONE;      // emitted, to be appended at the next decode step
+    bool refill = false;                     // the context is full: prefill the recent half window again
+    std::vector<gpt_token> history;          // prompt and generated tokens, for refills
     int position = 0;                        // tokens in this sequence's cache
     int generated = 0;
     Clock::time_point last;  // when the last token (or the submission) was
@@ -135,6 +137,8 @@ void Scheduler::run() {
             admit(&newcomers);
         }
         retire_finished();
+        for (size_t seq = 0; seq < slots_.size(); ++seq)
+            if (slots_[seq].refill) newcomers.push_back(static_cast<int>(seq));
         if (!newcomers.empty()) prefill(newcomers);
         if (std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.pending != GPT_TOKEN_NONE; }))
             decode();
@@ -183,6 +187,8 @@ void Scheduler::admit(std::vector<int> *newcomers) {
         if (options_.metrics) options_.metrics->observe_queue_wait(job->queue_wait_);
         slot.job = std::move(job);
         slot.pending = GPT_TOKEN_NONE;
+        slot.refill = false;
+        slot.history = slot.job->spec().prompt;
         slot.position = 0;
         slot.generated = 0;
         slot.last = slot.job->submitted_;
@@ -212,11 +218,15 @@ void Scheduler::prefill(const std::vector<int> &newcomers) {
     std::vector<const gpt_token *> prompts(slots_.size(), nullptr);
     std::vector<int32_t> n_tokens(slots_.size(), 0);
     std::vector<int> rows;
+    // A refill, as gpt_session_generate does when the context fills: the most recent half window.
+    const size_t keep = static_cast<size_t>(std::max(1, info_.block_size / 2));
     for (int seq : newcomers) {
-        if (!slots_[static_cast<size_t>(seq)].job) continue;  // retired before its prefill
-        const std::vector<gpt_token> &prompt = slots_[static_cast<size_t>(seq)].job->spec().prompt;
-        prompts[static_cast<size_t>(seq)] = prompt.data();
-        n_tokens[static_cast<size_t>(seq)] = static_cast<int32_t>(prompt.size());
+        Slot &slot = slots_[static_cast<size_t>(seq)];
+        if (!slot.job) continue;  // retired before its prefill
+        const size_t start = slot.refill ? slot.history.size() - keep : 0;
+        prompts[static_cast<size_t>(seq)] = slot.history.data() + start;
+        n_tokens[static_cast<size_t>(seq)] = static_cast<int32_t>(slot.history.size() - start);
+        slot.refill = false;
         rows.push_back(seq);
     }
     if (rows.empty()) return;
@@ -292,15 +302,19 @@ void Scheduler::deliver(int seq, gpt_token token, const gpt_token_logprob *logpr
     // The first token's wait is the request's time to first token, which its handler measures from arrival.
     if (options_.metrics && slot.generated > 0) options_.metrics->observe_token_latency(event.latency);
     ++slot.generated;
+    slot.history.push_back(token);
     slot.job->completion_tokens_ = slot.generated;
     slot.job->emit(std::move(event));
 
     int32_t stopped = -1;
     if (slot.detokenizer) gpt_detokenizer_stopped(slot.detokenizer, &stopped);
     if (stopped >= 0) return end(seq, "stop");
-    // The context is full when this token cannot be appended: the text ends here, as at max_tokens.
-    if (slot.generated >= spec.max_tokens || slot.position >= info_.block_size) return end(seq, "length");
-    slot.pending = token;
+    if (slot.generated >= spec.max_tokens) return end(seq, "length");
+    if (slot.position < info_.block_size) {
+        slot.pending = token;
+    } else {
+        slot.refill = true;  // the context is full: this token cannot be appended, a shorter window is prefilled
+    }
 }
 
 // Frees the slot: what the detokenizer still holds goes out as a last piece of text.
@@ -319,6 +333,8 @@ void Scheduler::end(int seq, const std::string &reason, gpt_status status, const
     gpt_detokenizer_free(std::exchange(slot.detokenizer, nullptr));
     slot.job.reset();
     slot.pending = GPT_TOKEN_NONE;
+    slot.refill = false;
+    slot.history.clear();
     --in_use_;
 }
 

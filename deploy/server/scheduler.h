@@ -9,7 +9,9 @@
 // token by one prefill, not by a queue of them. Each slot keeps its own sampler
 // (settings, seed, random stream), stop strings, detokenizer, deadline and
 // cancellation; one gpt_sampler_sample_batch call draws every row of a step.
-// A finished, cancelled or timed-out request frees its slot at once.
+// A finished, cancelled or timed-out request frees its slot at once. When a
+// sequence fills the context, its most recent half window is prefilled again and
+// it goes on, as gpt_session_generate does.
 #pragma once
 
 #include <atomic>
