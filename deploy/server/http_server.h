@@ -8,6 +8,7 @@
 #include <string>
 
 #include "admission.h"
+#include "clock.h"
 #include "metrics.h"
 #include "model_slot.h"
 #include "options.h"
@@ -23,15 +24,22 @@ public:
     // Serves until stop(). Returns after in-flight connections are closed.
     void serve();
     void stop();
-    // Makes every running generation end at its next token (finish_reason "shutdown").
-    void stop_generations();
-
     // Loads `path` (empty = the configured model) beside the current model and
     // swaps it in; logged and counted. Used by POST /admin/reload and SIGHUP.
     LoadResult reload(const std::string &path);
 
 private:
     void generate(const httplib::Request &req, httplib::Response &res);
+    // OpenAI-compatible endpoints (completions.cpp).
+    void completions(const httplib::Request &req, httplib::Response &res);
+    void models(httplib::Response &res);
+    void handle_tokenize(const httplib::Request &req, httplib::Response &res);
+    void handle_detokenize(const httplib::Request &req, httplib::Response &res);
+    // Waits for a slot (admission) and takes the current model: 0, or the HTTP status already replied.
+    int admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model,
+              httplib::Response &res);
+    void log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
+                        size_t prompt_tokens, const Job &job, double first_token);
     void admin_reload(const httplib::Request &req, httplib::Response &res);
     void serve_metrics(httplib::Response &res);
 
@@ -40,7 +48,6 @@ private:
     Admission &admission_;
     Metrics &metrics_;
     httplib::Server http_;
-    std::atomic<bool> stop_generations_{false};
     std::atomic<uint64_t> next_request_id_{1};
 };
 

@@ -14,7 +14,10 @@ LoadResult failed(gpt_status status, const std::string &what) {
 
 }  // namespace
 
-ServedModel::~ServedModel() { gpt_model_free(model); }
+ServedModel::~ServedModel() {
+    scheduler.reset();  // its session must go before the model
+    gpt_model_free(model);
+}
 
 LoadResult ModelSlot::load(const std::string &path) {
     std::unique_lock<std::mutex> one_at_a_time(loading_, std::try_to_lock);
@@ -41,6 +44,12 @@ LoadResult ModelSlot::load(const std::string &path) {
     if ((s = gpt_model_verify(next->model, &max_err)) != GPT_OK) return failed(s, dir + " fails its golden vector");
     if ((s = gpt_model_get_info(next->model, &next->info, sizeof next->info)) != GPT_OK)
         return failed(s, "cannot describe " + dir);
+
+    try {
+        next->scheduler = std::make_unique<Scheduler>(next->model, next->info, options_.scheduling);
+    } catch (const std::exception &e) {
+        return {GPT_ERR_INVALID_ARGUMENT, "cannot serve " + dir + ": " + e.what()};
+    }
 
     char detail[64];
     std::snprintf(detail, sizeof detail, "golden max abs error %.3g", max_err);

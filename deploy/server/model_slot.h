@@ -10,14 +10,17 @@
 #include <utility>
 
 #include "gpt_runtime.h"
+#include "scheduler.h"
 
 namespace server {
 
-// One loaded, verified artifact. Freed when the last request using it ends.
+// One loaded, verified artifact and the scheduler that batches its requests.
+// Freed when the last request using it ends.
 struct ServedModel {
     gpt_model *model = nullptr;
     gpt_model_info info{};
     std::string dir;  // the artifact directory that was selected and loaded
+    std::unique_ptr<Scheduler> scheduler;
     ServedModel() = default;
     ~ServedModel();
     ServedModel(const ServedModel &) = delete;
@@ -31,6 +34,7 @@ struct LoadOptions {
     // Unset: the runtime reads GPT_TRUSTED_KEYS. Set but empty is the runtime's error, not "unset":
     // a keys setting that came out empty must not turn signature checks off.
     std::optional<std::string> trusted_keys;
+    SchedulerOptions scheduling;  // --parallel must fit the artifact's max_batch, or the load is refused
 };
 
 struct LoadResult {
