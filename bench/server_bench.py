@@ -14,12 +14,13 @@ same weights (bench/server_weights.py: GPT-2 124M, bf16, GPT-2's BPE):
 
 First a check: the reference prompt, greedy, 32 tokens, whose text must equal PyTorch's
 (bench/work/server/reference.json). Then, for each concurrency C, C client threads each send
-streaming `POST /v1/completions` {"prompt", "max_tokens": 64, "stream": true, "temperature": 0,
-"ignore_eos": true} one after another over a kept-alive connection, for --warmup + --duration
-seconds; every request gets a different prompt (consecutive 24-word pieces of the corpus, the same
-sequence for both servers). The client reads the SSE `data: {...}` chunks as they arrive and keeps
-per request the time to the first token chunk, the gap before every later token chunk, and the
-completion tokens (the final `usage` when present, else the token chunks).
+streaming `POST /v1/completions` {"prompt", "max_tokens": 64, "stream": true, "stream_options":
+{"include_usage": true}, "temperature": 0, "ignore_eos": true} one after another over a kept-alive
+connection, for --warmup + --duration seconds; every request gets a different prompt (consecutive
+24-word pieces of the corpus, the same sequence for both servers). The client reads the SSE
+`data: {...}` chunks as they arrive and keeps per request the time to the first token chunk, the gap
+before every later token chunk, and the completion tokens (the final `usage` when present, else the
+token chunks).
 
 Per row: tokens/s = completion tokens that arrived inside the measured window (after --warmup)
 over the window; per-token latency p50/p99 over every inter-chunk gap and TTFT p50/p99 over the
@@ -170,7 +171,7 @@ def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
 
 def request_body(prompt, args, max_tokens: int | None = None) -> dict:
     body = {"prompt": prompt, "max_tokens": max_tokens or args.max_tokens, "stream": True}
-    return body | {"temperature": 0, "ignore_eos": True}
+    return body | {"stream_options": {"include_usage": True}, "temperature": 0, "ignore_eos": True}
 
 
 def run_clients(server: Server, concurrency: int, prompts: list[str], args) -> tuple[list[dict], list, float]:
