@@ -16,11 +16,12 @@ First a check: the reference prompt, greedy, 32 tokens, whose text must equal Py
 (bench/work/server/reference.json). Then, for each concurrency C, C client threads each send
 streaming `POST /v1/completions` {"prompt", "max_tokens": 64, "stream": true, "stream_options":
 {"include_usage": true}, "temperature": 0, "ignore_eos": true} one after another over a kept-alive
-connection, for --warmup + --duration seconds; every request gets a different prompt (consecutive
-24-word pieces of the corpus, the same sequence for both servers). The client reads the SSE
-`data: {...}` chunks as they arrive and keeps per request the time to the first token chunk, the gap
-before every later token chunk, and the completion tokens (the final `usage` when present, else the
-token chunks).
+connection, for --warmup + --duration seconds. Every request gets a different prompt: consecutive
+24-word pieces of the corpus, the same sequence for both servers, going on from row to row within a
+server process, so no prompt reaches one process twice and prompt caches do not help. The client
+reads the SSE `data: {...}` chunks as they arrive and keeps per request the time to the first token
+chunk, the gap before every later token chunk, and the completion tokens (the final `usage` when
+present, else the token chunks).
 
 Per row: tokens/s = completion tokens that arrived inside the measured window (after --warmup)
 over the window; per-token latency p50/p99 over every inter-chunk gap and TTFT p50/p99 over the
@@ -98,6 +99,7 @@ class Server:
         self.log = log_dir / f"{name}-{stamp}.log"
         self.proc = None
         self.start_timeout = args.start_timeout
+        self.prompts = itertools.count()  # rows go on through the prompts: none is sent twice to a process
 
     def __enter__(self):
         with open(self.log, "wb") as log:
@@ -177,7 +179,7 @@ def request_body(prompt, args, max_tokens: int | None = None) -> dict:
 def run_clients(server: Server, concurrency: int, prompts: list[str], args) -> tuple[list[dict], list, float]:
     """C client threads from now for warmup + duration seconds; returns (requests, [window start, end],
     the server's CPU seconds inside the window)."""
-    port, counter = server.port, itertools.count()
+    port, counter = server.port, server.prompts
     start = time.perf_counter()
     window = [start + args.warmup, start + args.warmup + args.duration]
     results, lock, cpu = [], threading.Lock(), []
@@ -395,7 +397,7 @@ def main() -> int:
     out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today().isoformat()}-server"
     out.mkdir(parents=True, exist_ok=True)
     reference = json.loads(REFERENCE.read_text())
-    prompts = corpus_prompts(4096)
+    prompts = corpus_prompts(8192)
 
     order = [args.servers if i % 2 == 0 else args.servers[::-1] for i in range(args.rounds)]
     result = {
