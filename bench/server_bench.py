@@ -236,36 +236,55 @@ def percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
+def relative(requests: list[dict], window: list[float]) -> list[dict]:
+    """The records as results.json keeps them: `sent` in seconds from the window's start, `chunk_times`
+    in seconds from `sent`, no texts."""
+    out = []
+    for r in requests:
+        rec = {k: v for k, v in r.items() if k not in ("text", "done")}
+        rec["sent"] = round(r["sent"] - window[0], 6)
+        rec["chunk_times"] = [round(t - r["sent"], 6) for t in r.get("chunk_times", ())]
+        out.append(rec)
+    return out
+
+
+STALL_S = 0.25  # a gap this long between two tokens of one stream counts as a stall
+
+
 def summarize(rounds: list[dict]) -> dict:
-    """One row from its rounds: tokens inside the windows over the windows' length; latencies pooled."""
+    """One row from its rounds (records as relative() writes them, window [0, length]): tokens that arrived
+    inside the windows over the windows' length; latencies pooled over the requests sent inside them."""
     tokens = window = cpu = 0.0
-    gaps, ttfts, chunks, counted, errors = [], [], 0, [], []
+    gaps, ttfts, e2e, chunks, counted, errors = [], [], [], 0, [], []
     for rnd in rounds:
-        lo, hi = rnd["window"]
-        window += hi - lo
+        length = rnd["window"][1]
+        window += length
         cpu += rnd["server_cpu_s"]
         for r in rnd["requests"]:
+            inside = 0 <= r["sent"] < length
             if "error" in r:
-                if lo <= r["sent"] < hi:
-                    errors.append(r["error"])
+                errors += [r["error"]] if inside else []
                 continue
-            times = r["chunk_times"]
-            per_chunk = r["tokens"] / len(times)  # > 1 where the server held bytes of a character back
-            tokens += per_chunk * sum(lo <= t < hi for t in times)
-            if lo <= r["sent"] < hi:
+            offsets = r["chunk_times"]
+            per_chunk = r["tokens"] / len(offsets)  # > 1 where the server held bytes of a character back
+            tokens += per_chunk * sum(0 <= r["sent"] + t < length for t in offsets)
+            if inside:
                 counted.append(r)
-                chunks += len(times)
-                ttfts.append(times[0] - r["sent"])
-                gaps += [b - a for a, b in itertools.pairwise(times)]
+                chunks += len(offsets)
+                ttfts.append(offsets[0])
+                e2e.append(offsets[-1])
+                gaps += [b - a for a, b in itertools.pairwise(offsets)]
     completion = sum(r["tokens"] for r in counted)
-    ms = 1000.0
+    ms = lambda v: None if v is None else v * 1000.0  # noqa: E731
     return {
         "tokens_per_s": tokens / window,
-        "itl_p50_ms": (p := percentile(gaps, 50)) and p * ms,
-        "itl_p99_ms": (p := percentile(gaps, 99)) and p * ms,
-        "ttft_p50_ms": (p := percentile(ttfts, 50)) and p * ms,
-        "ttft_p99_ms": (p := percentile(ttfts, 99)) and p * ms,
-        "e2e_p50_ms": percentile([r["chunk_times"][-1] - r["sent"] for r in counted], 50) * ms if counted else None,
+        "itl_p50_ms": ms(percentile(gaps, 50)),
+        "itl_p99_ms": ms(percentile(gaps, 99)),
+        "ttft_p50_ms": ms(percentile(ttfts, 50)),
+        "ttft_p99_ms": ms(percentile(ttfts, 99)),
+        "e2e_p50_ms": ms(percentile(e2e, 50)),
+        "stalls": sum(g >= STALL_S for g in gaps),
+        "stalled_s": sum(g for g in gaps if g >= STALL_S),
         "requests": len(counted),
         "errors": len(errors),
         "error_samples": sorted(set(errors))[:3],
@@ -276,6 +295,17 @@ def summarize(rounds: list[dict]) -> dict:
         "server_cpu_s": cpu,
         "tokens_per_cpu_s": tokens / cpu if cpu else None,
     }
+
+
+def rows(result: dict) -> list[dict]:
+    out = []
+    for name in result["config"]["servers"]:
+        for c in result["config"]["concurrency"]:
+            rounds = [r for r in result["rounds"] if r["server"] == name and r["concurrency"] == c]
+            if rounds:
+                row = {"server": name, "concurrency": c, **summarize(rounds)}
+                out.append(row | {"loadavg": statistics.fmean(r["loadavg"] for r in rounds)})
+    return out
 
 
 def check(port: int, reference: dict, args) -> dict:
@@ -361,7 +391,7 @@ def write_markdown(out: Path, result: dict) -> None:
         f"measured per row, {cfg['rounds']} round(s).",
         "",
         "| server | clients | tokens/s | per-token p50 / p99 ms | TTFT p50 / p99 ms | requests | errors | "
-        "tokens/chunk | server CPU s | tokens per CPU s | load avg |",
+        f"gaps ≥ {STALL_S * 1000:.0f} ms (s, all streams) | server CPU s | tokens per CPU s | load avg |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     f1 = lambda v: "–" if v is None else f"{v:.1f}"  # noqa: E731
@@ -369,7 +399,7 @@ def write_markdown(out: Path, result: dict) -> None:
         lines.append(
             f"| {r['server']} | {r['concurrency']} | {f1(r['tokens_per_s'])} | {f1(r['itl_p50_ms'])} / "
             f"{f1(r['itl_p99_ms'])} | {f1(r['ttft_p50_ms'])} / {f1(r['ttft_p99_ms'])} | {r['requests']} | "
-            f"{r['errors']} | {r['tokens_per_chunk'] and round(r['tokens_per_chunk'], 2)} | "
+            f"{r['errors']} | {r['stalls']} ({r['stalled_s']:.1f}) | "
             f"{f1(r['server_cpu_s'])} | {f1(r['tokens_per_cpu_s'])} | {f1(r['loadavg'])} |"
         )
     top, one = max(cfg["concurrency"]), min(cfg["concurrency"])
@@ -382,12 +412,14 @@ def write_markdown(out: Path, result: dict) -> None:
     x = ratio(by.get(("ours", top), {}).get("tokens_per_s"), by.get(("llama", top), {}).get("tokens_per_s"))
     if x is not None:
         lines.append(f"| ours@{top} / llama@{top} | {x:.2f}× | {targets['ours/llama']} |")
-    for r in rows:
-        if r.get("resent"):
-            lines.append(
-                f"\n{r['server']} at {r['concurrency']} clients: {r['resent']} of {r['requests']} requests found their "
-                "kept-alive connection closed by the server and were sent again on a new one (not errors)."
-            )
+    per_chunk = ", ".join(f"{r['server']}@{r['concurrency']} {r['tokens_per_chunk']:.3f}" for r in rows)
+    lines.append(f"\nTokens per token chunk (> 1: bytes of a character held back): {per_chunk}.")
+    resent = ", ".join(f"{r['server']}@{r['concurrency']} {r['resent']}/{r['requests']}" for r in rows if r["resent"])
+    if resent:
+        lines.append(
+            f"\nRequests that found their kept-alive connection closed by the server and were sent again on a "
+            f"new one (not errors): {resent}."
+        )
     lines += ["", "Same weights (greedy, the reference prompt, against PyTorch fp32 on the bf16 weights):", ""]
     for name, c in result["check"].items():
         verdict = "same text" if c["same_text"] else f"differs after {c['chars_agreeing']} characters"
@@ -421,8 +453,11 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--report", type=Path, metavar="DIR", help="only rewrite DIR/results.md from DIR/results.json")
     args = ap.parse_args()
-    if args.report:
-        write_markdown(args.report, json.loads((args.report / "results.json").read_text()))
+    if args.report:  # the rows again from the raw records, then results.md
+        result = json.loads((args.report / "results.json").read_text())
+        result["rows"] = rows(result)
+        (args.report / "results.json").write_text(json.dumps(result, indent=1))
+        write_markdown(args.report, result)
         return 0
     out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today().isoformat()}-server"
     out.mkdir(parents=True, exist_ok=True)
@@ -448,8 +483,8 @@ def main() -> int:
                 for c in args.concurrency:
                     load = os.getloadavg()[0]
                     requests, window, cpu = run_clients(server, c, prompts, args)
-                    rec = {"server": name, "concurrency": c, "round": rnd, "window": window, "loadavg": load}
-                    rec |= {"server_cpu_s": cpu, "requests": requests}
+                    rec = {"server": name, "concurrency": c, "round": rnd, "window": [0.0, window[1] - window[0]]}
+                    rec |= {"loadavg": load, "server_cpu_s": cpu, "requests": relative(requests, window)}
                     result["rounds"].append(rec)
                     row = summarize([rec])
                     print(
@@ -458,21 +493,7 @@ def main() -> int:
                         flush=True,
                     )
     result["machine"]["loadavg_end"] = os.getloadavg()
-    result["rows"] = []
-    for name in args.servers:
-        for c in args.concurrency:
-            rounds = [r for r in result["rounds"] if r["server"] == name and r["concurrency"] == c]
-            row = {"server": name, "concurrency": c, **summarize(rounds)}
-            row["loadavg"] = statistics.fmean(r["loadavg"] for r in rounds)
-            result["rows"].append(row)
-    for rnd in result["rounds"]:  # raw per-request records: relative times, no texts
-        for r in rnd["requests"]:
-            t0 = r["sent"]
-            r["chunk_times"] = [round(t - t0, 6) for t in r.get("chunk_times", ())]
-            r["sent"] = round(t0 - rnd["window"][0], 6)
-            r.pop("text", None)
-            r.pop("done", None)
-        rnd["window"] = [0.0, rnd["window"][1] - rnd["window"][0]]
+    result["rows"] = rows(result)
     (out / "results.json").write_text(json.dumps(result, indent=1))
     write_markdown(out, result)
     print((out / "results.md").read_text())
