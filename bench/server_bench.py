@@ -72,6 +72,13 @@ def server_command(name: str, args, port: int) -> list[str]:
 HEALTH = {"ours": "/healthz", "llama": "/health"}
 
 
+def set_autogroup_nice(pid: int, nice: int) -> None:
+    """With the kernel's autogroups (/proc/sys/kernel/sched_autogroup_enabled), CPU time is shared between
+    sessions first and `nice` acts only within one: each other job on a shared machine gets as much as the
+    server, whose two threads may then share one core. The autogroup's own nice weighs the session."""
+    Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
@@ -99,11 +106,14 @@ class Server:
         self.log = log_dir / f"{name}-{stamp}.log"
         self.proc = None
         self.start_timeout = args.start_timeout
+        self.autogroup_nice = args.autogroup_nice
         self.prompts = itertools.count()  # rows go on through the prompts: none is sent twice to a process
 
     def __enter__(self):
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        if self.autogroup_nice is not None:  # its own session is its own scheduling autogroup
+            set_autogroup_nice(self.proc.pid, self.autogroup_nice)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -370,6 +380,7 @@ def machine() -> dict:
         "commit": commit + ("-dirty" if dirty.stdout.strip() else ""),
         "date": datetime.date.today().isoformat(),
         "loadavg_start": os.getloadavg(),
+        "sched_autogroup": Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip(),
     }
 
 
@@ -388,7 +399,10 @@ def write_markdown(out: Path, result: dict) -> None:
         f"the end); commit {result['machine']['commit']}. GPT-2 124M bf16, same weights; `--threads "
         f"{cfg['threads']}` for both servers, {SLOTS} slots; streaming `POST /v1/completions`, "
         f"{cfg['max_tokens']} tokens, greedy, `ignore_eos`; {cfg['warmup']} s warm-up + {cfg['duration']} s "
-        f"measured per row, {cfg['rounds']} round(s).",
+        f"measured per row, {cfg['rounds']} round(s)"
+        + (
+            f"; every server's session at autogroup nice {cfg['autogroup_nice']}." if cfg.get("autogroup_nice") else "."
+        ),
         "",
         "| server | clients | tokens/s | per-token p50 / p99 ms | TTFT p50 / p99 ms | requests | errors | "
         f"gaps ≥ {STALL_S * 1000:.0f} ms (s, all streams) | server CPU s | tokens per CPU s | load avg |",
@@ -450,6 +464,11 @@ def main() -> int:
     ap.add_argument("--gguf", type=Path, default=WORK / "gpt2-124m-bf16.gguf")
     ap.add_argument("--ours-arg", action="append", default=[], help="one more argument for gpt-server")
     ap.add_argument("--llama-arg", action="append", default=[], help="one more argument for llama-server")
+    ap.add_argument(
+        "--autogroup-nice", type=int, default=None, metavar="N",
+        help="give each server's session (and this one, if it leads its session: run under setsid) autogroup "
+        "nice N, e.g. -10, so that other sessions on a shared machine take less of its CPU (root)",
+    )  # fmt: skip
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--report", type=Path, metavar="DIR", help="only rewrite DIR/results.md from DIR/results.json")
     args = ap.parse_args()
@@ -461,6 +480,8 @@ def main() -> int:
         return 0
     out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today().isoformat()}-server"
     out.mkdir(parents=True, exist_ok=True)
+    if args.autogroup_nice is not None and os.getsid(0) == os.getpid():
+        set_autogroup_nice(os.getpid(), args.autogroup_nice)  # the clients' session
     reference = json.loads(REFERENCE.read_text())
     prompts = corpus_prompts(8192)
 
