@@ -29,12 +29,15 @@ requests sent inside the window (all of which finish: clients send nothing new a
 but finish what they sent); the server process's CPU seconds in the window (from /proc) and the
 load average, since this machine is shared. Both servers run one after the other, never at once;
 --rounds R > 1 alternates them (ours, llama, llama, ours, ...) and pools each row's rounds.
-Results: results.json (machine, commit, config, commands, check, rows with every round) and
-results.md in --out (default bench/results/cpu-<date>-server/). Not a test: never runs in CI.
+Results in --out (default bench/results/cpu-<date>-server/): results.json (machine, commit, config,
+commands, check, rows), rounds.json.gz (every request of every round: send and chunk arrival times,
+0.1 ms) and results.md; `--report DIR` recomputes the rows and results.md from them. Not a test:
+never runs in CI.
 """
 
 import argparse
 import datetime
+import gzip
 import http.client
 import itertools
 import json
@@ -52,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench" / "work" / "server"
 REFERENCE = WORK / "reference.json"
 PROMPTS = WORK / "prompts.json"
+ROUNDS = "rounds.json.gz"
 PROMPT_WORDS = 24
 SLOTS = 16
 CONTEXT = 1024  # GPT-2's block size: each of llama-server's slots gets this much
@@ -247,13 +251,13 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def relative(requests: list[dict], window: list[float]) -> list[dict]:
-    """The records as results.json keeps them: `sent` in seconds from the window's start, `chunk_times`
-    in seconds from `sent`, no texts."""
+    """The records as rounds.json.gz keeps them: `sent` in seconds from the window's start, `chunk_times`
+    in seconds from `sent` (both to 0.1 ms), no texts."""
     out = []
     for r in requests:
         rec = {k: v for k, v in r.items() if k not in ("text", "done")}
-        rec["sent"] = round(r["sent"] - window[0], 6)
-        rec["chunk_times"] = [round(t - r["sent"], 6) for t in r.get("chunk_times", ())]
+        rec["sent"] = round(r["sent"] - window[0], 4)
+        rec["chunk_times"] = [round(t - r["sent"], 4) for t in r.get("chunk_times", ())]
         out.append(rec)
     return out
 
@@ -426,7 +430,7 @@ def write_markdown(out: Path, result: dict) -> None:
     x = ratio(by.get(("ours", top), {}).get("tokens_per_s"), by.get(("llama", top), {}).get("tokens_per_s"))
     if x is not None:
         lines.append(f"| ours@{top} / llama@{top} | {x:.2f}× | {targets['ours/llama']} |")
-    per_chunk = ", ".join(f"{r['server']}@{r['concurrency']} {r['tokens_per_chunk']:.3f}" for r in rows)
+    per_chunk = ", ".join(f"{r['server']}@{r['concurrency']} {r['tokens_per_chunk'] or 0:.3f}" for r in rows)
     lines.append(f"\nTokens per token chunk (> 1: bytes of a character held back): {per_chunk}.")
     resent = ", ".join(f"{r['server']}@{r['concurrency']} {r['resent']}/{r['requests']}" for r in rows if r["resent"])
     if resent:
@@ -470,13 +474,13 @@ def main() -> int:
         "nice N, e.g. -10, so that other sessions on a shared machine take less of its CPU (root)",
     )  # fmt: skip
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--report", type=Path, metavar="DIR", help="only rewrite DIR/results.md from DIR/results.json")
+    ap.add_argument("--report", type=Path, metavar="DIR", help="only recompute DIR's rows and results.md")
     args = ap.parse_args()
     if args.report:  # the rows again from the raw records, then results.md
         result = json.loads((args.report / "results.json").read_text())
-        result["rows"] = rows(result)
-        (args.report / "results.json").write_text(json.dumps(result, indent=1))
-        write_markdown(args.report, result)
+        if "rounds" not in result:  # (older runs kept them in results.json)
+            result["rounds"] = json.loads(gzip.decompress((args.report / ROUNDS).read_bytes()))
+        write_results(args.report, result)
         return 0
     out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today().isoformat()}-server"
     out.mkdir(parents=True, exist_ok=True)
@@ -514,11 +518,18 @@ def main() -> int:
                         flush=True,
                     )
     result["machine"]["loadavg_end"] = os.getloadavg()
-    result["rows"] = rows(result)
-    (out / "results.json").write_text(json.dumps(result, indent=1))
-    write_markdown(out, result)
+    write_results(out, result)
     print((out / "results.md").read_text())
     return 0
+
+
+def write_results(out: Path, result: dict) -> None:
+    """rows from the rounds, then results.json (all but the rounds), rounds.json.gz and results.md."""
+    result["rows"] = rows(result)
+    (out / "results.json").write_text(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=1))
+    rounds = json.dumps(result["rounds"], separators=(",", ":")).encode()
+    (out / ROUNDS).write_bytes(gzip.compress(rounds, mtime=0))
+    write_markdown(out, result)
 
 
 if __name__ == "__main__":
