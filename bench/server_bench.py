@@ -3,7 +3,8 @@
     bench/llama_setup.sh && .venv/bin/python bench/server_weights.py    (once: llama.cpp, weights)
     scripts/build.sh --target gpt-server
     .venv/bin/python bench/server_bench.py [--servers ours llama] [--threads 2] [--concurrency 1 4 16]
-        [--duration 60] [--warmup 10] [--rounds 1] [--out DIR]
+        [--duration 60] [--warmup 10] [--rounds 1] [--autogroup-nice N] [--out DIR]
+    setsid .venv/bin/python bench/server_bench.py --rounds 2 --autogroup-nice -10   (as recorded)
 
 Each server is one process on loopback, started here with the same --threads and 16 slots, on the
 same weights (bench/server_weights.py: GPT-2 124M, bf16, GPT-2's BPE):
