@@ -1,13 +1,15 @@
 // http_server.cpp — see http_server.h.
 #include "http_server.h"
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
 
-#include "base/loopback.h"
+#include "body_limit.h"
 #include "generate.h"
+#include "readiness.h"
 
 namespace server {
 
@@ -53,45 +55,68 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
+RequestLimits request_limits(const Options &options) {
+    RequestLimits limits;
+    limits.max_head_bytes = options.max_header_bytes;
+    limits.max_header_lines = options.max_headers;
+    limits.head_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.header_timeout * 1000));
+    // Room for any sane chunk framing around a body at the cap (1-byte chunks take 6 bytes each).
+    const uint64_t body = options.max_body_bytes;
+    limits.max_body_wire_bytes = body > (UINT64_MAX - 65536) / 8 ? UINT64_MAX : 8 * body + 65536;
+    return limits;
+}
+
 HttpServer::HttpServer(const Options &options, ModelSlot &slot, Admission &admission, Metrics &metrics)
-    : options_(options), slot_(slot), admission_(admission), metrics_(metrics) {
-    // Queued requests wait on a thread: room for every slot, the queue, and probes.
-    const size_t threads = static_cast<size_t>(options.max_active) + static_cast<size_t>(options.max_queue) + 4;
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    : options_(options),
+      slot_(slot),
+      admission_(admission),
+      metrics_(metrics),
+      admin_(options.admin ? std::make_unique<AdminAccess>(options.admin_token_file, options.models_root) : nullptr),
+      // Queued requests wait on a thread: room for every slot, the queue, and probes.
+      http_(request_limits(options),
+            static_cast<size_t>(options.max_active) + static_cast<size_t>(options.max_queue) + 4) {
     http_.set_payload_max_length(options.max_body_bytes);
     http_.set_read_timeout(30);
     http_.set_write_timeout(30);
 
-    http_.Get("/healthz", [this](const httplib::Request &, httplib::Response &res) {
-        res.status = 200;
-        res.set_content("ok\n", "text/plain");
-        metrics_.count_request("/healthz", 200);
-    });
-    http_.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
-        const auto model = slot_.current();
-        const bool ready = model && !admission_.draining();
-        res.status = ready ? 200 : 503;
-        res.set_content(ready ? "ready: " + std::string(model->info.name) + "\n"
-                              : std::string(model ? "draining\n" : "no model loaded\n"),
-                        "text/plain");
-        metrics_.count_request("/readyz", res.status);
-    });
-    http_.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { serve_metrics(res); });
-    http_.Post("/v1/generate", [this](const httplib::Request &req, httplib::Response &res) { generate(req, res); });
+    register_probes(http_);
+    post_with_body_limit(http_, "/v1/generate", options.max_body_bytes,
+                         [this](const httplib::Request &req, httplib::Response &res) { generate(req, res); });
     if (options.admin)
-        http_.Post("/admin/reload",
-                   [this](const httplib::Request &req, httplib::Response &res) { admin_reload(req, res); });
+        post_with_body_limit(http_, "/admin/reload", options.max_body_bytes,
+                             [this](const httplib::Request &req, httplib::Response &res) { admin_reload(req, res); });
     // Errors httplib raises itself (413 body too large, 404, ...) get a JSON body too.
     http_.set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
         if (res.body.empty()) {  // raised by httplib, not by a handler (which counts its own)
             const std::string message =
                 res.status == 413   ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
+                : res.status == 431 ? "request head exceeds " + std::to_string(options_.max_header_bytes) +
+                                          " bytes or " + std::to_string(options_.max_headers) + " header lines"
+                : res.status == 408
+                    ? fmt::format("request line and headers took longer than {:g} s", options_.header_timeout)
+                : res.status == 415
+                    ? std::string("request bodies are plain JSON: no Content-Encoding, no multipart/form-data")
                 : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
                                     : "HTTP error " + std::to_string(res.status);
             reply_error(res, res.status, "http", message);
             metrics_.count_request(endpoint_label(req.path), res.status);
         }
     });
+}
+
+void HttpServer::register_probes(httplib::Server &server) {
+    server.Get("/healthz", [this](const httplib::Request &, httplib::Response &res) {
+        res.status = 200;
+        res.set_content("ok\n", "text/plain");
+        metrics_.count_request("/healthz", 200);
+    });
+    server.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
+        const Readiness r = readiness(slot_.current().get(), admission_.draining());
+        res.status = r.status;
+        res.set_content(r.text, "text/plain");
+        metrics_.count_request("/readyz", res.status);
+    });
+    server.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { serve_metrics(res); });
 }
 
 int HttpServer::bind() {
@@ -136,8 +161,11 @@ LoadResult HttpServer::reload(const std::string &path) {
 
 void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &res) {
     auto count = [&] { metrics_.count_request("/admin/reload", res.status); };
-    if (!gpt::is_loopback_address(req.remote_addr)) {
-        reply_error(res, 403, "forbidden", "admin endpoints answer loopback clients only");
+    if (const AdminVerdict denied = admin_->authorize(req); denied.status != 0) {
+        if (!denied.www_authenticate.empty()) res.set_header("WWW-Authenticate", denied.www_authenticate);
+        spdlog::warn("event=admin_denied code={} remote={} message=\"{}\"", denied.status, req.remote_addr,
+                     denied.message);
+        reply_error(res, denied.status, denied.status == 401 ? "unauthorized" : "forbidden", denied.message);
         return count();
     }
     std::string path;
@@ -148,6 +176,13 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
             return count();
         }
         path = body.value("path", "");
+    }
+    if (!path.empty()) {  // empty: the configured model, which the operator named
+        const AdminVerdict refused = admin_->resolve_model_path(path, &path);
+        if (refused.status != 0) {
+            reply_error(res, refused.status, refused.status == 403 ? "forbidden" : "invalid_request", refused.message);
+            return count();
+        }
     }
     const LoadResult r = reload(path);
     if (r.status == GPT_OK) {
@@ -214,6 +249,9 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
         GenerationControl control{started, deadline, &stop_generations_, sink,
                                   [this](double gap) { metrics_.observe_token_latency(gap); }};
         GenerationResult result = run_generation(*model, prompt, request, control);
+        if (model->note_status(result.status))  // a device error turns /readyz to 503
+            spdlog::critical("event=device_failed id={} model={} artifact={} error=\"{}\" (readyz answers 503 now)", id,
+                             model->info.name, model->dir, result.error);
         metrics_.count_tokens(result.tokens.size());
         if (!result.tokens.empty()) metrics_.observe_time_to_first_token(result.time_to_first_token);
         metrics_.observe_request_duration(seconds_since(started));

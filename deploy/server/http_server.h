@@ -5,14 +5,20 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 
+#include "admin_auth.h"
 #include "admission.h"
+#include "guarded_server.h"
 #include "metrics.h"
 #include "model_slot.h"
 #include "options.h"
 
 namespace server {
+
+// The limits on every request's head and body that options set (guarded_connection.h).
+RequestLimits request_limits(const Options &options);
 
 class HttpServer {
 public:
@@ -30,6 +36,9 @@ public:
     // swaps it in; logged and counted. Used by POST /admin/reload and SIGHUP.
     LoadResult reload(const std::string &path);
 
+    // GET /healthz, /readyz and /metrics on `server`: this server's, and the health listener's.
+    void register_probes(httplib::Server &server);
+
 private:
     void generate(const httplib::Request &req, httplib::Response &res);
     void admin_reload(const httplib::Request &req, httplib::Response &res);
@@ -39,7 +48,8 @@ private:
     ModelSlot &slot_;
     Admission &admission_;
     Metrics &metrics_;
-    httplib::Server http_;
+    std::unique_ptr<AdminAccess> admin_;  // set when admin is on
+    GuardedServer http_;
     std::atomic<bool> stop_generations_{false};
     std::atomic<uint64_t> next_request_id_{1};
 };

@@ -1,15 +1,18 @@
 // gpt-server — an example HTTP/JSON server over libgpt_runtime (see deploy/README.md).
 //   POST /v1/generate   {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"}
-//   GET  /healthz /readyz /metrics;  POST /admin/reload (--admin, loopback only)
+//   GET  /healthz /readyz /metrics (also on --health-port);  POST /admin/reload (--admin: loopback + token)
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the configured model.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "admission.h"
 #include "clock.h"
+#include "health_listener.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "model_slot.h"
@@ -27,7 +30,8 @@ void runtime_log(gpt_log_level level, const char *message, void *) {
     spdlog::log(levels[level], "event=runtime message=\"{}\"", message);
 }
 
-// Stop taking work, give in-flight requests the grace period, then end what is left.
+// Stop taking work, give in-flight requests the grace period, then end what is left. The health
+// listener stays up meanwhile (its /readyz says draining); the caller stops it last.
 void shut_down(server::HttpServer &http, server::Admission &admission, double grace) {
     admission.drain();
     const bool idle = admission.wait_idle(Clock::now() + seconds(grace));
@@ -63,7 +67,19 @@ int run(const server::Options &options) {
         spdlog::critical("event=bind_failed host={} port={}", options.host, options.port);
         return 1;
     }
-    spdlog::info("event=listening host={} port={} admin={}", options.host, port, options.admin);
+    std::unique_ptr<server::HealthListener> health;
+    int health_port = -1;
+    if (options.health_port) {
+        health = std::make_unique<server::HealthListener>(server::request_limits(options),
+                                                          [&http](httplib::Server &s) { http.register_probes(s); });
+        if ((health_port = health->bind(options.host, *options.health_port)) < 0) {
+            spdlog::critical("event=bind_failed host={} health_port={}", options.host, *options.health_port);
+            return 1;
+        }
+        health->start();
+    }
+    spdlog::info("event=listening host={} port={} admin={} health_port={}", options.host, port, options.admin,
+                 health ? std::to_string(health_port) : "off");
     std::thread serving([&http] { http.serve(); });
 
     while (true) {
@@ -79,6 +95,7 @@ int run(const server::Options &options) {
         break;
     }
     serving.join();
+    if (health) health->stop();
     spdlog::info("event=stopped");
     return 0;
 }

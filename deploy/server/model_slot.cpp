@@ -16,6 +16,10 @@ LoadResult failed(gpt_status status, const std::string &what) {
 
 ServedModel::~ServedModel() { gpt_model_free(model); }
 
+bool ServedModel::note_status(gpt_status status) const {
+    return status == GPT_ERR_CUDA && !device_failed_.exchange(true);
+}
+
 LoadResult ModelSlot::load(const std::string &path) {
     std::unique_lock<std::mutex> one_at_a_time(loading_, std::try_to_lock);
     if (!one_at_a_time.owns_lock()) return {GPT_ERR_BUSY, "another reload is in progress"};

@@ -3,6 +3,7 @@
 // Requests keep the model they started with until they finish.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,17 @@ struct ServedModel {
     ~ServedModel();
     ServedModel(const ServedModel &) = delete;
     ServedModel &operator=(const ServedModel &) = delete;
+
+    // Every generation's status goes through here. GPT_ERR_CUDA is the runtime's only sign of a failed
+    // device (a CUDA error is sticky: later calls on that context fail too), so from the first one on
+    // the model counts as failed and /readyz says 503 until a reload replaces it (a reload verifies
+    // its golden vector on the device, so it fails while the device does). True for the status that
+    // made it fail, so that the caller logs it once.
+    bool note_status(gpt_status status) const;
+    bool device_failed() const { return device_failed_.load(); }
+
+private:
+    mutable std::atomic<bool> device_failed_{false};
 };
 
 struct LoadOptions {

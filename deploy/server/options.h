@@ -19,8 +19,14 @@ struct Options {
     double request_timeout = 60;              // seconds, queue wait included
     int max_tokens = 1024;                    // cap on a request's max_tokens
     size_t max_body_bytes = 64 * 1024;
-    double shutdown_grace = 10;  // seconds for in-flight requests after SIGTERM
-    bool admin = false;          // POST /admin/reload (loopback clients only)
+    size_t max_header_bytes = 16 * 1024;  // request line + headers; beyond: 431
+    size_t max_headers = 100;             // header lines; beyond: 431
+    double header_timeout = 10;           // seconds from a request's first byte to its blank line; then 408
+    std::optional<int> health_port;       // unset = no health listener; 0 = any free port (logged)
+    double shutdown_grace = 10;           // seconds for in-flight requests after SIGTERM
+    bool admin = false;                   // POST /admin/reload: loopback clients with the token only
+    std::string admin_token_file;         // the bearer token (mode 0600 or 0400); required by admin
+    std::string models_root;              // reloads load directories under it only; required by admin
     std::string log_level = "info";
 };
 
