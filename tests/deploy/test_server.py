@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -53,10 +54,10 @@ class Server:
             time.sleep(0.05)
         raise AssertionError("server did not start listening within 60 s")
 
-    def request(self, method: str, path: str, body=None, timeout: float = 30):
+    def request(self, method: str, path: str, body=None, timeout: float = 30, headers=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
-        conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+        conn.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
         resp = conn.getresponse()
         payload = resp.read().decode()
         conn.close()
@@ -83,6 +84,16 @@ class Server:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self.log.close()
+
+
+def admin_flags(tmp_path: Path, models_root: Path) -> tuple[list[str], dict]:
+    """The flags that turn /admin/* on, and the header that authenticates a call to it."""
+    token = secrets.token_hex(32)
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    flags = ["--admin", "--admin-token-file", str(token_file), "--models-root", str(models_root)]
+    return flags, {"Authorization": f"Bearer {token}"}
 
 
 def read_events(resp):
@@ -324,7 +335,9 @@ def corrupt_copy(src: Path, dst: Path) -> Path:
 
 
 def test_hot_swap_under_load_loses_no_request(serve, model_dirs, tmp_path):
-    server = serve(model_dirs["flash"], "--admin", "--max-active", "4", "--max-queue", "32")
+    other = shutil.copytree(model_dirs["other"], tmp_path / "other")  # reloads load from the models root only
+    flags, auth = admin_flags(tmp_path, tmp_path)
+    server = serve(model_dirs["flash"], *flags, "--max-active", "4", "--max-queue", "32")
     req = dict(prompt="Hello", max_tokens=12, temperature=0)
     before = server.generate(**req)[1]
     results, stop = [], threading.Event()
@@ -339,12 +352,12 @@ def test_hot_swap_under_load_loses_no_request(serve, model_dirs, tmp_path):
         for _ in range(8):
             pool.submit(client)
         time.sleep(0.5)
-        status, payload = server.request("POST", "/admin/reload", {"path": str(model_dirs["other"])})
+        status, payload = server.request("POST", "/admin/reload", {"path": str(other)}, headers=auth)
         swapped_at = time.monotonic()
         assert status == 200 and json.loads(payload)["model"] == "tiny-other", payload
         time.sleep(0.5)
         bad = corrupt_copy(model_dirs["other"], tmp_path / "corrupt")
-        status, payload = server.request("POST", "/admin/reload", {"path": str(bad)})
+        status, payload = server.request("POST", "/admin/reload", {"path": str(bad)}, headers=auth)
         assert status == 422, payload
         assert "GPT_ERR_ARTIFACT_HASH" in payload and "previous model keeps serving" in payload
         time.sleep(0.5)
@@ -392,11 +405,13 @@ def test_trusted_keys_serve_signed_artifacts_only(serve, model_dirs, tmp_path):
     assert empty.returncode == 1
     assert "GPT_ERR_INVALID_ARGUMENT" in empty.stderr and "trusted_keys" in empty.stderr, empty.stderr
 
-    server = serve(signed["flash"], "--admin", "--trusted-keys", str(public))
-    status, payload = server.request("POST", "/admin/reload", {"path": str(model_dirs["other"])})
+    unsigned = shutil.copytree(model_dirs["other"], tmp_path / "unsigned-other")
+    flags, auth = admin_flags(tmp_path, tmp_path)
+    server = serve(signed["flash"], *flags, "--trusted-keys", str(public))
+    status, payload = server.request("POST", "/admin/reload", {"path": str(unsigned)}, headers=auth)
     assert status == 422 and "GPT_ERR_ARTIFACT_SIGNATURE" in payload, payload
     assert server.generate(prompt="a", max_tokens=2)[1]["model"] == "tiny-flash"
-    status, payload = server.request("POST", "/admin/reload", {"path": str(signed["other"])})
+    status, payload = server.request("POST", "/admin/reload", {"path": str(signed["other"])}, headers=auth)
     assert status == 200, payload
     assert server.generate(prompt="a", max_tokens=2)[1]["model"] == "tiny-other"
 
