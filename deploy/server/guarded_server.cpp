@@ -3,7 +3,9 @@
 
 #include <spdlog/spdlog.h>
 #include <strings.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <exception>
 #include <utility>
 
@@ -29,6 +31,12 @@ int refusal_status(Refusal refusal, int status) {
     return status;
 }
 
+size_t default_max_idle() {
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return 1024;
+    return std::max<size_t>(16, std::min<size_t>(1024, static_cast<size_t>(files.rlim_cur / 4)));
+}
+
 }  // namespace
 
 // The worker pool and the idle connections of one listen(): the pool's shutdown first closes the idle
@@ -52,7 +60,7 @@ private:
 };
 
 GuardedServer::GuardedServer(const RequestLimits &limits, size_t threads, size_t max_idle)
-    : limits_(limits), threads_(threads), max_idle_(max_idle) {
+    : limits_(limits), threads_(threads), max_idle_(max_idle != 0 ? max_idle : default_max_idle()) {
     new_task_queue = [this] {
         auto *queue = new GuardedQueue(threads_, max_idle_, this);
         queue_ = queue;

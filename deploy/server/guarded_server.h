@@ -30,7 +30,9 @@ class GuardedQueue;
 class GuardedServer : public httplib::Server {
 public:
     // `threads` workers; at most `max_idle` connections wait between requests (then the oldest closes).
-    GuardedServer(const RequestLimits &limits, size_t threads, size_t max_idle = 1024);
+    // 0: a quarter of the open-file limit, at most 1024, so that idle clients cannot use up the
+    // descriptors that accept() and the model's files need.
+    GuardedServer(const RequestLimits &limits, size_t threads, size_t max_idle = 0);
     ~GuardedServer() override;
     GuardedServer(const GuardedServer &) = delete;
     GuardedServer &operator=(const GuardedServer &) = delete;
