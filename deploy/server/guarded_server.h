@@ -46,6 +46,8 @@ public:
 
 private:
     friend class GuardedQueue;  // resumes parked connections through serve()
+    // The worker pool is this class's (it parks idle connections): another one would bypass it.
+    using httplib::Server::new_task_queue;
 
     bool process_and_close_socket(socket_t sock) override;
     // Serves requests on `connection` until it must close or no request is waiting (then it is parked).
