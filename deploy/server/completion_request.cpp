@@ -98,10 +98,27 @@ std::string prompt_text(const std::string &text) {
 
 CompletionRequest parse_completion_request(const std::string &body, int max_tokens_limit) {
     const json j = parse_object(body);
-    refuse_unknown(j, {"model", "prompt",    "max_tokens",       "temperature",       "top_p",      "top_k",
-                       "seed",  "stop",      "stream",           "stream_options",    "logprobs",   "echo",
-                       "n",     "best_of",   "presence_penalty", "frequency_penalty", "logit_bias", "suffix",
-                       "user",  "ignore_eos"});
+    refuse_unknown(j, {"model",
+                       "prompt",
+                       "max_tokens",
+                       "temperature",
+                       "top_p",
+                       "top_k",
+                       "seed",
+                       "stop",
+                       "stream",
+                       "stream_options",
+                       "logprobs",
+                       "echo",
+                       "n",
+                       "best_of",
+                       "presence_penalty",
+                       "frequency_penalty",
+                       "logit_bias",
+                       "suffix",
+                       "user",
+                       "ignore_eos",
+                       "return_tokens_as_token_ids"});
     CompletionRequest r;
     if (const json *m = field(j, "model")) {
         if (!m->is_string()) throw BadRequest("'model' must be a string", "model");
@@ -161,6 +178,7 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
         throw BadRequest("'echo' with 'logprobs' is not supported: the prompt's log-probabilities are not computed",
                          "logprobs");
     r.ignore_eos = boolean(j, "ignore_eos");
+    r.tokens_as_ids = boolean(j, "return_tokens_as_token_ids");
     const auto is_one = [](const json &v) { return v.is_number_integer() && v.get<int64_t>() == 1; };
     const auto is_zero = [](const json &v) { return v.is_number() && v.get<double>() == 0.0; };
     neutral_only(j, "n", is_one, "one completion per request (n = 1)");
