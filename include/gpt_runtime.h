@@ -12,7 +12,13 @@
  *                       alone or as one rank of data-parallel training.
  *                       It updates the model's weights in place: sessions see the
  *                       new weights on their next call, so do not run sessions
- *                       while a trainer step is in progress.
+ *                       while a trainer step is in progress. Its dropout masks come
+ *                       from random generators of its own, so trainers in one
+ *                       process train as each would alone. The compiled step draws
+ *                       from torch's default generators, which each step borrows and
+ *                       gives back: steps of several trainers queue for them, and
+ *                       torch code in the process that draws while a step runs
+ *                       draws from (and perturbs) that trainer's stream.
  *   struct gpt_detokenizer  Token bytes in, complete UTF-8 characters out, for one
  *                       stream of generated tokens; one thread at a time.
  *   A model must outlive its sessions and trainers: gpt_model_free on a model that
@@ -87,7 +93,10 @@ extern "C" {
  *    gpt_last_error -> gpt_runtime_last_error), every *_free returns gpt_status;
  *    then, additions only: byte-level BPE tokenizers (gpt_model_info.eos_token,
  *    gpt_generate_params.stop_at_eos, gpt_model_tokenize_with_special, the
- *    streaming gpt_detokenizer). */
+ *    streaming gpt_detokenizer); samplers for callers that step sequences themselves
+ *    (gpt_sampler_*, gpt_sampler_sample_batch with log-probabilities), stop strings
+ *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings)
+ *    and per-token log-probabilities (gpt_generate_params.token_logprobs). */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -301,9 +310,22 @@ GPT_API gpt_status gpt_detokenizer_free(struct gpt_detokenizer *detokenizer); /*
 GPT_API gpt_status gpt_detokenizer_push(struct gpt_detokenizer *detokenizer, gpt_token token, char *text,
                                         size_t capacity, size_t *out_size);
 /* Ends the stream: writes what is still held (an incomplete character becomes
- * U+FFFD; usually nothing) and starts over empty. */
+ * U+FFFD; text held back as the possible start of a stop string; usually nothing)
+ * and starts over empty: the next push begins a new text, with the same stop strings. */
 GPT_API gpt_status gpt_detokenizer_flush(struct gpt_detokenizer *detokenizer, char *text, size_t capacity,
                                          size_t *out_size);
+/* Stop strings: the stream's text ends just before the first place where any of
+ * `stop_strings` (n_stop_strings of them, 0..GPT_MAX_STOP_STRINGS, each 1..255
+ * bytes of UTF-8; copied) occurs in it, as OpenAI's `stop`. From then on push and
+ * flush give out nothing and gpt_detokenizer_stopped names the string. While the
+ * text given so far could be the start of one, push holds that part back; a later
+ * push gives it out once it cannot be, or flush does at the end. Set before the
+ * first push; 0 strings turns matching off. */
+#define GPT_MAX_STOP_STRINGS 16
+GPT_API gpt_status gpt_detokenizer_set_stop_strings(struct gpt_detokenizer *detokenizer,
+                                                    const char *const *stop_strings, int32_t n_stop_strings);
+/* Which stop string ended the text: its index in the array given, or -1 while none has. */
+GPT_API gpt_status gpt_detokenizer_stopped(const struct gpt_detokenizer *detokenizer, int32_t *out_stop_index);
 
 /* ---- session ---------------------------------------------------------------- */
 
@@ -367,6 +389,15 @@ struct gpt_generate_params {
     void *user_data;
     bool stop_at_eos; /* default true: generation ends when the tokenizer's EOS token (gpt_model_info.eos_token)
                          is sampled, which is not emitted; false treats EOS as any other token */
+    /* Default NULL / 0: generation ends at the token whose text completes one of these strings (as
+     * gpt_detokenizer_set_stop_strings: up to GPT_MAX_STOP_STRINGS, each 1..255 bytes). That token is the
+     * last one written; the text before the stop string is what a gpt_detokenizer given the same strings
+     * gives out. Needs a text tokenizer. */
+    const char *const *stop_strings;
+    int32_t n_stop_strings;
+    /* Default NULL; else receives, per generated token, its log-probability under the model (the log-softmax
+     * of the logits it was sampled from, before temperature, top-k and top-p), as many as out_tokens. */
+    float *token_logprobs;
 };
 GPT_API gpt_status gpt_generate_default_params(struct gpt_generate_params *params, size_t struct_size);
 
@@ -381,6 +412,43 @@ GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_t
                                         const struct gpt_generate_params *params, gpt_token *out_tokens,
                                         int32_t capacity, int32_t *out_count);
 
+/* ---- sampling ----------------------------------------------------------------
+ * gpt_session_generate samples by itself. A caller that steps sequences itself
+ * (gpt_session_decode_batch, e.g. a server batching its requests) keeps one
+ * gpt_sampler per sequence, with that sequence's settings and random stream, and
+ * samples every row of a step in one call. A sampler is independent of any model;
+ * one thread at a time. The same settings, seed and logits give the same tokens. */
+struct gpt_sampler;
+
+struct gpt_sampler_params {
+    size_t struct_size; /* set by gpt_sampler_default_params (see Versioning) */
+    float temperature;  /* default 1.0; 0 = greedy (argmax, the first on ties) */
+    int32_t top_k;      /* default 0 = off */
+    float top_p;        /* default 1.0 = off (nucleus sampling when < 1) */
+    uint64_t seed;      /* default 0 */
+};
+GPT_API gpt_status gpt_sampler_default_params(struct gpt_sampler_params *params, size_t struct_size);
+/* GPT_ERR_INVALID_ARGUMENT unless temperature >= 0, top_k >= 0 and 0 < top_p <= 1. */
+GPT_API gpt_status gpt_sampler_create(const struct gpt_sampler_params *params, struct gpt_sampler **out_sampler);
+GPT_API gpt_status gpt_sampler_free(struct gpt_sampler *sampler); /* NULL is a no-op */
+
+struct gpt_token_logprob {
+    gpt_token token;
+    float logprob; /* natural log of its probability under the model: log-softmax of the raw logits */
+};
+/* One token for each of n_seq rows of `logits` (row i at logits + i * vocab_size),
+ * drawn by samplers[i]; a NULL sampler leaves its row out (out_tokens[i] =
+ * GPT_TOKEN_NONE). With out_logprobs (NULL = none wanted), row i's entries start at
+ * out_logprobs + i * (1 + n_top_logprobs): the chosen token with its log-probability,
+ * then the n_top_logprobs (0..GPT_MAX_TOP_LOGPROBS) most likely tokens, most likely
+ * first (equal ones by smaller id). NaN or +inf logits, or all -inf, in a row that
+ * is sampled are GPT_ERR_NON_FINITE; every row is checked before any sampler draws,
+ * so a refused call changes no sampler's random stream. */
+#define GPT_MAX_TOP_LOGPROBS 20
+GPT_API gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t n_seq, const float *logits,
+                                            int32_t vocab_size, gpt_token *out_tokens, int32_t n_top_logprobs,
+                                            struct gpt_token_logprob *out_logprobs);
+
 /* ---- training --------------------------------------------------------------- */
 
 struct gpt_trainer_params {
@@ -390,7 +458,7 @@ struct gpt_trainer_params {
     int32_t warmup_iters;   /* linear warm-up steps; default 2000 */
     int32_t lr_decay_iters; /* steps until min_lr; default 600000 */
     bool decay_lr;          /* false = constant learning_rate; default true */
-    uint64_t seed;          /* seeds dropout; default 1337 */
+    uint64_t seed;          /* seeds the trainer's own dropout generators; default 1337 */
 };
 GPT_API gpt_status gpt_trainer_default_params(struct gpt_trainer_params *params, size_t struct_size);
 
@@ -418,13 +486,18 @@ struct gpt_trainer_state {
 GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state,
                                          size_t struct_size);
 
-/* Writes weights, AdamW state, iteration and the CPU RNG state to `path` (one
- * safetensors file). The file is replaced atomically (temporary file, fsync,
- * rename, fsync of the directory): `path` always holds a complete checkpoint,
- * the previous one if the write fails or the process dies. A failed write
- * (disk full, file size limit) returns GPT_ERR_IO and leaves no temporary file. */
+/* Writes weights, AdamW state, iteration and the states of the trainer's random
+ * generators (CPU, and the GPU's for a CUDA model) to `path` (one safetensors
+ * file). The file is replaced atomically (temporary file, fsync, rename, fsync of
+ * the directory): `path` always holds a complete checkpoint, the previous one if
+ * the write fails or the process dies. A failed write (disk full, file size limit)
+ * returns GPT_ERR_IO and leaves no temporary file. */
 GPT_API gpt_status gpt_trainer_save(const struct gpt_trainer *trainer, const char *path);
-/* Restores a checkpoint of a model of the same shape; nothing changes on failure. */
+/* Restores a checkpoint of a model of the same shape; nothing changes on failure.
+ * The steps after it draw the dropout masks the saving trainer would have drawn
+ * next. A checkpoint without the GPU generator's state (saved from a CPU model, by
+ * an older runtime, or by import-ckpt) loads into a CUDA trainer with a warning,
+ * its GPU masks going on from the trainer's own generator. */
 GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path);
 
 /* ---- data-parallel training (ABI version 2) ----------------------------------

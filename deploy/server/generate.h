@@ -1,45 +1,34 @@
-// generate.h — POST /v1/generate: the prompt's tokens and one generation over
-// the C API, with per-token events for streaming.
+// generate.h — the one path of every generation endpoint: a prompt's tokens in,
+// through the served model's scheduler, each token handed to the endpoint's
+// writer on the request's own thread as it is generated.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "clock.h"
 #include "gpt_runtime.h"
 #include "model_slot.h"
 #include "request.h"
+#include "scheduler.h"
 
 namespace server {
 
-// The prompt as token ids for `model`; BadRequest for characters outside the
-// vocabulary or a prompt longer than the model's context.
+// The prompt as token ids for `model`; BadRequest for text the tokenizer refuses or an empty result.
 std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::string &prompt);
+// BadRequest for an id outside the vocabulary or a prompt longer than the model's context.
+void check_prompt(const ServedModel &model, const std::vector<gpt_token> &prompt);
+// Token ids -> their text (bytes that are not UTF-8 become U+FFFD when the reply is written).
+std::string detokenize(const ServedModel &model, const std::vector<gpt_token> &tokens);
+// A seed for a request that gave none, so that unseeded requests differ and each reply can say its seed.
+uint64_t draw_seed();
 
-struct GenerationResult {
-    gpt_status status = GPT_OK;      // GPT_OK or GPT_ERR_ABORTED for the finish reasons below
-    std::string error;               // the runtime's message when status is another error
-    std::string finish_reason;       // "stop" (EOS), "length", "cancelled" (client gone), "timeout", "shutdown"
-    std::vector<gpt_token> tokens;   // generated, also when stopped early
-    std::string text;                // their text
-    double time_to_first_token = 0;  // seconds from `started`
-};
+// Called per event; returning false means the client is gone (the request is cancelled).
+using EventSink = std::function<bool(const TokenEvent &event)>;
 
-// Called per token with its text; returning false means the client is gone.
-using TokenSink = std::function<bool(gpt_token token, const std::string &piece)>;
-
-struct GenerationControl {
-    Clock::time_point started;
-    Clock::time_point deadline;          // the request's timeout
-    const std::atomic<bool> *stop_all;   // set when shutdown's grace period ends
-    TokenSink sink;                      // may be empty (non-streaming)
-    std::function<void(double)> on_gap;  // seconds between tokens, for the latency histogram
-};
-
-GenerationResult run_generation(const ServedModel &model, const std::vector<gpt_token> &prompt,
-                                const GenerateRequest &request, const GenerationControl &control);
+// Runs `spec` on the model's scheduler until it ends; returns the ended job.
+std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink);
 
 }  // namespace server

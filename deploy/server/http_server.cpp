@@ -10,6 +10,7 @@
 #include "body_limit.h"
 #include "generate.h"
 #include "readiness.h"
+#include "reply.h"
 
 namespace server {
 
@@ -17,41 +18,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char *kJson = "application/json";
-
-// Every reply goes through here: strings a client sent (echoed in an error message) need not be UTF-8,
-// and bytes that are not become U+FFFD instead of an exception halfway through a reply.
-std::string json_text(const json &j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-void reply_error(httplib::Response &res, int code, const std::string &type, const std::string &message) {
-    res.status = code;
-    res.set_content(json_text(json{{"error", {{"type", type}, {"message", message}}}}), kJson);
-}
-
 // The endpoint a request is counted under: its path if the server has one there, else "other", so that
 // clients cannot add a metrics series per made-up URL.
 std::string endpoint_label(const std::string &path) {
-    for (const char *known : {"/healthz", "/readyz", "/metrics", "/v1/generate", "/admin/reload"})
+    for (const char *known : {"/healthz", "/readyz", "/metrics", "/v1/generate", "/v1/completions", "/v1/models",
+                              "/tokenize", "/detokenize", "/admin/reload"})
         if (path == known) return path;
     return "other";
 }
-
-json summary(const ServedModel &model, const std::string &id, const GenerateRequest &request, size_t prompt_tokens,
-             const GenerationResult &result) {
-    return {{"id", id},
-            {"model", model.info.name},
-            {"artifact", model.dir},
-            {"seed", request.seed},
-            {"prompt_tokens", prompt_tokens},
-            {"completion_tokens", result.tokens.size()},
-            {"finish_reason", result.finish_reason}};
-}
-
-std::string sse(const char *event, const json &data) {
-    return std::string("event: ") + event + "\ndata: " + json_text(data) + "\n\n";
-}
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
 
@@ -74,17 +48,25 @@ HttpServer::HttpServer(const Options &options, ModelSlot &slot, Admission &admis
       admin_(options.admin ? std::make_unique<AdminAccess>(options.admin_token_file, options.models_root) : nullptr),
       // Queued requests wait on a thread: room for every slot, the queue, and probes.
       http_(request_limits(options),
-            static_cast<size_t>(options.max_active) + static_cast<size_t>(options.max_queue) + 4) {
+            static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queue) + 4) {
     http_.set_payload_max_length(options.max_body_bytes);
     http_.set_read_timeout(30);
     http_.set_write_timeout(30);
 
     register_probes(http_);
-    post_with_body_limit(http_, "/v1/generate", options.max_body_bytes,
-                         [this](const httplib::Request &req, httplib::Response &res) { generate(req, res); });
-    if (options.admin)
-        post_with_body_limit(http_, "/admin/reload", options.max_body_bytes,
-                             [this](const httplib::Request &req, httplib::Response &res) { admin_reload(req, res); });
+    // Every POST route reads its body through the cap, whatever the transfer encoding (body_limit.h).
+    const auto post = [this](const char *path,
+                             void (HttpServer::*handler)(const httplib::Request &, httplib::Response &)) {
+        post_with_body_limit(
+            http_, path, options_.max_body_bytes,
+            [this, handler](const httplib::Request &req, httplib::Response &res) { (this->*handler)(req, res); });
+    };
+    post("/v1/generate", &HttpServer::generate);
+    post("/v1/completions", &HttpServer::completions);
+    http_.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) { models(res); });
+    post("/tokenize", &HttpServer::handle_tokenize);
+    post("/detokenize", &HttpServer::handle_detokenize);
+    if (options.admin) post("/admin/reload", &HttpServer::admin_reload);
     // Errors httplib raises itself (413 body too large, 404, ...) get a JSON body too.
     http_.set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
         if (res.body.empty()) {  // raised by httplib, not by a handler (which counts its own)
@@ -111,7 +93,9 @@ void HttpServer::register_probes(httplib::Server &server) {
         metrics_.count_request("/healthz", 200);
     });
     server.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
-        const Readiness r = readiness(slot_.current().get(), admission_.draining());
+        const auto model = slot_.current();
+        const Readiness r = readiness(model ? model->info.name : nullptr, model && model->scheduler->device_failed(),
+                                      admission_.draining());
         res.status = r.status;
         res.set_content(r.text, "text/plain");
         metrics_.count_request("/readyz", res.status);
@@ -128,13 +112,13 @@ void HttpServer::serve() { http_.listen_after_bind(); }
 
 void HttpServer::stop() { http_.stop(); }
 
-void HttpServer::stop_generations() { stop_generations_ = true; }
-
 void HttpServer::serve_metrics(httplib::Response &res) {
     Gauges g;
     g.active = admission_.active();
     g.queued = admission_.queued();
+    g.slots = options_.parallel;
     if (const auto model = slot_.current()) {
+        g.slots_in_use = model->scheduler->slots_in_use();
         g.model_name = model->info.name;
         g.model_dir = model->dir;
         if (gpt_model_get_memory(model->model, &g.memory, sizeof g.memory) != GPT_OK) g.memory = {};
@@ -216,90 +200,129 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
         reply_error(res, 400, "invalid_request", e.what());
         return finish(400);
     }
-    const Clock::time_point deadline = started + seconds(options_.request_timeout);
-    switch (admission_.enter(deadline)) {
-        case Admission::Verdict::admitted: break;
-        case Admission::Verdict::queue_full:
-            res.set_header("Retry-After", "1");
-            reply_error(res, 429, "overloaded", "all generation slots are busy and the queue is full; retry later");
-            return finish(429);
-        case Admission::Verdict::draining:
-            reply_error(res, 503, "shutting_down", "the server is shutting down");
-            return finish(503);
-        case Admission::Verdict::timed_out:
-            reply_error(res, 503, "timeout", "no generation slot freed up within the request timeout");
-            return finish(503);
-    }
-    auto ticket = std::make_shared<Ticket>(admission_);
-    const std::shared_ptr<const ServedModel> model = slot_.current();
-    if (!model) {
-        reply_error(res, 503, "not_ready", "no model is loaded");
-        return finish(503);
-    }
+    std::shared_ptr<Ticket> ticket;
+    std::shared_ptr<const ServedModel> model;
+    if (const int code = admit(started, &ticket, &model, res); code != 0) return finish(code);
     std::vector<gpt_token> prompt;
     try {
         prompt = tokenize_prompt(*model, request.prompt);
+        check_prompt(*model, prompt);
     } catch (const BadRequest &e) {
         reply_error(res, 400, "invalid_request", e.what());
         return finish(400);
     }
+    JobSpec spec;
+    spec.prompt = prompt;
+    spec.max_tokens = request.max_tokens;
+    gpt_sampler_default_params(&spec.sampling, sizeof spec.sampling);
+    spec.sampling.temperature = request.temperature;
+    spec.sampling.top_k = request.top_k;
+    spec.sampling.top_p = request.top_p;
+    spec.sampling.seed = request.seed ? *request.seed : draw_seed();
+    spec.arrived = started;
+    spec.deadline = started + seconds(options_.request_timeout);
 
     // Runs the generation, logs and counts it; `sink` streams tokens when set.
-    auto run = [this, id, started, deadline, model, request, prompt](const TokenSink &sink) {
-        GenerationControl control{started, deadline, &stop_generations_, sink,
-                                  [this](double gap) { metrics_.observe_token_latency(gap); }};
-        GenerationResult result = run_generation(*model, prompt, request, control);
-        if (model->note_status(result.status))  // a device error turns /readyz to 503
-            spdlog::critical("event=device_failed id={} model={} artifact={} error=\"{}\" (readyz answers 503 now)", id,
-                             model->info.name, model->dir, result.error);
-        metrics_.count_tokens(result.tokens.size());
-        if (!result.tokens.empty()) metrics_.observe_time_to_first_token(result.time_to_first_token);
-        metrics_.observe_request_duration(seconds_since(started));
-        spdlog::info(
-            "event=request id={} code=200 stream={} model={} prompt_tokens={} completion_tokens={} finish={} "
-            "ttft_ms={:.2f} duration_ms={:.1f}{}",
-            id, request.stream, model->info.name, prompt.size(), result.tokens.size(), result.finish_reason,
-            1e3 * result.time_to_first_token, 1e3 * seconds_since(started),
-            result.error.empty() ? "" : " error=\"" + result.error + "\"");
-        return result;
+    struct Outcome {
+        std::shared_ptr<Job> job;
+        std::vector<gpt_token> tokens;
+        std::string text;
+    };
+    auto run = [this, id, started, model, spec, stream = request.stream](const EventSink &sink) {
+        Outcome out;
+        double first_token = 0;
+        out.job = run_job(*model, spec, [&](const TokenEvent &e) {
+            if (e.token != GPT_TOKEN_NONE && out.tokens.empty()) first_token = seconds_since(started);
+            if (e.token != GPT_TOKEN_NONE) out.tokens.push_back(e.token);
+            out.text += e.text;
+            return !sink || sink(e);
+        });
+        log_generation(id, started, *model, stream, spec.prompt.size(), *out.job, first_token);
+        return out;
+    };
+    auto summary = [model, id, spec](const Outcome &out) {
+        return json{{"id", id},
+                    {"model", model->info.name},
+                    {"artifact", model->dir},
+                    {"seed", spec.sampling.seed},
+                    {"prompt_tokens", spec.prompt.size()},
+                    {"completion_tokens", out.tokens.size()},
+                    {"finish_reason", out.job->finish_reason()}};
     };
 
     if (!request.stream) {
-        const GenerationResult result = run(nullptr);
-        if (!result.finish_reason.empty()) {
-            json body = summary(*model, id, request, prompt.size(), result);
-            body["text"] = result.text;
-            body["tokens"] = result.tokens;
+        const Outcome out = run(nullptr);
+        if (out.job->status() == GPT_OK) {
+            json body = summary(out);
+            body["text"] = out.text;
+            body["tokens"] = out.tokens;
             res.status = 200;
             res.set_content(json_text(body), kJson);
             return finish(200);
         }
-        reply_error(res, result.status == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, gpt_status_to_string(result.status),
-                    result.error);
+        reply_error(res, out.job->status() == GPT_ERR_OUT_OF_MEMORY ? 503 : 500,
+                    gpt_status_to_string(out.job->status()), out.job->error());
         return finish(res.status);
     }
 
     res.status = 200;
     finish(200);  // the status line goes out before the first token
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, ticket, model, id, request, prompt, run](size_t, httplib::DataSink &sink) {
-            const TokenSink token_sink = [&sink](gpt_token token, const std::string &piece) {
-                const std::string event = sse("token", {{"token", token}, {"text", piece}});
-                return sink.write(event.data(), event.size());
-            };
-            const GenerationResult result = run(token_sink);
-            std::string last;
-            if (!result.finish_reason.empty()) {
-                last = sse("done", summary(*model, id, request, prompt.size(), result));
-            } else {
-                last = sse("error",
-                           {{"error", {{"type", gpt_status_to_string(result.status)}, {"message", result.error}}}});
-            }
-            if (result.finish_reason != "cancelled") sink.write(last.data(), last.size());
-            sink.done();
-            return true;
-        });
+    res.set_chunked_content_provider("text/event-stream", [ticket, run, summary](size_t, httplib::DataSink &sink) {
+        const EventSink token_sink = [&sink](const TokenEvent &e) {
+            if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
+            const std::string event = sse("token", {{"token", e.token}, {"text", e.text}});
+            return sink.write(event.data(), event.size());
+        };
+        const Outcome out = run(token_sink);
+        std::string last;
+        if (out.job->status() == GPT_OK) {
+            last = sse("done", summary(out));
+        } else {
+            last = sse("error",
+                       {{"error", {{"type", gpt_status_to_string(out.job->status())}, {"message", out.job->error()}}}});
+        }
+        if (out.job->finish_reason() != "cancelled") sink.write(last.data(), last.size());
+        sink.done();
+        return true;
+    });
+}
+
+int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket,
+                      std::shared_ptr<const ServedModel> *model, httplib::Response &res) {
+    const Clock::time_point deadline = started + seconds(options_.request_timeout);
+    switch (admission_.enter(deadline)) {
+        case Admission::Verdict::admitted: break;
+        case Admission::Verdict::queue_full:
+            res.set_header("Retry-After", "1");
+            reply_error(res, 429, "overloaded", "all generation slots are busy and the queue is full; retry later");
+            return 429;
+        case Admission::Verdict::draining:
+            reply_error(res, 503, "shutting_down", "the server is shutting down");
+            return 503;
+        case Admission::Verdict::timed_out:
+            reply_error(res, 503, "timeout", "no generation slot freed up within the request timeout");
+            return 503;
+    }
+    *ticket = std::make_shared<Ticket>(admission_);
+    *model = slot_.current();
+    if (!*model) {
+        reply_error(res, 503, "not_ready", "no model is loaded");
+        return 503;
+    }
+    return 0;
+}
+
+void HttpServer::log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
+                                size_t prompt_tokens, const Job &job, double first_token) {
+    if (job.completion_tokens() > 0) metrics_.observe_time_to_first_token(first_token);
+    metrics_.observe_request_duration(seconds_since(started));
+    spdlog::info(
+        "event=request id={} code=200 stream={} model={} prompt_tokens={} completion_tokens={} finish={} "
+        "queue_ms={:.2f} ttft_ms={:.2f} duration_ms={:.1f}{}",
+        id, stream, model.info.name, prompt_tokens, job.completion_tokens(), job.finish_reason(),
+        1e3 * job.queue_wait(), 1e3 * first_token, 1e3 * seconds_since(started),
+        job.error().empty() ? "" : " error=\"" + job.error() + "\"");
 }
 
 }  // namespace server

@@ -10,6 +10,7 @@
 
 #include "admin_auth.h"
 #include "admission.h"
+#include "clock.h"
 #include "guarded_server.h"
 #include "metrics.h"
 #include "model_slot.h"
@@ -29,9 +30,6 @@ public:
     // Serves until stop(). Returns after in-flight connections are closed.
     void serve();
     void stop();
-    // Makes every running generation end at its next token (finish_reason "shutdown").
-    void stop_generations();
-
     // Loads `path` (empty = the configured model) beside the current model and
     // swaps it in; logged and counted. Used by POST /admin/reload and SIGHUP.
     LoadResult reload(const std::string &path);
@@ -41,6 +39,16 @@ public:
 
 private:
     void generate(const httplib::Request &req, httplib::Response &res);
+    // OpenAI-compatible endpoints (completions.cpp).
+    void completions(const httplib::Request &req, httplib::Response &res);
+    void models(httplib::Response &res);
+    void handle_tokenize(const httplib::Request &req, httplib::Response &res);
+    void handle_detokenize(const httplib::Request &req, httplib::Response &res);
+    // Waits for a slot (admission) and takes the current model: 0, or the HTTP status already replied.
+    int admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model,
+              httplib::Response &res);
+    void log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
+                        size_t prompt_tokens, const Job &job, double first_token);
     void admin_reload(const httplib::Request &req, httplib::Response &res);
     void serve_metrics(httplib::Response &res);
 
@@ -50,7 +58,6 @@ private:
     Metrics &metrics_;
     std::unique_ptr<AdminAccess> admin_;  // set when admin is on
     GuardedServer http_;
-    std::atomic<bool> stop_generations_{false};
     std::atomic<uint64_t> next_request_id_{1};
 };
 

@@ -1,10 +1,13 @@
 // gpt-server — an example HTTP/JSON server over libgpt_runtime (see deploy/README.md).
+//   POST /v1/completions  OpenAI's completions API (streaming, stop, logprobs, echo, seed; docs in deploy/README.md)
+//   GET  /v1/models;  POST /tokenize /detokenize
 //   POST /v1/generate   {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"}
 //   GET  /healthz /readyz /metrics (also on --health-port);  POST /admin/reload (--admin: loopback + token)
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the configured model.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <csignal>
 #include <memory>
 #include <string>
@@ -32,12 +35,13 @@ void runtime_log(gpt_log_level level, const char *message, void *) {
 
 // Stop taking work, give in-flight requests the grace period, then end what is left. The health
 // listener stays up meanwhile (its /readyz says draining); the caller stops it last.
-void shut_down(server::HttpServer &http, server::Admission &admission, double grace) {
+void shut_down(server::HttpServer &http, server::Admission &admission, std::atomic<bool> &stop_generations,
+               double grace) {
     admission.drain();
     const bool idle = admission.wait_idle(Clock::now() + seconds(grace));
     if (!idle) {
         spdlog::warn("event=shutdown_grace_over active={} (ending their generations)", admission.active());
-        http.stop_generations();
+        stop_generations = true;
         admission.wait_idle(Clock::now() + seconds(5));
     }
     http.stop();
@@ -56,9 +60,12 @@ int run(const server::Options &options) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     std::signal(SIGPIPE, SIG_IGN);  // a client that hangs up is a write error, not a signal
 
-    server::ModelSlot slot({options.threads, options.runners, options.allow_cpu_fallback, options.trusted_keys});
-    server::Admission admission(options.max_active, options.max_queue);
     server::Metrics metrics;
+    std::atomic<bool> stop_generations{false};  // set when shutdown's grace period ends
+    server::SchedulerOptions scheduling{options.parallel, options.prefill_budget, &metrics, &stop_generations};
+    server::ModelSlot slot({options.threads, options.allow_cpu_fallback, options.trusted_keys, scheduling});
+    // A request holds an admission ticket while it is in a slot: as many as there are slots.
+    server::Admission admission(options.parallel, options.max_queue);
     server::HttpServer http(options, slot, admission, metrics);
     if (const auto r = http.reload(options.model); r.status != GPT_OK) return 1;
 
@@ -91,7 +98,7 @@ int run(const server::Options &options) {
         }
         spdlog::info("event=shutdown signal={} active={} queued={} grace_s={}", signal, admission.active(),
                      admission.queued(), options.shutdown_grace);
-        shut_down(http, admission, options.shutdown_grace);
+        shut_down(http, admission, stop_generations, options.shutdown_grace);
         break;
     }
     serving.join();

@@ -61,7 +61,9 @@ std::string Histogram::render(const std::string &name) const {
 Metrics::Metrics()
     : time_to_first_token_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}),
       token_latency_({0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1}),
-      request_duration_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}) {}
+      request_duration_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+      queue_wait_({0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      batch_size_({1, 2, 4, 8, 16, 32, 64}) {}
 
 void Metrics::count_request(const std::string &endpoint, int code) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -93,6 +95,16 @@ void Metrics::observe_request_duration(double seconds) {
     request_duration_.observe(seconds);
 }
 
+void Metrics::observe_queue_wait(double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_wait_.observe(seconds);
+}
+
+void Metrics::observe_batch_size(double sequences) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batch_size_.observe(sequences);
+}
+
 std::string Metrics::render(const Gauges &gauges) const {
     std::lock_guard<std::mutex> lock(mutex_);
     std::ostringstream out;
@@ -109,6 +121,10 @@ std::string Metrics::render(const Gauges &gauges) const {
     out << "gpt_requests_active " << gauges.active << '\n';
     header(out, "gpt_queue_depth", "gauge", "Generation requests waiting for a slot.");
     out << "gpt_queue_depth " << gauges.queued << '\n';
+    header(out, "gpt_slots", "gauge", "Sequences the current model's scheduler decodes together (--parallel).");
+    out << "gpt_slots " << gauges.slots << '\n';
+    header(out, "gpt_slots_in_use", "gauge", "Of those, slots holding a request now.");
+    out << "gpt_slots_in_use " << gauges.slots_in_use << '\n';
     header(out, "gpt_model_info", "gauge", "The model serving new requests.");
     out << "gpt_model_info{name=\"" << label_value(gauges.model_name) << "\",artifact=\""
         << label_value(gauges.model_dir) << "\"} 1\n";
@@ -130,6 +146,11 @@ std::string Metrics::render(const Gauges &gauges) const {
     out << token_latency_.render("gpt_token_latency_seconds");
     header(out, "gpt_request_duration_seconds", "histogram", "Generation requests from arrival to the last byte.");
     out << request_duration_.render("gpt_request_duration_seconds");
+    header(out, "gpt_queue_wait_seconds", "histogram",
+           "From a request's admission to its prefill (waiting for a slot).");
+    out << queue_wait_.render("gpt_queue_wait_seconds");
+    header(out, "gpt_batch_size", "histogram", "Sequences stepped together per decode step.");
+    out << batch_size_.render("gpt_batch_size");
     return out.str();
 }
 

@@ -28,8 +28,10 @@ private:
 };
 
 struct Gauges {
-    int active = 0;
+    int active = 0;  // requests holding a slot (admitted), with the slots the scheduler has
     int queued = 0;
+    int slots = 0;         // the current model's --parallel
+    int slots_in_use = 0;  // of them, decoding a request now
     std::string model_name;
     std::string model_dir;
     gpt_memory_stats memory{};    // the current model's (device figures: its GPU's, 0 on CPU)
@@ -48,6 +50,8 @@ public:
     void observe_time_to_first_token(double seconds);
     void observe_token_latency(double seconds);
     void observe_request_duration(double seconds);
+    void observe_queue_wait(double seconds);
+    void observe_batch_size(double sequences);
     std::string render(const Gauges &gauges) const;
 
 private:
@@ -59,6 +63,8 @@ private:
     Histogram time_to_first_token_;
     Histogram token_latency_;
     Histogram request_duration_;
+    Histogram queue_wait_;
+    Histogram batch_size_;
 };
 
 }  // namespace server

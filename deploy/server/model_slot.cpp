@@ -14,10 +14,9 @@ LoadResult failed(gpt_status status, const std::string &what) {
 
 }  // namespace
 
-ServedModel::~ServedModel() { gpt_model_free(model); }
-
-bool ServedModel::note_status(gpt_status status) const {
-    return status == GPT_ERR_CUDA && !device_failed_.exchange(true);
+ServedModel::~ServedModel() {
+    scheduler.reset();  // its session must go before the model
+    gpt_model_free(model);
 }
 
 LoadResult ModelSlot::load(const std::string &path) {
@@ -38,13 +37,18 @@ LoadResult ModelSlot::load(const std::string &path) {
     gpt_model_params params;
     gpt_model_default_params(&params, sizeof params);
     params.num_threads = options_.num_threads;
-    params.num_runners = options_.num_runners;
     if (options_.trusted_keys) params.trusted_keys = options_.trusted_keys->c_str();
     if ((s = gpt_model_load(dir.c_str(), &params, &next->model)) != GPT_OK) return failed(s, "cannot load " + dir);
     double max_err = 0.0;
     if ((s = gpt_model_verify(next->model, &max_err)) != GPT_OK) return failed(s, dir + " fails its golden vector");
     if ((s = gpt_model_get_info(next->model, &next->info, sizeof next->info)) != GPT_OK)
         return failed(s, "cannot describe " + dir);
+
+    try {
+        next->scheduler = std::make_unique<Scheduler>(next->model, next->info, options_.scheduling);
+    } catch (const std::exception &e) {
+        return {GPT_ERR_INVALID_ARGUMENT, "cannot serve " + dir + ": " + e.what()};
+    }
 
     char detail[64];
     std::snprintf(detail, sizeof detail, "golden max abs error %.3g", max_err);

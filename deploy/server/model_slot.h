@@ -3,7 +3,6 @@
 // Requests keep the model they started with until they finish.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -11,38 +10,30 @@
 #include <utility>
 
 #include "gpt_runtime.h"
+#include "scheduler.h"
 
 namespace server {
 
-// One loaded, verified artifact. Freed when the last request using it ends.
+// One loaded, verified artifact and the scheduler that batches its requests.
+// Freed when the last request using it ends.
 struct ServedModel {
     gpt_model *model = nullptr;
     gpt_model_info info{};
     std::string dir;  // the artifact directory that was selected and loaded
+    std::unique_ptr<Scheduler> scheduler;
     ServedModel() = default;
     ~ServedModel();
     ServedModel(const ServedModel &) = delete;
     ServedModel &operator=(const ServedModel &) = delete;
-
-    // Every generation's status goes through here. GPT_ERR_CUDA is the runtime's only sign of a failed
-    // device (a CUDA error is sticky: later calls on that context fail too), so from the first one on
-    // the model counts as failed and /readyz says 503 until a reload replaces it (a reload verifies
-    // its golden vector on the device, so it fails while the device does). True for the status that
-    // made it fail, so that the caller logs it once.
-    bool note_status(gpt_status status) const;
-    bool device_failed() const { return device_failed_.load(); }
-
-private:
-    mutable std::atomic<bool> device_failed_{false};
 };
 
 struct LoadOptions {
     int num_threads = 0;
-    int num_runners = 1;
     bool allow_cpu_fallback = false;
     // Unset: the runtime reads GPT_TRUSTED_KEYS. Set but empty is the runtime's error, not "unset":
     // a keys setting that came out empty must not turn signature checks off.
     std::optional<std::string> trusted_keys;
+    SchedulerOptions scheduling;  // --parallel must fit the artifact's max_batch, or the load is refused
 };
 
 struct LoadResult {

@@ -16,8 +16,12 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
                    "public key file or directory of *.pub: serve only artifacts signed by one of them "
                    "(default: GPT_TRUSTED_KEYS)");
     app.add_option("--threads", o->threads, "intra-op CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
-    app.add_option("--runners", o->runners, "graph instances that may run at once")->check(CLI::PositiveNumber);
-    app.add_option("--max-active", o->max_active, "generations at once")->check(CLI::PositiveNumber);
+    app.add_option("--parallel", o->parallel,
+                   "requests decoded together in one batch (slots); at most the artifact's max_batch")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--prefill-budget", o->prefill_budget,
+                   "prompt tokens prefilled between two decode steps (a longer prompt goes alone)")
+        ->check(CLI::PositiveNumber);
     app.add_option("--max-queue", o->max_queue, "generations waiting for a slot (then 429)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--request-timeout", o->request_timeout, "seconds per request, queueing included")

@@ -13,8 +13,8 @@ struct Options {
     bool allow_cpu_fallback = false;
     std::optional<std::string> trusted_keys;  // Ed25519 public key file or directory; unset = GPT_TRUSTED_KEYS
     int threads = 0;                          // intra-op CPU threads for the model, 0 = default
-    int runners = 2;                          // graph instances that may run at once
-    int max_active = 4;                       // generations at once
+    int parallel = 4;                         // requests decoded together (slots); <= the artifact's max_batch
+    int prefill_budget = 512;                 // prompt tokens prefilled between two decode steps
     int max_queue = 16;                       // generations waiting for a slot; beyond: 429
     double request_timeout = 60;              // seconds, queue wait included
     int max_tokens = 1024;                    // cap on a request's max_tokens

@@ -54,7 +54,7 @@ GenerateRequest parse_generate_request(const std::string &body, int max_tokens_l
     r.top_k = number_field<int>(j, "top_k", r.top_k, 0, std::numeric_limits<int>::max(), "[0, 2^31)");
     r.top_p = number_field<float>(j, "top_p", r.top_p, std::numeric_limits<float>::min(), 1.0, "(0, 1]");
     if (j.contains("seed")) {
-        if (!j["seed"].is_number_unsigned()) throw BadRequest("'seed' must be a non-negative integer");
+        if (!j["seed"].is_number_unsigned()) throw BadRequest("'seed' must be a non-negative integer", "seed");
         r.seed = j["seed"].get<uint64_t>();
     }
     if (j.contains("stream")) {

@@ -3,14 +3,20 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace server {
 
-// A request the client must fix (HTTP 400); the message says what.
+// A request the client must fix (HTTP 400, unless `code` says otherwise); the message says what,
+// `param` names the field at fault (OpenAI's error.param) when there is one.
 struct BadRequest : std::runtime_error {
-    using std::runtime_error::runtime_error;
+    explicit BadRequest(const std::string &message, std::string param = "", int code = 400)
+        : std::runtime_error(message), param(std::move(param)), code(code) {}
+    std::string param;
+    int code;
 };
 
 struct GenerateRequest {
@@ -19,7 +25,7 @@ struct GenerateRequest {
     float temperature = 1.0f;
     int top_k = 0;
     float top_p = 1.0f;
-    uint64_t seed = 0;
+    std::optional<uint64_t> seed;  // none: the server draws one and reports it
     bool stream = false;
 };
 

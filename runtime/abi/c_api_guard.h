@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -65,6 +66,16 @@ inline void copy_out(const std::string &s, char *out, size_t capacity, size_t *o
         gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
                   "output needs " + std::to_string(s.size() + 1) + " bytes, capacity is " + std::to_string(capacity));
     std::memcpy(out, s.c_str(), s.size() + 1);
+}
+
+// A C array of `n` strings, each checked for NULL.
+inline std::vector<std::string> string_list(const char *const *strings, int32_t n) {
+    std::vector<std::string> list;
+    for (int32_t i = 0; i < n; ++i) {
+        if (strings[i] == nullptr) gpt::fail(GPT_ERR_INVALID_ARGUMENT, "string " + std::to_string(i) + " is NULL");
+        list.emplace_back(strings[i]);
+    }
+    return list;
 }
 
 }  // namespace gpt::c_api

@@ -98,6 +98,8 @@ gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *pr
         const gpt::Session::Generated generated = session->impl.generate(prompt, n_prompt, p);
         // Written on cancellation too: the tokens the callback has already seen are the caller's.
         std::copy(generated.tokens.begin(), generated.tokens.end(), out_tokens);
+        if (p.token_logprobs != nullptr)
+            std::copy(generated.logprobs.begin(), generated.logprobs.end(), p.token_logprobs);
         *out_count = static_cast<int32_t>(generated.tokens.size());
         if (generated.cancelled)
             gpt::fail(GPT_ERR_ABORTED, "generation stopped by the token callback after " +

@@ -2,6 +2,7 @@
 // bytes, and the streaming detokenizer for generated text.
 #include "abi/c_api_guard.h"
 #include "exec/model.h"
+#include "text/stop_strings.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -11,7 +12,12 @@ using gpt::c_api::require;
 
 struct gpt_detokenizer {
     std::shared_ptr<const gpt::Tokenizer> tokenizer;  // the vocabulary, alive as long as this needs it
-    gpt::Utf8Stream stream;
+    // Token bytes -> complete characters -> text before any stop string. A push that cannot be
+    // written out leaves both as they were (the caller retries with a larger buffer).
+    struct State {
+        gpt::Utf8Stream characters;
+        gpt::StopStrings stop;
+    } state;
 };
 
 namespace {
@@ -32,10 +38,10 @@ gpt_status tokenize(const char *function, const gpt_model *model, const char *te
 }
 
 // Writes `text` as copy_out does and, only when it fit, commits `next` as the stream's state.
-void give_out(gpt_detokenizer *d, const std::string &text, gpt::Utf8Stream next, char *out, size_t capacity,
+void give_out(gpt_detokenizer *d, const std::string &text, gpt_detokenizer::State next, char *out, size_t capacity,
               size_t *out_size) {
     copy_out(text, out, capacity, out_size);
-    d->stream = std::move(next);
+    d->state = std::move(next);
 }
 
 }  // namespace
@@ -80,8 +86,8 @@ gpt_status gpt_detokenizer_push(struct gpt_detokenizer *detokenizer, gpt_token t
     return guarded(__func__, [&] {
         require(detokenizer != nullptr && out_size != nullptr, "detokenizer and out_size must not be NULL");
         require(text != nullptr || capacity == 0, "text must hold capacity bytes");
-        gpt::Utf8Stream next = detokenizer->stream;
-        const std::string complete = next.push(detokenizer->tokenizer->token_bytes(token));
+        gpt_detokenizer::State next = detokenizer->state;
+        const std::string complete = next.stop.push(next.characters.push(detokenizer->tokenizer->token_bytes(token)));
         give_out(detokenizer, complete, std::move(next), text, capacity, out_size);
     });
 }
@@ -90,9 +96,28 @@ gpt_status gpt_detokenizer_flush(struct gpt_detokenizer *detokenizer, char *text
     return guarded(__func__, [&] {
         require(detokenizer != nullptr && out_size != nullptr, "detokenizer and out_size must not be NULL");
         require(text != nullptr || capacity == 0, "text must hold capacity bytes");
-        gpt::Utf8Stream next = detokenizer->stream;
-        const std::string rest = next.flush();
+        gpt_detokenizer::State next = detokenizer->state;
+        std::string rest = next.stop.push(next.characters.flush());
+        rest += next.stop.flush();
+        next.stop.restart();  // the same strings for the next stream
         give_out(detokenizer, rest, std::move(next), text, capacity, out_size);
+    });
+}
+
+gpt_status gpt_detokenizer_set_stop_strings(struct gpt_detokenizer *detokenizer, const char *const *stop_strings,
+                                            int32_t n_stop_strings) {
+    return guarded(__func__, [&] {
+        require(detokenizer != nullptr, "detokenizer must not be NULL");
+        require(n_stop_strings >= 0 && (stop_strings != nullptr || n_stop_strings == 0),
+                "stop_strings must hold n_stop_strings entries");
+        detokenizer->state.stop = gpt::StopStrings(gpt::c_api::string_list(stop_strings, n_stop_strings));
+    });
+}
+
+gpt_status gpt_detokenizer_stopped(const struct gpt_detokenizer *detokenizer, int32_t *out_stop_index) {
+    return guarded(__func__, [&] {
+        require(detokenizer != nullptr && out_stop_index != nullptr, "detokenizer and out_stop_index must not be NULL");
+        *out_stop_index = detokenizer->state.stop.stopped();
     });
 }
 

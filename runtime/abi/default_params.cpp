@@ -23,7 +23,14 @@ gpt_generate_params Versioned<gpt_generate_params>::defaults() {
             /*stop_token=*/-1,
             /*on_token=*/nullptr,
             /*user_data=*/nullptr,
-            /*stop_at_eos=*/true};
+            /*stop_at_eos=*/true,
+            /*stop_strings=*/nullptr,
+            /*n_stop_strings=*/0,
+            /*token_logprobs=*/nullptr};
+}
+
+gpt_sampler_params Versioned<gpt_sampler_params>::defaults() {
+    return {sizeof(gpt_sampler_params), /*temperature=*/1.0f, /*top_k=*/0, /*top_p=*/1.0f, /*seed=*/0};
 }
 
 gpt_trainer_params Versioned<gpt_trainer_params>::defaults() {
@@ -67,6 +74,10 @@ gpt_status gpt_trainer_default_params(struct gpt_trainer_params *params, size_t 
 }
 
 gpt_status gpt_dist_default_params(struct gpt_dist_params *params, size_t struct_size) {
+    return hand_out_defaults(__func__, params, struct_size);
+}
+
+gpt_status gpt_sampler_default_params(struct gpt_sampler_params *params, size_t struct_size) {
     return hand_out_defaults(__func__, params, struct_size);
 }
 

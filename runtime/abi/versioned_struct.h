@@ -37,6 +37,7 @@ GPT_VERSIONED_PARAMS(gpt_model_params)
 GPT_VERSIONED_PARAMS(gpt_generate_params)
 GPT_VERSIONED_PARAMS(gpt_trainer_params)
 GPT_VERSIONED_PARAMS(gpt_dist_params)
+GPT_VERSIONED_PARAMS(gpt_sampler_params)
 #undef GPT_VERSIONED_OUTPUT
 #undef GPT_VERSIONED_PARAMS
 
@@ -78,7 +79,8 @@ T read_versioned(const T *params) {
 static_assert(sizeof(gpt_model_params) == 32);
 static_assert(sizeof(gpt_model_info) == 96);
 static_assert(sizeof(gpt_memory_stats) == 48);
-static_assert(sizeof(gpt_generate_params) == 64);
+static_assert(sizeof(gpt_generate_params) == 88);
+static_assert(sizeof(gpt_sampler_params) == 32);
 static_assert(sizeof(gpt_trainer_params) == 40);
 static_assert(sizeof(gpt_trainer_state) == 24);
 static_assert(sizeof(gpt_dist_params) == 40);

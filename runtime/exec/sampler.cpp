@@ -1,4 +1,7 @@
 // sampler.cpp — softmax over the surviving candidates, then one uniform draw.
+// A GPT-2 vocabulary is 50 257 tokens and a batched step samples every row, so
+// nothing here sorts the whole vocabulary: plain temperature sampling walks the
+// ids in order, and top-k / top-p sort only the head of the distribution they keep.
 #include "exec/sampler.h"
 
 #include <algorithm>
@@ -16,14 +19,22 @@ bool before(const std::pair<float, gpt_token> &a, const std::pair<float, gpt_tok
     return a.first > b.first || (a.first == b.first && a.second < b.second);
 }
 
+// Sorts the largest `n` of [first, last) (by `before`) to its front and leaves the rest after them, unordered.
+template <typename It>
+void sort_head(It first, It last, size_t n) {
+    const It head_end = first + static_cast<std::ptrdiff_t>(std::min(n, static_cast<size_t>(last - first)));
+    std::nth_element(first, head_end, last, before);
+    std::sort(first, head_end, before);
+}
+
 }  // namespace
 
-Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed)
-    : temperature_(temperature), top_k_(top_k), top_p_(top_p), rng_(seed) {}
+void check_sampling_settings(float temperature, int32_t top_k, float top_p) {
+    if (top_k < 0 || !(top_p > 0.0f && top_p <= 1.0f) || !(temperature >= 0.0f))
+        fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
+}
 
-double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
-
-gpt_token Sampler::sample(const float *logits, int32_t vocab_size) {
+gpt_token check_logits(const float *logits, int32_t vocab_size) {
     // -inf is a token ruled out; NaN or +inf is a model that overflowed, and nothing can be drawn from it.
     gpt_token argmax = 0;
     for (gpt_token i = 0; i < vocab_size; ++i) {
@@ -33,37 +44,107 @@ gpt_token Sampler::sample(const float *logits, int32_t vocab_size) {
         if (logits[i] > logits[argmax]) argmax = i;
     }
     if (logits[argmax] == -INFINITY) fail(GPT_ERR_NON_FINITE, "the model's logits are -inf for every token");
-    if (temperature_ <= 0.0f) return argmax;
+    return argmax;
+}
 
+Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed)
+    : temperature_(temperature), top_k_(top_k), top_p_(top_p), rng_(seed) {
+    check_sampling_settings(temperature, top_k, top_p);
+}
+
+double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+gpt_token Sampler::sample(const float *logits, int32_t vocab_size) {
+    const gpt_token argmax = check_logits(logits, vocab_size);
+    if (temperature_ <= 0.0f) return argmax;
     // Scaled after subtracting the largest, so that a tiny temperature drives the others to -inf, never the top one
     // to +inf: softmax weights exp(value) are then in (0, 1], the top one exactly 1.
-    const float max_logit = logits[argmax];
+    const bool truncated = (top_k_ > 0 && top_k_ < vocab_size) || top_p_ < 1.0f;
+    return truncated ? sample_truncated(logits, vocab_size, logits[argmax])
+                     : sample_all(logits, vocab_size, logits[argmax]);
+}
+
+// Every token keeps its chance: one pass for the weights, one walk in id order.
+gpt_token Sampler::sample_all(const float *logits, int32_t vocab_size, float max_logit) {
+    weights_.resize(static_cast<size_t>(vocab_size));
+    double total = 0.0;
+    gpt_token last_possible = 0;  // the last id with a weight: where rounding may leave the walk
+    for (gpt_token i = 0; i < vocab_size; ++i) {
+        const double w = std::exp(static_cast<double>((logits[i] - max_logit) / temperature_));
+        weights_[static_cast<size_t>(i)] = w;
+        total += w;
+        if (w > 0.0) last_possible = i;
+    }
+    double r = uniform() * total;
+    for (gpt_token i = 0; i < vocab_size; ++i) {
+        r -= weights_[static_cast<size_t>(i)];
+        if (r < 0.0) return i;
+    }
+    return last_possible;
+}
+
+// top-k and/or top-p: the kept head of the distribution, most likely first. Only as
+// much of it is sorted as the rule needs (top-p grows the sorted head until it holds
+// top_p of the mass, which is usually a few dozen tokens).
+gpt_token Sampler::sample_truncated(const float *logits, int32_t vocab_size, float max_logit) {
     candidates_.clear();
     for (gpt_token i = 0; i < vocab_size; ++i) candidates_.emplace_back((logits[i] - max_logit) / temperature_, i);
-    std::sort(candidates_.begin(), candidates_.end(), before);
-    if (top_k_ > 0 && top_k_ < vocab_size) candidates_.resize(static_cast<size_t>(top_k_));
+    const auto begin = candidates_.begin();
+    size_t kept = candidates_.size();
+    size_t sorted = 0;  // candidates_[0, sorted) are in order and no later one is larger
+    if (top_k_ > 0 && top_k_ < vocab_size) {
+        kept = sorted = static_cast<size_t>(top_k_);
+        sort_head(begin, candidates_.end(), kept);
+    }
+    double total = 0.0;  // softmax denominator over the top-k candidates (all when top-k is off)
+    for (size_t i = 0; i < kept; ++i) total += std::exp(static_cast<double>(candidates_[i].first));
 
-    // Softmax in place: values become probabilities.
-    double total = 0.0;
-    for (auto &c : candidates_) {
-        c.first = std::exp(c.first);
-        total += c.first;
+    double mass = total;  // weight of the kept prefix
+    size_t n = kept;
+    if (top_p_ < 1.0f) {  // the smallest prefix holding top_p of the mass
+        mass = 0.0;
+        n = 0;
+        while (n < kept) {
+            if (n == sorted) {  // sort the next part of the head: 64 tokens, then four times as many each time
+                const size_t next = std::min(kept, std::max<size_t>(64, sorted * 4));
+                sort_head(begin + static_cast<std::ptrdiff_t>(sorted), begin + static_cast<std::ptrdiff_t>(kept),
+                          next - sorted);
+                sorted = next;
+            }
+            mass += std::exp(static_cast<double>(candidates_[n].first));
+            ++n;
+            if (mass / total >= top_p_) break;
+        }
     }
-    double kept = 0.0;
-    size_t n = 0;
-    while (n < candidates_.size()) {
-        kept += candidates_[n].first / total;
-        ++n;
-        if (top_p_ < 1.0f && kept >= top_p_) break;  // smallest prefix holding top_p of the mass
-    }
-    candidates_.resize(n);
 
-    double r = uniform() * kept * total;
-    for (const auto &c : candidates_) {
-        r -= c.first;
-        if (r < 0.0) return c.second;
+    double r = uniform() * mass;
+    size_t last_possible = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const double w = std::exp(static_cast<double>(candidates_[i].first));
+        if (w > 0.0) last_possible = i;
+        r -= w;
+        if (r < 0.0) return candidates_[i].second;
     }
-    return candidates_.back().second;  // rounding left r a hair above zero
+    return candidates_[last_possible].second;  // rounding left r a hair above zero
+}
+
+void log_probabilities(const float *logits, int32_t vocab_size, gpt_token chosen, int32_t n_top,
+                       gpt_token_logprob *out) {
+    float max_logit = -INFINITY;
+    for (gpt_token i = 0; i < vocab_size; ++i) max_logit = std::max(max_logit, logits[i]);
+    double sum = 0.0;
+    for (gpt_token i = 0; i < vocab_size; ++i) sum += std::exp(static_cast<double>(logits[i]) - max_logit);
+    const double log_normalizer = max_logit + std::log(sum);
+    auto logprob = [&](gpt_token t) { return static_cast<float>(static_cast<double>(logits[t]) - log_normalizer); };
+    out[0] = {chosen, logprob(chosen)};
+    if (n_top <= 0) return;
+    std::vector<std::pair<float, gpt_token>> all(static_cast<size_t>(vocab_size));
+    for (gpt_token i = 0; i < vocab_size; ++i) all[static_cast<size_t>(i)] = {logits[i], i};
+    const auto n = static_cast<size_t>(std::min(n_top, vocab_size));
+    sort_head(all.begin(), all.end(), n);
+    for (size_t i = 0; i < n; ++i) out[1 + i] = {all[i].second, logprob(all[i].second)};
+    for (auto i = static_cast<size_t>(vocab_size); i < static_cast<size_t>(n_top); ++i)
+        out[1 + i] = {GPT_TOKEN_NONE, -INFINITY};  // asked for more tokens than the vocabulary has
 }
 
 }  // namespace gpt

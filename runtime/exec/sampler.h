@@ -1,4 +1,5 @@
-// sampler.h — next-token choice from logits: greedy, temperature, top-k, top-p.
+// sampler.h — next-token choice from logits: greedy, temperature, top-k, top-p,
+// and the log-probabilities a caller may report beside the choice.
 // Deterministic for a seed: the same logits and seed give the same tokens on every platform.
 #pragma once
 
@@ -11,6 +12,13 @@
 
 namespace gpt {
 
+// GPT_ERR_INVALID_ARGUMENT unless temperature >= 0, top_k >= 0 and 0 < top_p <= 1.
+void check_sampling_settings(float temperature, int32_t top_k, float top_p);
+
+// GPT_ERR_NON_FINITE when nothing can be drawn from `logits`: a NaN or +inf (a model
+// that overflowed) or every token -inf. Returns the argmax (first on ties).
+gpt_token check_logits(const float *logits, int32_t vocab_size);
+
 class Sampler {
 public:
     Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed);
@@ -18,13 +26,28 @@ public:
     gpt_token sample(const float *logits, int32_t vocab_size);
 
 private:
+    using Candidate = std::pair<float, gpt_token>;  // (logit / temperature - max, id)
+
     double uniform();  // [0, 1), from the raw 64-bit engine so no library distribution varies it
+    gpt_token sample_all(const float *logits, int32_t vocab_size, float max_logit);
+    gpt_token sample_truncated(const float *logits, int32_t vocab_size, float max_logit);
 
     float temperature_;
     int32_t top_k_;
     float top_p_;
     std::mt19937_64 rng_;
-    std::vector<std::pair<float, gpt_token>> candidates_;  // (value, id), reused across calls
+    std::vector<double> weights_;        // softmax numerators, reused across calls
+    std::vector<Candidate> candidates_;  // reused across calls
 };
 
+// out[0] = `chosen` with its log-probability, then the `n_top` most likely tokens
+// (most likely first, equal ones by smaller id): log-softmax of the raw logits.
+void log_probabilities(const float *logits, int32_t vocab_size, gpt_token chosen, int32_t n_top,
+                       gpt_token_logprob *out);
+
 }  // namespace gpt
+
+struct gpt_sampler {
+    explicit gpt_sampler(const gpt_sampler_params &p) : impl(p.temperature, p.top_k, p.top_p, p.seed) {}
+    gpt::Sampler impl;
+};

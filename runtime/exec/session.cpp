@@ -9,6 +9,8 @@
 
 #include "base/error.h"
 #include "exec/sampler.h"
+#include "text/stop_strings.h"
+#include "text/utf8.h"
 
 namespace gpt {
 
@@ -202,21 +204,39 @@ at::Tensor Session::step(const gpt_token *tokens) {
 
 Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {
     if (params.max_new_tokens <= 0) fail(GPT_ERR_INVALID_ARGUMENT, "max_new_tokens must be > 0");
-    if (params.top_k < 0 || !(params.top_p > 0.0f && params.top_p <= 1.0f) || !(params.temperature >= 0.0f))
-        fail(GPT_ERR_INVALID_ARGUMENT, "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1");
     check_prompt_length(n_prompt);
-    const int32_t block = model_.config().block_size;
-    std::vector<float> logits(static_cast<size_t>(model_.config().vocab_size));
     Sampler sampler(params.temperature, params.top_k, params.top_p, params.seed);
+    // The stop strings' text: the tokens' bytes as complete characters, as a detokenizer gives them out.
+    if (params.n_stop_strings < 0 || (params.n_stop_strings > 0 && params.stop_strings == nullptr))
+        fail(GPT_ERR_INVALID_ARGUMENT, "stop_strings must hold n_stop_strings entries");
+    std::vector<std::string> stop_list;
+    for (int32_t i = 0; i < params.n_stop_strings; ++i) {
+        if (params.stop_strings[i] == nullptr)
+            fail(GPT_ERR_INVALID_ARGUMENT, "stop string " + std::to_string(i) + " is NULL");
+        stop_list.emplace_back(params.stop_strings[i]);
+    }
+    StopStrings stop(std::move(stop_list));
+    if (!stop.empty() && model_.tokenizer().kind() == "none")
+        fail(GPT_ERR_INVALID_ARGUMENT, "stop strings need a text tokenizer; this artifact has none");
+    Utf8Stream text;
+
+    const int32_t block = model_.config().block_size;
+    const int32_t vocab = model_.config().vocab_size;
+    std::vector<float> logits(static_cast<size_t>(vocab));
     std::vector<gpt_token> history(prompt, prompt + n_prompt);
     prefill(0, prompt, n_prompt, logits.data());
     Generated result;
     std::vector<gpt_token> &out = result.tokens;
     const gpt_token eos = model_.tokenizer().eos();  // -1 when there is none: never sampled
     while (true) {
-        const gpt_token next = sampler.sample(logits.data(), model_.config().vocab_size);
+        const gpt_token next = sampler.sample(logits.data(), vocab);
         if (params.stop_at_eos && next == eos) break;  // the end of the text, not a part of it
         out.push_back(next);
+        if (params.token_logprobs != nullptr) {
+            gpt_token_logprob chosen{};
+            log_probabilities(logits.data(), vocab, next, 0, &chosen);
+            result.logprobs.push_back(chosen.logprob);
+        }
         const auto count = static_cast<int32_t>(out.size());
         history.push_back(next);
         if (params.on_token != nullptr && !params.on_token(next, params.user_data)) {
@@ -224,6 +244,10 @@ Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, 
             break;
         }
         if (count == params.max_new_tokens || next == params.stop_token) break;
+        if (!stop.empty()) {
+            stop.push(text.push(model_.tokenizer().token_bytes(next)));
+            if (stop.stopped() >= 0) break;
+        }
         if (positions_[0] < block) {
             decode(next, logits.data());
         } else {

@@ -37,6 +37,7 @@ public:
 
     struct Generated {
         std::vector<gpt_token> tokens;  // at most params.max_new_tokens
+        std::vector<float> logprobs;    // one per token, when params.token_logprobs asks for them
         bool cancelled = false;         // the token callback returned false after the last of `tokens`
     };
     // The generated tokens, also when the callback cancels (the C API hands them out with

@@ -1,0 +1,43 @@
+// completion_request.h — the body of POST /v1/completions (OpenAI's legacy
+// completions API) and its checks. Needs no runtime: the request fuzzer builds
+// this file alone. Fields OpenAI has and this server does not support are refused
+// by name unless they hold their neutral value, so a client never gets silently
+// different behaviour.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "request.h"
+
+namespace server {
+
+struct CompletionRequest {
+    std::string model;                   // "" (absent): the served model
+    std::optional<std::string> text;     // the prompt as text ...
+    std::vector<int32_t> prompt_tokens;  // ... or as token ids (when `text` is empty)
+    int max_tokens = 16;                 // OpenAI's default
+    float temperature = 1.0f;
+    float top_p = 1.0f;
+    int top_k = 0;  // extension: 0 (or -1) = off
+    std::optional<uint64_t> seed;
+    std::vector<std::string> stop;  // up to 4
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    int logprobs = -1;           // -1: null; 0..5
+    bool echo = false;
+    bool ignore_eos = false;     // extension (as vLLM and llama.cpp): EOS is a token like any other
+    bool tokens_as_ids = false;  // extension (vLLM's return_tokens_as_token_ids): logprobs name tokens "token_id:N"
+};
+
+// Parses the JSON body; BadRequest (with the field as `param`) for anything to fix.
+// `max_tokens_limit` caps max_tokens.
+CompletionRequest parse_completion_request(const std::string &body, int max_tokens_limit);
+
+// POST /tokenize {"prompt": text} and POST /detokenize {"tokens": [ids]}.
+std::string parse_tokenize_request(const std::string &body);
+std::vector<int32_t> parse_detokenize_request(const std::string &body);
+
+}  // namespace server

@@ -1,0 +1,269 @@
+// completions.cpp — the OpenAI-compatible endpoints of HttpServer: POST /v1/completions
+// (OpenAI's completions API: text or token-id prompts, streaming as SSE `data:`
+// chunks ending in `data: [DONE]`, stop strings, log-probabilities, echo, seed),
+// GET /v1/models, and POST /tokenize / /detokenize.
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "completion_request.h"
+#include "generate.h"
+#include "http_server.h"
+#include "reply.h"
+
+namespace server {
+
+namespace {
+
+using nlohmann::json;
+
+// A 400 of the OpenAI kind; `code` and `param` as OpenAI fills them.
+void reply_bad_request(httplib::Response &res, const BadRequest &e) {
+    reply_error(res, e.code, e.code == 404 ? "not_found_error" : "invalid_request_error", e.what(), e.param,
+                e.code == 404 ? "model_not_found" : "");
+}
+
+int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// Code points before byte `bytes` of `text`: OpenAI's text_offset counts characters, not bytes.
+size_t characters(const std::string &text, size_t bytes) {
+    size_t n = 0;
+    for (size_t i = 0; i < bytes && i < text.size(); ++i)
+        if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++n;
+    return n;
+}
+
+// The log-probabilities of a completion, in the completions API's column layout.
+class Logprobs {
+public:
+    Logprobs(const ServedModel &model, bool as_ids) : model_(&model), as_ids_(as_ids) {}
+
+    // One token's entry; its text starts at byte `offset` of `text` (the reply's text so far).
+    void add(const TokenEvent &e, const std::string &text, size_t offset) {
+        tokens_.push_back(token_text(e.token));
+        token_logprobs_.push_back(e.logprobs.at(0).logprob);
+        json top = json::object();
+        for (size_t i = 1; i < e.logprobs.size(); ++i)
+            if (e.logprobs[i].token != GPT_TOKEN_NONE) top[token_text(e.logprobs[i].token)] = e.logprobs[i].logprob;
+        top_logprobs_.push_back(top);
+        text_offset_.push_back(characters(text, offset));
+    }
+    json to_json() const {
+        return {{"tokens", tokens_},
+                {"token_logprobs", token_logprobs_},
+                {"top_logprobs", top_logprobs_},
+                {"text_offset", text_offset_}};
+    }
+    void clear() { *this = Logprobs(*model_, as_ids_); }
+
+private:
+    // A token's own bytes (part of a character for some BPE tokens: those become U+FFFD in the reply),
+    // or its id as vLLM's return_tokens_as_token_ids writes it.
+    std::string token_text(gpt_token t) const {
+        return as_ids_ ? "token_id:" + std::to_string(t) : detokenize(*model_, {t});
+    }
+
+    const ServedModel *model_;
+    bool as_ids_;
+    std::vector<std::string> tokens_;
+    std::vector<float> token_logprobs_;
+    std::vector<json> top_logprobs_;
+    std::vector<size_t> text_offset_;
+};
+
+}  // namespace
+
+void HttpServer::completions(const httplib::Request &req, httplib::Response &res) {
+    const Clock::time_point started = Clock::now();
+    const std::string id = "cmpl-" + std::to_string(next_request_id_++);
+    res.set_header("X-Request-Id", id);
+    auto finish = [&](int code) {
+        metrics_.count_request("/v1/completions", code);
+        if (code != 200)
+            spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
+    };
+
+    CompletionRequest request;
+    std::shared_ptr<Ticket> ticket;
+    std::shared_ptr<const ServedModel> model;
+    JobSpec spec;
+    std::string prompt_text;  // for echo
+    try {
+        request = parse_completion_request(req.body, options_.max_tokens);
+        // The model is checked before waiting for a slot: a wrong name is the client's to fix now.
+        const auto current = slot_.current();
+        if (current && !request.model.empty() && request.model != current->info.name)
+            throw BadRequest("The model '" + request.model + "' does not exist; this server serves '" +
+                                 std::string(current->info.name) + "'",
+                             "model", 404);
+        if (const int code = admit(started, &ticket, &model, res); code != 0) return finish(code);
+        if (request.text) {
+            spec.prompt = tokenize_prompt(*model, *request.text);
+            prompt_text = *request.text;
+        } else {
+            spec.prompt = request.prompt_tokens;
+            check_prompt(*model, spec.prompt);
+            if (request.echo) prompt_text = detokenize(*model, spec.prompt);
+        }
+        check_prompt(*model, spec.prompt);
+        if (!request.stop.empty() && std::string(model->info.tokenizer) == "none")
+            throw BadRequest("'stop' needs a text tokenizer; this model has none", "stop");
+    } catch (const BadRequest &e) {
+        reply_bad_request(res, e);
+        return finish(e.code);
+    }
+    spec.max_tokens = request.max_tokens;
+    gpt_sampler_default_params(&spec.sampling, sizeof spec.sampling);
+    spec.sampling.temperature = request.temperature;
+    spec.sampling.top_k = request.top_k;
+    spec.sampling.top_p = request.top_p;
+    spec.sampling.seed = request.seed ? *request.seed : draw_seed();
+    spec.stop = request.stop;
+    spec.stop_at_eos = !request.ignore_eos;
+    spec.logprobs = request.logprobs;
+    spec.arrived = started;
+    spec.deadline = started + seconds(options_.request_timeout);
+
+    const json head = {{"id", id},
+                       {"object", "text_completion"},
+                       {"created", unix_time()},
+                       {"model", model->info.name},
+                       {"seed", spec.sampling.seed}};
+    const size_t prompt_tokens = spec.prompt.size();
+    auto usage = [prompt_tokens](const Job &job) {
+        const auto completion = static_cast<size_t>(job.completion_tokens());
+        return json{{"prompt_tokens", prompt_tokens},
+                    {"completion_tokens", completion},
+                    {"total_tokens", prompt_tokens + completion}};
+    };
+    auto choice = [](const std::string &text, const json &logprobs, const json &finish_reason) {
+        return json::array({{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}}});
+    };
+
+    if (!request.stream) {
+        std::string text = request.echo ? prompt_text : "";
+        Logprobs logprobs(*model, request.tokens_as_ids);
+        double first_token = 0;
+        const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
+            if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
+            if (!e.logprobs.empty()) logprobs.add(e, text + e.text, text.size());
+            text += e.text;
+            return true;
+        });
+        log_generation(id, started, *model, false, prompt_tokens, *job, first_token);
+        if (job->status() != GPT_OK) {
+            reply_error(res, job->status() == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, "server_error", job->error(), "",
+                        gpt_status_to_string(job->status()));
+            return finish(res.status);
+        }
+        json body = head;
+        body["choices"] =
+            choice(text, request.logprobs >= 0 ? logprobs.to_json() : json(nullptr), job->finish_reason());
+        body["usage"] = usage(*job);
+        res.status = 200;
+        res.set_content(json_text(body), kJson);
+        return finish(200);
+    }
+
+    res.status = 200;
+    finish(200);  // the status line goes out before the first token
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, ticket, model, id, started, spec, request, prompt_text,
+                                                           head, usage, choice](size_t, httplib::DataSink &sink) {
+        auto send = [&sink](const json &data) {
+            const std::string event = sse("", data);
+            return sink.write(event.data(), event.size());
+        };
+        auto chunk = [&head, &choice](const std::string &text, const json &logprobs, const json &finish_reason) {
+            json c = head;
+            c["choices"] = choice(text, logprobs, finish_reason);
+            return c;
+        };
+        bool client_gone = request.echo && !send(chunk(prompt_text, nullptr, nullptr));
+        std::string text = request.echo ? prompt_text : "";  // for the log-probabilities' text offsets
+        Logprobs logprobs(*model, request.tokens_as_ids);
+        double first_token = 0;
+        const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
+            if (client_gone) return false;
+            if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
+            json lp = nullptr;
+            if (!e.logprobs.empty()) {
+                logprobs.clear();
+                logprobs.add(e, text + e.text, text.size());
+                lp = logprobs.to_json();
+            }
+            text += e.text;
+            if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
+            return send(chunk(e.text, lp, nullptr));
+        });
+        log_generation(id, started, *model, true, spec.prompt.size(), *job, first_token);
+        if (job->finish_reason() != "cancelled") {
+            if (job->status() == GPT_OK) {
+                send(chunk("", nullptr, job->finish_reason()));
+                if (request.include_usage) {
+                    json last = head;
+                    last["choices"] = json::array();
+                    last["usage"] = usage(*job);
+                    send(last);
+                }
+            } else {
+                send({{"error",
+                       {{"message", job->error()},
+                        {"type", "server_error"},
+                        {"param", nullptr},
+                        {"code", gpt_status_to_string(job->status())}}}});
+            }
+            const std::string done = "data: [DONE]\n\n";
+            sink.write(done.data(), done.size());
+        }
+        sink.done();
+        return true;
+    });
+}
+
+void HttpServer::models(httplib::Response &res) {
+    const auto model = slot_.current();
+    json data = json::array();
+    if (model)
+        data.push_back({{"id", model->info.name},
+                        {"object", "model"},
+                        {"created", 0},
+                        {"owned_by", "gpt-aot"},
+                        {"artifact", model->dir},
+                        {"max_model_len", model->info.block_size}});
+    res.status = 200;
+    res.set_content(json_text({{"object", "list"}, {"data", data}}), kJson);
+    metrics_.count_request("/v1/models", 200);
+}
+
+void HttpServer::handle_tokenize(const httplib::Request &req, httplib::Response &res) {
+    const auto model = slot_.current();
+    try {
+        if (!model) throw BadRequest("no model is loaded", "", 503);
+        const std::string text = parse_tokenize_request(req.body);
+        const std::vector<gpt_token> tokens = text.empty() ? std::vector<gpt_token>{} : tokenize_prompt(*model, text);
+        res.status = 200;
+        res.set_content(
+            json_text({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model->info.block_size}}),
+            kJson);
+    } catch (const BadRequest &e) {
+        reply_bad_request(res, e);
+    }
+    metrics_.count_request("/tokenize", res.status);
+}
+
+void HttpServer::handle_detokenize(const httplib::Request &req, httplib::Response &res) {
+    const auto model = slot_.current();
+    try {
+        if (!model) throw BadRequest("no model is loaded", "", 503);
+        const std::vector<gpt_token> tokens = parse_detokenize_request(req.body);
+        res.status = 200;
+        res.set_content(json_text({{"prompt", detokenize(*model, tokens)}}), kJson);
+    } catch (const BadRequest &e) {
+        reply_bad_request(res, e);
+    }
+    metrics_.count_request("/detokenize", res.status);
+}
+
+}  // namespace server

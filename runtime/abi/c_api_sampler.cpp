@@ -1,0 +1,61 @@
+// c_api_sampler.cpp — the C ABI of samplers: one per sequence, every row of a
+// batched step drawn in one call, with log-probabilities when asked.
+#include <string>
+
+#include "abi/c_api_guard.h"
+#include "abi/versioned_struct.h"
+#include "exec/sampler.h"
+
+using gpt::c_api::guarded;
+using gpt::c_api::read_versioned;
+using gpt::c_api::require;
+
+extern "C" {
+
+gpt_status gpt_sampler_create(const struct gpt_sampler_params *params, struct gpt_sampler **out_sampler) {
+    return guarded(__func__, [&] {
+        require(params != nullptr && out_sampler != nullptr, "params and out_sampler must not be NULL");
+        *out_sampler = new gpt_sampler(read_versioned(params));
+    });
+}
+
+gpt_status gpt_sampler_free(struct gpt_sampler *sampler) {
+    return guarded(__func__, [&] { delete sampler; });
+}
+
+gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t n_seq, const float *logits,
+                                    int32_t vocab_size, gpt_token *out_tokens, int32_t n_top_logprobs,
+                                    struct gpt_token_logprob *out_logprobs) {
+    return guarded(__func__, [&] {
+        require(samplers != nullptr && logits != nullptr && out_tokens != nullptr,
+                "samplers, logits and out_tokens must not be NULL");
+        require(n_seq > 0 && vocab_size > 0, "n_seq and vocab_size must be > 0");
+        if (n_top_logprobs < 0 || n_top_logprobs > GPT_MAX_TOP_LOGPROBS)
+            gpt::fail(GPT_ERR_INVALID_ARGUMENT, "n_top_logprobs must be in [0, " +
+                                                    std::to_string(GPT_MAX_TOP_LOGPROBS) + "], not " +
+                                                    std::to_string(n_top_logprobs));
+        const auto row = [&](int32_t i) { return logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size); };
+        // Every row first: a refused call must not have advanced some samplers' random streams.
+        for (int32_t i = 0; i < n_seq; ++i) {
+            if (samplers[i] == nullptr) continue;
+            try {
+                gpt::check_logits(row(i), vocab_size);
+            } catch (const gpt::Error &e) {
+                gpt::fail(e.status(), "row " + std::to_string(i) + ": " + e.what());
+            }
+        }
+        const size_t stride = 1 + static_cast<size_t>(n_top_logprobs);
+        for (int32_t i = 0; i < n_seq; ++i) {
+            if (samplers[i] == nullptr) {
+                out_tokens[i] = GPT_TOKEN_NONE;
+                continue;
+            }
+            out_tokens[i] = samplers[i]->impl.sample(row(i), vocab_size);
+            if (out_logprobs != nullptr)
+                gpt::log_probabilities(row(i), vocab_size, out_tokens[i], n_top_logprobs,
+                                       out_logprobs + static_cast<size_t>(i) * stride);
+        }
+    });
+}
+
+}  // extern "C"
