@@ -76,13 +76,8 @@ private:
 
 void HttpServer::completions(const httplib::Request &req, httplib::Response &res) {
     const Clock::time_point started = Clock::now();
-    const std::string id = "cmpl-" + std::to_string(next_request_id_++);
-    res.set_header("X-Request-Id", id);
-    auto finish = [&](int code) {
-        metrics_.count_request("/v1/completions", code);
-        if (code != 200)
-            spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
-    };
+    const std::string id = begin_request("cmpl-", res);
+    auto finish = [&](int code) { finish_request("/v1/completions", id, started, code); };
 
     CompletionRequest request;
     std::shared_ptr<Ticket> ticket;
@@ -114,11 +109,7 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
         return finish(e.code);
     }
     spec.max_tokens = request.max_tokens;
-    gpt_sampler_default_params(&spec.sampling, sizeof spec.sampling);
-    spec.sampling.temperature = request.temperature;
-    spec.sampling.top_k = request.top_k;
-    spec.sampling.top_p = request.top_p;
-    spec.sampling.seed = request.seed ? *request.seed : draw_seed();
+    spec.sampling = sampling_params(request.temperature, request.top_k, request.top_p, request.seed);
     spec.stop = request.stop;
     spec.stop_at_eos = !request.ignore_eos;
     spec.logprobs = request.logprobs;

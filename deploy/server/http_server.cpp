@@ -185,13 +185,8 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
 
 void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     const Clock::time_point started = Clock::now();
-    const std::string id = "req-" + std::to_string(next_request_id_++);
-    res.set_header("X-Request-Id", id);
-    auto finish = [&](int code) {
-        metrics_.count_request("/v1/generate", code);
-        if (code != 200)
-            spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
-    };
+    const std::string id = begin_request("req-", res);
+    auto finish = [&](int code) { finish_request("/v1/generate", id, started, code); };
 
     GenerateRequest request;
     try {
@@ -214,11 +209,7 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     JobSpec spec;
     spec.prompt = prompt;
     spec.max_tokens = request.max_tokens;
-    gpt_sampler_default_params(&spec.sampling, sizeof spec.sampling);
-    spec.sampling.temperature = request.temperature;
-    spec.sampling.top_k = request.top_k;
-    spec.sampling.top_p = request.top_p;
-    spec.sampling.seed = request.seed ? *request.seed : draw_seed();
+    spec.sampling = sampling_params(request.temperature, request.top_k, request.top_p, request.seed);
     spec.arrived = started;
     spec.deadline = started + seconds(options_.request_timeout);
 
@@ -286,6 +277,18 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
         sink.done();
         return true;
     });
+}
+
+std::string HttpServer::begin_request(const char *id_prefix, httplib::Response &res) {
+    std::string id = id_prefix + std::to_string(next_request_id_++);
+    res.set_header("X-Request-Id", id);
+    return id;
+}
+
+void HttpServer::finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code) {
+    metrics_.count_request(endpoint, code);
+    if (code != 200)  // a 200 is logged when its generation ends (log_generation)
+        spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
 }
 
 int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket,

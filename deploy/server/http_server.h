@@ -44,6 +44,9 @@ private:
     void models(httplib::Response &res);
     void handle_tokenize(const httplib::Request &req, httplib::Response &res);
     void handle_detokenize(const httplib::Request &req, httplib::Response &res);
+    // A generation request's id (also sent as X-Request-Id), and its count and log line once answered.
+    std::string begin_request(const char *id_prefix, httplib::Response &res);
+    void finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code);
     // Waits for a slot (admission) and takes the current model: 0, or the HTTP status already replied.
     int admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model,
               httplib::Response &res);

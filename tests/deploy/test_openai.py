@@ -19,7 +19,7 @@ import openai
 import pytest
 import torch
 from prometheus_client.parser import text_string_to_metric_families
-from test_server import SERVER, Server
+from server_process import SERVER, Server
 
 from gpt_aot.artifact import ArtifactGraphs
 from gpt_aot.tokenizer import to_tiktoken
@@ -251,8 +251,8 @@ def test_sixteen_concurrent_requests_return_what_each_returns_alone(client, serv
     assert (after[count] - before[count]) - (after[le4] - before[le4]) > 0
 
 
-def test_concurrent_clients_beyond_slots_and_queue_get_429_then_all_succeed(serve_factory):
-    server = serve_factory("--parallel", "2", "--max-queue", "2")
+def test_concurrent_clients_beyond_slots_and_queue_get_429_then_all_succeed(serve, bpe):
+    server = serve(bpe, "--parallel", "2", "--max-queue", "2")
     start = threading.Barrier(8)
 
     def client_call(i):
@@ -277,8 +277,8 @@ def test_concurrent_clients_beyond_slots_and_queue_get_429_then_all_succeed(serv
     assert all(retry == "1" and p["error"]["type"] for _, retry, p in busy)
 
 
-def test_a_cancelled_stream_frees_its_slot(serve_factory):
-    server = serve_factory("--parallel", "1", "--max-queue", "0")
+def test_a_cancelled_stream_frees_its_slot(serve, bpe):
+    server = serve(bpe, "--parallel", "1", "--max-queue", "0")
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     body = {"prompt": PROMPT, "max_tokens": 1000, "ignore_eos": True, "stream": True}
     conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
@@ -297,16 +297,3 @@ def test_a_cancelled_stream_frees_its_slot(serve_factory):
     assert status == 200, body
     assert "finish=cancelled" in server.log_text()
     assert metric(server, "gpt_slots_in_use")["gpt_slots_in_use{}"] == 0
-
-
-@pytest.fixture
-def serve_factory(bpe, tmp_path):
-    servers = []
-
-    def start(*flags):
-        servers.append(Server(tmp_path, bpe, *flags))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.stop()

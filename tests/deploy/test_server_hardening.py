@@ -17,25 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
-from test_server import SERVER, Server, _vm_rss_bytes, admin_flags
+from server_process import SERVER, Server, admin_flags, vm_rss_bytes
 
 pytestmark = pytest.mark.skipif(not SERVER.exists(), reason=f"gpt-server not built at {SERVER}")
 
 MiB = 1 << 20
-
-
-@pytest.fixture
-def serve(tmp_path):
-    servers = []
-
-    def start(model: Path, *flags: str) -> Server:
-        server = Server(tmp_path, model, *flags)
-        servers.append(server)
-        return server
-
-    yield start
-    for s in servers:
-        s.stop()
 
 
 @pytest.fixture(scope="module")
@@ -92,20 +78,20 @@ class RssPeak:
         self.pid, self.peak, self._stop = pid, 0, threading.Event()
 
     def __enter__(self):
-        self.before = _vm_rss_bytes(self.pid)
+        self.before = vm_rss_bytes(self.pid)
         self._thread = threading.Thread(target=self._sample)
         self._thread.start()
         return self
 
     def _sample(self):
         while not self._stop.is_set():
-            self.peak = max(self.peak, _vm_rss_bytes(self.pid))
+            self.peak = max(self.peak, vm_rss_bytes(self.pid))
             time.sleep(0.005)
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _vm_rss_bytes(self.pid))
+        self.peak = max(self.peak, vm_rss_bytes(self.pid))
 
     @property
     def growth(self) -> int:
