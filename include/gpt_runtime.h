@@ -12,7 +12,13 @@
  *                       alone or as one rank of data-parallel training.
  *                       It updates the model's weights in place: sessions see the
  *                       new weights on their next call, so do not run sessions
- *                       while a trainer step is in progress.
+ *                       while a trainer step is in progress. Its dropout masks come
+ *                       from random generators of its own, so trainers in one
+ *                       process train as each would alone. The compiled step draws
+ *                       from torch's default generators, which each step borrows and
+ *                       gives back: steps of several trainers queue for them, and
+ *                       torch code in the process that draws while a step runs
+ *                       draws from (and perturbs) that trainer's stream.
  *   struct gpt_detokenizer  Token bytes in, complete UTF-8 characters out, for one
  *                       stream of generated tokens; one thread at a time.
  *   A model must outlive its sessions and trainers: gpt_model_free on a model that
@@ -452,7 +458,7 @@ struct gpt_trainer_params {
     int32_t warmup_iters;   /* linear warm-up steps; default 2000 */
     int32_t lr_decay_iters; /* steps until min_lr; default 600000 */
     bool decay_lr;          /* false = constant learning_rate; default true */
-    uint64_t seed;          /* seeds dropout; default 1337 */
+    uint64_t seed;          /* seeds the trainer's own dropout generators; default 1337 */
 };
 GPT_API gpt_status gpt_trainer_default_params(struct gpt_trainer_params *params, size_t struct_size);
 
@@ -480,13 +486,18 @@ struct gpt_trainer_state {
 GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state,
                                          size_t struct_size);
 
-/* Writes weights, AdamW state, iteration and the CPU RNG state to `path` (one
- * safetensors file). The file is replaced atomically (temporary file, fsync,
- * rename, fsync of the directory): `path` always holds a complete checkpoint,
- * the previous one if the write fails or the process dies. A failed write
- * (disk full, file size limit) returns GPT_ERR_IO and leaves no temporary file. */
+/* Writes weights, AdamW state, iteration and the states of the trainer's random
+ * generators (CPU, and the GPU's for a CUDA model) to `path` (one safetensors
+ * file). The file is replaced atomically (temporary file, fsync, rename, fsync of
+ * the directory): `path` always holds a complete checkpoint, the previous one if
+ * the write fails or the process dies. A failed write (disk full, file size limit)
+ * returns GPT_ERR_IO and leaves no temporary file. */
 GPT_API gpt_status gpt_trainer_save(const struct gpt_trainer *trainer, const char *path);
-/* Restores a checkpoint of a model of the same shape; nothing changes on failure. */
+/* Restores a checkpoint of a model of the same shape; nothing changes on failure.
+ * The steps after it draw the dropout masks the saving trainer would have drawn
+ * next. A checkpoint without the GPU generator's state (saved from a CPU model, by
+ * an older runtime, or by import-ckpt) loads into a CUDA trainer with a warning,
+ * its GPU masks going on from the trainer's own generator. */
 GPT_API gpt_status gpt_trainer_load(struct gpt_trainer *trainer, const char *path);
 
 /* ---- data-parallel training (ABI version 2) ----------------------------------

@@ -41,6 +41,11 @@ printf '\5ab\1abc\1 a\1bc\1\xc3\xa9\0abc abcabc <|s|> \xc3\xa9' >"$seeds/tokeniz
 printf '{"prompt": "And God said", "max_tokens": 64, "temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": 1, "stream": true}' \
   >"$seeds/request/full.json"
 printf '{"prompt": "a"}' >"$seeds/request/minimal.json"
+printf '%s' '{"model": "tiny", "prompt": [1, 2, 3], "max_tokens": 16, "stop": ["\n", "ab"], "stream": true, "stream_options": {"include_usage": true}, "logprobs": 5, "echo": false, "n": 1, "seed": -3, "ignore_eos": true, "user": "u"}' \
+  >"$seeds/request/completion.json"
+printf '%s' '{"prompt": ["one prompt"], "logit_bias": {}, "presence_penalty": 0, "suffix": null, "return_tokens_as_token_ids": true}' \
+  >"$seeds/request/completion-neutral.json"
+printf '%s' '{"tokens": [0, 1, 2147483647]}' >"$seeds/request/detokenize.json"
 printf '%s' '{"prompt": "caf\u00e9 \ud83d\ude00", "max_tokens": 1024, "temperature": 0}' >"$seeds/request/unicode.json"
 signed=$(mktemp -d)
 trap 'rm -rf "$signed"' EXIT

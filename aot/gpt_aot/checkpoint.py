@@ -2,7 +2,8 @@
 
 A runtime checkpoint (runtime/train/trainer_checkpoint.cpp) is one safetensors file:
 param.<name>, exp_avg.<name>, exp_avg_sq.<name> for each name in the artifact's
-training.param_names, rng.cpu, and string metadata (format, iteration, model shape).
+training.param_names, rng.cpu (and rng.cuda from a CUDA trainer: the trainer's generators),
+and string metadata (format, iteration, model shape).
 """
 
 from pathlib import Path

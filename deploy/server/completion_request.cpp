@@ -12,25 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-json parse_object(const std::string &body) {
-    json j;
-    try {
-        j = json::parse(body);
-    } catch (const json::exception &e) {  // syntax errors, and numbers too large for a double
-        throw BadRequest(std::string("body is not valid JSON: ") + e.what());
-    }
-    if (!j.is_object()) throw BadRequest("body must be a JSON object");
-    return j;
-}
-
-void refuse_unknown(const json &j, std::initializer_list<const char *> known) {
-    for (const auto &item : j.items()) {
-        bool is_known = false;
-        for (const char *k : known) is_known = is_known || item.key() == k;
-        if (!is_known) throw BadRequest("Unrecognized request argument supplied: " + item.key(), item.key());
-    }
-}
-
 // j[key] when present and not null.
 const json *field(const json &j, const char *key) {
     const auto it = j.find(key);
@@ -97,11 +78,27 @@ std::string prompt_text(const std::string &text) {
 }  // namespace
 
 CompletionRequest parse_completion_request(const std::string &body, int max_tokens_limit) {
-    const json j = parse_object(body);
-    refuse_unknown(j, {"model", "prompt",    "max_tokens",       "temperature",       "top_p",      "top_k",
-                       "seed",  "stop",      "stream",           "stream_options",    "logprobs",   "echo",
-                       "n",     "best_of",   "presence_penalty", "frequency_penalty", "logit_bias", "suffix",
-                       "user",  "ignore_eos"});
+    const json j = parse_body(body, {"model",
+                                     "prompt",
+                                     "max_tokens",
+                                     "temperature",
+                                     "top_p",
+                                     "top_k",
+                                     "seed",
+                                     "stop",
+                                     "stream",
+                                     "stream_options",
+                                     "logprobs",
+                                     "echo",
+                                     "n",
+                                     "best_of",
+                                     "presence_penalty",
+                                     "frequency_penalty",
+                                     "logit_bias",
+                                     "suffix",
+                                     "user",
+                                     "ignore_eos",
+                                     "return_tokens_as_token_ids"});
     CompletionRequest r;
     if (const json *m = field(j, "model")) {
         if (!m->is_string()) throw BadRequest("'model' must be a string", "model");
@@ -151,7 +148,7 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
     r.stream = boolean(j, "stream");
     if (const json *o = field(j, "stream_options")) {
         if (!o->is_object()) throw BadRequest("'stream_options' must be an object", "stream_options");
-        refuse_unknown(*o, {"include_usage"});
+        refuse_unknown_fields(*o, {"include_usage"});
         r.include_usage = boolean(*o, "include_usage");
         if (!r.stream) throw BadRequest("'stream_options' needs 'stream': true", "stream_options");
     }
@@ -161,6 +158,7 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
         throw BadRequest("'echo' with 'logprobs' is not supported: the prompt's log-probabilities are not computed",
                          "logprobs");
     r.ignore_eos = boolean(j, "ignore_eos");
+    r.tokens_as_ids = boolean(j, "return_tokens_as_token_ids");
     const auto is_one = [](const json &v) { return v.is_number_integer() && v.get<int64_t>() == 1; };
     const auto is_zero = [](const json &v) { return v.is_number() && v.get<double>() == 0.0; };
     neutral_only(j, "n", is_one, "one completion per request (n = 1)");
@@ -176,16 +174,14 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
 }
 
 std::string parse_tokenize_request(const std::string &body) {
-    const json j = parse_object(body);
-    refuse_unknown(j, {"model", "prompt"});
+    const json j = parse_body(body, {"model", "prompt"});
     const json *p = field(j, "prompt");
     if (!p || !p->is_string()) throw BadRequest("'prompt' must be a string", "prompt");
     return prompt_text(p->get<std::string>());
 }
 
 std::vector<int32_t> parse_detokenize_request(const std::string &body) {
-    const json j = parse_object(body);
-    refuse_unknown(j, {"model", "tokens"});
+    const json j = parse_body(body, {"model", "tokens"});
     const json *t = field(j, "tokens");
     if (!t || !t->is_array()) throw BadRequest("'tokens' must be an array of token ids", "tokens");
     return token_ids(*t, "tokens");

@@ -28,7 +28,8 @@ struct CompletionRequest {
     bool include_usage = false;  // stream_options.include_usage
     int logprobs = -1;           // -1: null; 0..5
     bool echo = false;
-    bool ignore_eos = false;  // extension (as vLLM and llama.cpp): EOS is a token like any other
+    bool ignore_eos = false;     // extension (as vLLM and llama.cpp): EOS is a token like any other
+    bool tokens_as_ids = false;  // extension (vLLM's return_tokens_as_token_ids): logprobs name tokens "token_id:N"
 };
 
 // Parses the JSON body; BadRequest (with the field as `param`) for anything to fix.

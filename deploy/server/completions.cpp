@@ -37,7 +37,7 @@ size_t characters(const std::string &text, size_t bytes) {
 // The log-probabilities of a completion, in the completions API's column layout.
 class Logprobs {
 public:
-    explicit Logprobs(const ServedModel &model) : model_(&model) {}
+    Logprobs(const ServedModel &model, bool as_ids) : model_(&model), as_ids_(as_ids) {}
 
     // One token's entry; its text starts at byte `offset` of `text` (the reply's text so far).
     void add(const TokenEvent &e, const std::string &text, size_t offset) {
@@ -55,13 +55,17 @@ public:
                 {"top_logprobs", top_logprobs_},
                 {"text_offset", text_offset_}};
     }
-    void clear() { *this = Logprobs(*model_); }
+    void clear() { *this = Logprobs(*model_, as_ids_); }
 
 private:
-    // A token's own bytes (part of a character for some BPE tokens: those become U+FFFD in the reply).
-    std::string token_text(gpt_token t) const { return detokenize(*model_, {t}); }
+    // A token's own bytes (part of a character for some BPE tokens: those become U+FFFD in the reply),
+    // or its id as vLLM's return_tokens_as_token_ids writes it.
+    std::string token_text(gpt_token t) const {
+        return as_ids_ ? "token_id:" + std::to_string(t) : detokenize(*model_, {t});
+    }
 
     const ServedModel *model_;
+    bool as_ids_;
     std::vector<std::string> tokens_;
     std::vector<float> token_logprobs_;
     std::vector<json> top_logprobs_;
@@ -72,13 +76,8 @@ private:
 
 void HttpServer::completions(const httplib::Request &req, httplib::Response &res) {
     const Clock::time_point started = Clock::now();
-    const std::string id = "cmpl-" + std::to_string(next_request_id_++);
-    res.set_header("X-Request-Id", id);
-    auto finish = [&](int code) {
-        metrics_.count_request("/v1/completions", code);
-        if (code != 200)
-            spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
-    };
+    const std::string id = begin_request("cmpl-", res);
+    auto finish = [&](int code) { finish_request("/v1/completions", id, started, code); };
 
     CompletionRequest request;
     std::shared_ptr<Ticket> ticket;
@@ -110,11 +109,7 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
         return finish(e.code);
     }
     spec.max_tokens = request.max_tokens;
-    gpt_sampler_default_params(&spec.sampling, sizeof spec.sampling);
-    spec.sampling.temperature = request.temperature;
-    spec.sampling.top_k = request.top_k;
-    spec.sampling.top_p = request.top_p;
-    spec.sampling.seed = request.seed ? *request.seed : draw_seed();
+    spec.sampling = sampling_params(request.temperature, request.top_k, request.top_p, request.seed);
     spec.stop = request.stop;
     spec.stop_at_eos = !request.ignore_eos;
     spec.logprobs = request.logprobs;
@@ -139,7 +134,7 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
 
     if (!request.stream) {
         std::string text = request.echo ? prompt_text : "";
-        Logprobs logprobs(*model);
+        Logprobs logprobs(*model, request.tokens_as_ids);
         double first_token = 0;
         const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
             if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
@@ -178,7 +173,7 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
         };
         bool client_gone = request.echo && !send(chunk(prompt_text, nullptr, nullptr));
         std::string text = request.echo ? prompt_text : "";  // for the log-probabilities' text offsets
-        Logprobs logprobs(*model);
+        Logprobs logprobs(*model, request.tokens_as_ids);
         double first_token = 0;
         const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
             if (client_gone) return false;

@@ -42,9 +42,15 @@ std::string detokenize(const ServedModel &model, const std::vector<gpt_token> &t
     return text;
 }
 
-uint64_t draw_seed() {
+gpt_sampler_params sampling_params(float temperature, int top_k, float top_p, std::optional<uint64_t> seed) {
     static thread_local std::mt19937_64 engine{std::random_device{}()};
-    return engine() >> 1;  // below 2^63: any client's integer type holds it
+    gpt_sampler_params p;
+    gpt_sampler_default_params(&p, sizeof p);
+    p.temperature = temperature;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.seed = seed ? *seed : engine() >> 1;  // below 2^63: any client's integer type holds it
+    return p;
 }
 
 std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink) {

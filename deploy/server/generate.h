@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,9 @@ std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::stri
 void check_prompt(const ServedModel &model, const std::vector<gpt_token> &prompt);
 // Token ids -> their text (bytes that are not UTF-8 become U+FFFD when the reply is written).
 std::string detokenize(const ServedModel &model, const std::vector<gpt_token> &tokens);
-// A seed for a request that gave none, so that unseeded requests differ and each reply can say its seed.
-uint64_t draw_seed();
+// A request's sampling settings; without a seed, one is drawn, so that unseeded requests differ and each
+// reply can say the seed it used.
+gpt_sampler_params sampling_params(float temperature, int top_k, float top_p, std::optional<uint64_t> seed);
 
 // Called per event; returning false means the client is gone (the request is cancelled).
 using EventSink = std::function<bool(const TokenEvent &event)>;

@@ -1,13 +1,15 @@
 // http_server.cpp — see http_server.h.
 #include "http_server.h"
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
 
-#include "base/loopback.h"
+#include "body_limit.h"
 #include "generate.h"
+#include "readiness.h"
 #include "reply.h"
 
 namespace server {
@@ -27,54 +29,78 @@ std::string endpoint_label(const std::string &path) {
 
 }  // namespace
 
+RequestLimits request_limits(const Options &options) {
+    RequestLimits limits;
+    limits.max_head_bytes = options.max_header_bytes;
+    limits.max_header_lines = options.max_headers;
+    limits.head_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.header_timeout * 1000));
+    // Room for any sane chunk framing around a body at the cap (1-byte chunks take 6 bytes each).
+    const uint64_t body = options.max_body_bytes;
+    limits.max_body_wire_bytes = body > (UINT64_MAX - 65536) / 8 ? UINT64_MAX : 8 * body + 65536;
+    return limits;
+}
+
 HttpServer::HttpServer(const Options &options, ModelSlot &slot, Admission &admission, Metrics &metrics)
-    : options_(options), slot_(slot), admission_(admission), metrics_(metrics) {
-    // Queued requests wait on a thread: room for every slot, the queue, and probes.
-    const size_t threads = static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queue) + 4;
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    : options_(options),
+      slot_(slot),
+      admission_(admission),
+      metrics_(metrics),
+      admin_(options.admin ? std::make_unique<AdminAccess>(options.admin_token_file, options.models_root) : nullptr),
+      // Queued requests wait on a thread: room for every slot, the queue, and probes.
+      http_(request_limits(options),
+            static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queue) + 4) {
     http_.set_payload_max_length(options.max_body_bytes);
     http_.set_read_timeout(30);
     http_.set_write_timeout(30);
 
-    http_.Get("/healthz", [this](const httplib::Request &, httplib::Response &res) {
-        res.status = 200;
-        res.set_content("ok\n", "text/plain");
-        metrics_.count_request("/healthz", 200);
-    });
-    http_.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
-        const auto model = slot_.current();
-        const bool device_failed = model && model->scheduler->device_failed();
-        const bool ready = model && !admission_.draining() && !device_failed;
-        res.status = ready ? 200 : 503;
-        res.set_content(ready           ? "ready: " + std::string(model->info.name) + "\n"
-                        : !model        ? std::string("no model loaded\n")
-                        : device_failed ? std::string("the device failed (CUDA error): restart the server\n")
-                                        : std::string("draining\n"),
-                        "text/plain");
-        metrics_.count_request("/readyz", res.status);
-    });
-    http_.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { serve_metrics(res); });
-    http_.Post("/v1/generate", [this](const httplib::Request &req, httplib::Response &res) { generate(req, res); });
-    http_.Post("/v1/completions",
-               [this](const httplib::Request &req, httplib::Response &res) { completions(req, res); });
+    register_probes(http_);
+    // Every POST route reads its body through the cap, whatever the transfer encoding (body_limit.h).
+    const auto post = [this](const char *path,
+                             void (HttpServer::*handler)(const httplib::Request &, httplib::Response &)) {
+        post_with_body_limit(
+            http_, path, options_.max_body_bytes,
+            [this, handler](const httplib::Request &req, httplib::Response &res) { (this->*handler)(req, res); });
+    };
+    post("/v1/generate", &HttpServer::generate);
+    post("/v1/completions", &HttpServer::completions);
     http_.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) { models(res); });
-    http_.Post("/tokenize", [this](const httplib::Request &req, httplib::Response &res) { handle_tokenize(req, res); });
-    http_.Post("/detokenize",
-               [this](const httplib::Request &req, httplib::Response &res) { handle_detokenize(req, res); });
-    if (options.admin)
-        http_.Post("/admin/reload",
-                   [this](const httplib::Request &req, httplib::Response &res) { admin_reload(req, res); });
+    post("/tokenize", &HttpServer::handle_tokenize);
+    post("/detokenize", &HttpServer::handle_detokenize);
+    if (options.admin) post("/admin/reload", &HttpServer::admin_reload);
     // Errors httplib raises itself (413 body too large, 404, ...) get a JSON body too.
     http_.set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
         if (res.body.empty()) {  // raised by httplib, not by a handler (which counts its own)
             const std::string message =
                 res.status == 413   ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
+                : res.status == 431 ? "request head exceeds " + std::to_string(options_.max_header_bytes) +
+                                          " bytes or " + std::to_string(options_.max_headers) + " header lines"
+                : res.status == 408
+                    ? fmt::format("request line and headers took longer than {:g} s", options_.header_timeout)
+                : res.status == 415
+                    ? std::string("request bodies are plain JSON: no Content-Encoding, no multipart/form-data")
                 : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
                                     : "HTTP error " + std::to_string(res.status);
             reply_error(res, res.status, "http", message);
             metrics_.count_request(endpoint_label(req.path), res.status);
         }
     });
+}
+
+void HttpServer::register_probes(httplib::Server &server) {
+    server.Get("/healthz", [this](const httplib::Request &, httplib::Response &res) {
+        res.status = 200;
+        res.set_content("ok\n", "text/plain");
+        metrics_.count_request("/healthz", 200);
+    });
+    server.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
+        const auto model = slot_.current();
+        const Readiness r = readiness(model ? model->info.name : nullptr, model && model->scheduler->device_failed(),
+                                      admission_.draining());
+        res.status = r.status;
+        res.set_content(r.text, "text/plain");
+        metrics_.count_request("/readyz", res.status);
+    });
+    server.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { serve_metrics(res); });
 }
 
 int HttpServer::bind() {
@@ -119,8 +145,11 @@ LoadResult HttpServer::reload(const std::string &path) {
 
 void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &res) {
     auto count = [&] { metrics_.count_request("/admin/reload", res.status); };
-    if (!gpt::is_loopback_address(req.remote_addr)) {
-        reply_error(res, 403, "forbidden", "admin endpoints answer loopback clients only");
+    if (const AdminVerdict denied = admin_->authorize(req); denied.status != 0) {
+        if (!denied.www_authenticate.empty()) res.set_header("WWW-Authenticate", denied.www_authenticate);
+        spdlog::warn("event=admin_denied code={} remote={} message=\"{}\"", denied.status, req.remote_addr,
+                     denied.message);
+        reply_error(res, denied.status, denied.status == 401 ? "unauthorized" : "forbidden", denied.message);
         return count();
     }
     std::string path;
@@ -131,6 +160,13 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
             return count();
         }
         path = body.value("path", "");
+    }
+    if (!path.empty()) {  // empty: the configured model, which the operator named
+        const AdminVerdict refused = admin_->resolve_model_path(path, &path);
+        if (refused.status != 0) {
+            reply_error(res, refused.status, refused.status == 403 ? "forbidden" : "invalid_request", refused.message);
+            return count();
+        }
     }
     const LoadResult r = reload(path);
     if (r.status == GPT_OK) {
@@ -149,13 +185,8 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
 
 void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     const Clock::time_point started = Clock::now();
-    const std::string id = "req-" + std::to_string(next_request_id_++);
-    res.set_header("X-Request-Id", id);
-    auto finish = [&](int code) {
-        metrics_.count_request("/v1/generate", code);
-        if (code != 200)
-            spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
-    };
+    const std::string id = begin_request("req-", res);
+    auto finish = [&](int code) { finish_request("/v1/generate", id, started, code); };
 
     GenerateRequest request;
     try {
@@ -178,11 +209,7 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     JobSpec spec;
     spec.prompt = prompt;
     spec.max_tokens = request.max_tokens;
-    gpt_sampler_default_params(&spec.sampling, sizeof spec.sampling);
-    spec.sampling.temperature = request.temperature;
-    spec.sampling.top_k = request.top_k;
-    spec.sampling.top_p = request.top_p;
-    spec.sampling.seed = request.seed ? *request.seed : draw_seed();
+    spec.sampling = sampling_params(request.temperature, request.top_k, request.top_p, request.seed);
     spec.arrived = started;
     spec.deadline = started + seconds(options_.request_timeout);
 
@@ -250,6 +277,18 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
         sink.done();
         return true;
     });
+}
+
+std::string HttpServer::begin_request(const char *id_prefix, httplib::Response &res) {
+    std::string id = id_prefix + std::to_string(next_request_id_++);
+    res.set_header("X-Request-Id", id);
+    return id;
+}
+
+void HttpServer::finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code) {
+    metrics_.count_request(endpoint, code);
+    if (code != 200)  // a 200 is logged when its generation ends (log_generation)
+        spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
 }
 
 int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket,

@@ -5,15 +5,21 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <memory>
 #include <string>
 
+#include "admin_auth.h"
 #include "admission.h"
 #include "clock.h"
+#include "guarded_server.h"
 #include "metrics.h"
 #include "model_slot.h"
 #include "options.h"
 
 namespace server {
+
+// The limits on every request's head and body that options set (guarded_connection.h).
+RequestLimits request_limits(const Options &options);
 
 class HttpServer {
 public:
@@ -28,6 +34,9 @@ public:
     // swaps it in; logged and counted. Used by POST /admin/reload and SIGHUP.
     LoadResult reload(const std::string &path);
 
+    // GET /healthz, /readyz and /metrics on `server`: this server's, and the health listener's.
+    void register_probes(httplib::Server &server);
+
 private:
     void generate(const httplib::Request &req, httplib::Response &res);
     // OpenAI-compatible endpoints (completions.cpp).
@@ -35,6 +44,9 @@ private:
     void models(httplib::Response &res);
     void handle_tokenize(const httplib::Request &req, httplib::Response &res);
     void handle_detokenize(const httplib::Request &req, httplib::Response &res);
+    // A generation request's id (also sent as X-Request-Id), and its count and log line once answered.
+    std::string begin_request(const char *id_prefix, httplib::Response &res);
+    void finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code);
     // Waits for a slot (admission) and takes the current model: 0, or the HTTP status already replied.
     int admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model,
               httplib::Response &res);
@@ -47,7 +59,8 @@ private:
     ModelSlot &slot_;
     Admission &admission_;
     Metrics &metrics_;
-    httplib::Server http_;
+    std::unique_ptr<AdminAccess> admin_;  // set when admin is on
+    GuardedServer http_;
     std::atomic<uint64_t> next_request_id_{1};
 };
 

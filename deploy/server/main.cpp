@@ -2,17 +2,20 @@
 //   POST /v1/completions  OpenAI's completions API (streaming, stop, logprobs, echo, seed; docs in deploy/README.md)
 //   GET  /v1/models;  POST /tokenize /detokenize
 //   POST /v1/generate   {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"}
-//   GET  /healthz /readyz /metrics;  POST /admin/reload (--admin, loopback only)
+//   GET  /healthz /readyz /metrics (also on --health-port);  POST /admin/reload (--admin: loopback + token)
 // Signals: SIGTERM/SIGINT drain and exit 0; SIGHUP reloads the configured model.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <csignal>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "admission.h"
 #include "clock.h"
+#include "health_listener.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "model_slot.h"
@@ -30,7 +33,8 @@ void runtime_log(gpt_log_level level, const char *message, void *) {
     spdlog::log(levels[level], "event=runtime message=\"{}\"", message);
 }
 
-// Stop taking work, give in-flight requests the grace period, then end what is left.
+// Stop taking work, give in-flight requests the grace period, then end what is left. The health
+// listener stays up meanwhile (its /readyz says draining); the caller stops it last.
 void shut_down(server::HttpServer &http, server::Admission &admission, std::atomic<bool> &stop_generations,
                double grace) {
     admission.drain();
@@ -59,8 +63,7 @@ int run(const server::Options &options) {
     server::Metrics metrics;
     std::atomic<bool> stop_generations{false};  // set when shutdown's grace period ends
     server::SchedulerOptions scheduling{options.parallel, options.prefill_budget, &metrics, &stop_generations};
-    server::ModelSlot slot(
-        {options.threads, options.runners, options.allow_cpu_fallback, options.trusted_keys, scheduling});
+    server::ModelSlot slot({options.threads, options.allow_cpu_fallback, options.trusted_keys, scheduling});
     // A request holds an admission ticket while it is in a slot: as many as there are slots.
     server::Admission admission(options.parallel, options.max_queue);
     server::HttpServer http(options, slot, admission, metrics);
@@ -71,7 +74,19 @@ int run(const server::Options &options) {
         spdlog::critical("event=bind_failed host={} port={}", options.host, options.port);
         return 1;
     }
-    spdlog::info("event=listening host={} port={} admin={}", options.host, port, options.admin);
+    std::unique_ptr<server::HealthListener> health;
+    int health_port = -1;
+    if (options.health_port) {
+        health = std::make_unique<server::HealthListener>(server::request_limits(options),
+                                                          [&http](httplib::Server &s) { http.register_probes(s); });
+        if ((health_port = health->bind(options.host, *options.health_port)) < 0) {
+            spdlog::critical("event=bind_failed host={} health_port={}", options.host, *options.health_port);
+            return 1;
+        }
+        health->start();
+    }
+    spdlog::info("event=listening host={} port={} admin={} health_port={}", options.host, port, options.admin,
+                 health ? std::to_string(health_port) : "off");
     std::thread serving([&http] { http.serve(); });
 
     while (true) {
@@ -87,6 +102,7 @@ int run(const server::Options &options) {
         break;
     }
     serving.join();
+    if (health) health->stop();
     spdlog::info("event=stopped");
     return 0;
 }

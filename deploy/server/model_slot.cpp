@@ -37,7 +37,6 @@ LoadResult ModelSlot::load(const std::string &path) {
     gpt_model_params params;
     gpt_model_default_params(&params, sizeof params);
     params.num_threads = options_.num_threads;
-    params.num_runners = options_.num_runners;
     if (options_.trusted_keys) params.trusted_keys = options_.trusted_keys->c_str();
     if ((s = gpt_model_load(dir.c_str(), &params, &next->model)) != GPT_OK) return failed(s, "cannot load " + dir);
     double max_err = 0.0;

@@ -29,7 +29,6 @@ struct ServedModel {
 
 struct LoadOptions {
     int num_threads = 0;
-    int num_runners = 1;
     bool allow_cpu_fallback = false;
     // Unset: the runtime reads GPT_TRUSTED_KEYS. Set but empty is the runtime's error, not "unset":
     // a keys setting that came out empty must not turn signature checks off.

@@ -16,7 +16,6 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
                    "public key file or directory of *.pub: serve only artifacts signed by one of them "
                    "(default: GPT_TRUSTED_KEYS)");
     app.add_option("--threads", o->threads, "intra-op CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
-    app.add_option("--runners", o->runners, "graph instances that may run at once")->check(CLI::PositiveNumber);
     app.add_option("--parallel", o->parallel,
                    "requests decoded together in one batch (slots); at most the artifact's max_batch")
         ->check(CLI::PositiveNumber);
@@ -30,13 +29,31 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
     app.add_option("--max-tokens", o->max_tokens, "largest max_tokens a request may ask")->check(CLI::PositiveNumber);
     app.add_option("--max-body-bytes", o->max_body_bytes, "largest request body (then 413)")
         ->check(CLI::PositiveNumber);
+    app.add_option("--max-header-bytes", o->max_header_bytes, "largest request line + headers (then 431)")
+        ->check(CLI::Range(size_t{1024}, size_t{1} << 20));
+    app.add_option("--max-headers", o->max_headers, "most header lines in a request (then 431)")
+        ->check(CLI::Range(size_t{8}, size_t{10000}));
+    app.add_option("--header-timeout", o->header_timeout,
+                   "seconds a request's line and headers may take to arrive (then 408)")
+        ->check(CLI::Range(0.01, 3600.0));
+    app.add_option("--health-port", o->health_port,
+                   "second listener for /healthz, /readyz and /metrics with its own threads (0 = any free port)")
+        ->check(CLI::Range(0, 65535));
     app.add_option("--shutdown-grace", o->shutdown_grace, "seconds in-flight requests get after SIGTERM")
         ->check(CLI::NonNegativeNumber);
-    app.add_flag("--admin", o->admin, "enable POST /admin/reload for loopback clients");
+    app.add_flag("--admin", o->admin,
+                 "enable POST /admin/reload for loopback clients holding the token (needs --admin-token-file "
+                 "and --models-root)");
+    app.add_option("--admin-token-file", o->admin_token_file,
+                   "file holding the admin bearer token, mode 0600 or 0400 (the server refuses others)");
+    app.add_option("--models-root", o->models_root, "directory that every admin reload path must resolve into");
     app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
     try {
         app.parse(argc, argv);
+        // Loopback alone is not authentication, and a reload path must have bounds: no admin without both.
+        if (o->admin && (o->admin_token_file.empty() || o->models_root.empty()))
+            throw CLI::ValidationError("--admin", "needs --admin-token-file and --models-root");
     } catch (const CLI::ParseError &e) {
         *exit_code = app.exit(e);
         return false;

@@ -13,15 +13,20 @@ struct Options {
     bool allow_cpu_fallback = false;
     std::optional<std::string> trusted_keys;  // Ed25519 public key file or directory; unset = GPT_TRUSTED_KEYS
     int threads = 0;                          // intra-op CPU threads for the model, 0 = default
-    int runners = 1;                          // graph instances that may run at once (one scheduler thread: 1)
     int parallel = 4;                         // requests decoded together (slots); <= the artifact's max_batch
     int prefill_budget = 512;                 // prompt tokens prefilled between two decode steps
     int max_queue = 16;                       // generations waiting for a slot; beyond: 429
     double request_timeout = 60;              // seconds, queue wait included
     int max_tokens = 1024;                    // cap on a request's max_tokens
     size_t max_body_bytes = 64 * 1024;
-    double shutdown_grace = 10;  // seconds for in-flight requests after SIGTERM
-    bool admin = false;          // POST /admin/reload (loopback clients only)
+    size_t max_header_bytes = 16 * 1024;  // request line + headers; beyond: 431
+    size_t max_headers = 100;             // header lines; beyond: 431
+    double header_timeout = 10;           // seconds from a request's first byte to its blank line; then 408
+    std::optional<int> health_port;       // unset = no health listener; 0 = any free port (logged)
+    double shutdown_grace = 10;           // seconds for in-flight requests after SIGTERM
+    bool admin = false;                   // POST /admin/reload: loopback clients with the token only
+    std::string admin_token_file;         // the bearer token (mode 0600 or 0400); required by admin
+    std::string models_root;              // reloads load directories under it only; required by admin
     std::string log_level = "info";
 };
 

@@ -27,7 +27,15 @@ T number_field(const json &body, const char *key, T fallback, double lo, double 
 
 }  // namespace
 
-GenerateRequest parse_generate_request(const std::string &body, int max_tokens_limit) {
+void refuse_unknown_fields(const json &object, std::initializer_list<const char *> known) {
+    for (const auto &item : object.items()) {
+        bool is_known = false;
+        for (const char *k : known) is_known = is_known || item.key() == k;
+        if (!is_known) throw BadRequest("Unrecognized request argument supplied: " + item.key(), item.key());
+    }
+}
+
+json parse_body(const std::string &body, std::initializer_list<const char *> known) {
     json j;
     try {
         j = json::parse(body);
@@ -35,12 +43,12 @@ GenerateRequest parse_generate_request(const std::string &body, int max_tokens_l
         throw BadRequest(std::string("body is not valid JSON: ") + e.what());
     }
     if (!j.is_object()) throw BadRequest("body must be a JSON object");
-    for (const auto &item : j.items()) {
-        static const char *known[] = {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"};
-        bool is_known = false;
-        for (const char *k : known) is_known = is_known || item.key() == k;
-        if (!is_known) throw BadRequest("unknown field '" + item.key() + "'");
-    }
+    refuse_unknown_fields(j, known);
+    return j;
+}
+
+GenerateRequest parse_generate_request(const std::string &body, int max_tokens_limit) {
+    json j = parse_body(body, {"prompt", "max_tokens", "temperature", "top_k", "top_p", "seed", "stream"});
     GenerateRequest r;
     if (!j.contains("prompt")) throw BadRequest("missing field 'prompt'");
     if (!j["prompt"].is_string() || j["prompt"].get<std::string>().empty())

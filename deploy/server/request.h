@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -18,6 +20,12 @@ struct BadRequest : std::runtime_error {
     std::string param;
     int code;
 };
+
+// A request body as a JSON object whose every field is one of `known`; BadRequest otherwise (an unknown field
+// is named as `param`, in OpenAI's words).
+nlohmann::json parse_body(const std::string &body, std::initializer_list<const char *> known);
+// The same check of the fields of an object inside a body.
+void refuse_unknown_fields(const nlohmann::json &object, std::initializer_list<const char *> known);
 
 struct GenerateRequest {
     std::string prompt;

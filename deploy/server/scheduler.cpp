@@ -259,7 +259,7 @@ void Scheduler::sample(const std::vector<int> &rows) {
         samplers[static_cast<size_t>(seq)] = slots_[static_cast<size_t>(seq)].sampler;
         n_top = std::max(n_top, slots_[static_cast<size_t>(seq)].job->spec().logprobs);
     }
-    const int32_t n_rows = rows.back() + 1;
+    const int32_t n_rows = *std::max_element(rows.begin(), rows.end()) + 1;  // rows need not be in order
     const size_t stride = 1 + static_cast<size_t>(std::max(n_top, 0));
     logprob_rows_.resize(static_cast<size_t>(n_rows) * stride);
     gpt_token_logprob *logprobs = n_top >= 0 ? logprob_rows_.data() : nullptr;

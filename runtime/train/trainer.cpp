@@ -30,7 +30,9 @@ Trainer::Trainer(Model &model, const gpt_trainer_params &params, const DistConfi
     : model_(model),
       params_(params),
       weights_(training_weights(model)),
-      grads_(weights_, dist ? dist->bucket_bytes : kDefaultBucketBytes) {
+      grads_(weights_, dist ? dist->bucket_bytes : kDefaultBucketBytes),
+      // each rank its own dropout masks
+      rng_(model.device(), params.seed + (dist ? static_cast<uint64_t>(dist->rank) : 0)) {
     if (!(params.learning_rate >= 0.0f) || !(params.min_lr >= 0.0f) || params.warmup_iters < 0 ||
         (params.decay_lr && params.lr_decay_iters <= params.warmup_iters))
         fail(GPT_ERR_INVALID_ARGUMENT, "need learning_rate, min_lr >= 0 and lr_decay_iters > warmup_iters >= 0");
@@ -38,15 +40,12 @@ Trainer::Trainer(Model &model, const gpt_trainer_params &params, const DistConfi
         exp_avg_.push_back(at::zeros_like(w));
         exp_avg_sq_.push_back(at::zeros_like(w));
     }
-    uint64_t seed = params.seed;
     if (dist) {
         group_ = std::make_unique<ProcessGroup>(*dist, model.device());
         for (const at::Tensor &w : weights_) group_->start_broadcast(w, 0);
         group_->wait_all();
         model_.weights_changed();
-        seed += static_cast<uint64_t>(dist->rank);  // each rank its own dropout masks
     }
-    at::manual_seed(seed);  // dropout in train_step draws from the default generator
     ++model_.live_sessions();
 }
 
@@ -126,7 +125,12 @@ void Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_
     double loss_sum = 0.0;
     for (int32_t k = 0; k < accum; ++k) {
         const auto xy = batch_tensors(x + k * micro, y + k * micro, batch, seq);
-        const std::vector<at::Tensor> out = model_.train_step(xy.first, xy.second);  // {loss, grads...}
+        std::vector<at::Tensor> out;  // {loss, grads...}
+        {
+            // The graph draws its dropout masks from torch's default generators.
+            const TrainerRng::Lease lease = rng_.lend();
+            out = model_.train_step(xy.first, xy.second);
+        }
         loss_sum += out.at(0).item<double>();
         const bool last = k + 1 == accum;
         for (size_t b = 0; b < grads_.count(); ++b) {

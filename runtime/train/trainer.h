@@ -15,6 +15,7 @@
 #include "gpt_runtime.h"
 #include "train/collectives.h"
 #include "train/grad_buckets.h"
+#include "train/trainer_rng.h"
 
 namespace gpt {
 
@@ -34,7 +35,7 @@ public:
     gpt_trainer_state state() const;
 
     // Checkpoints (trainer_checkpoint.cpp): weights, AdamW moments, iteration and
-    // the CPU RNG in one safetensors file, replaced atomically.
+    // the trainer's generators in one safetensors file, replaced atomically.
     void save(const std::string &path) const;
     void load(const std::string &path);
 
@@ -55,6 +56,7 @@ private:
     std::vector<at::Tensor> weights_;  // the model's own tensors, in manifest training order
     GradBuckets grads_;
     std::unique_ptr<ProcessGroup> group_;  // null when training alone
+    TrainerRng rng_;                       // dropout's generators, this trainer's alone
     std::vector<at::Tensor> exp_avg_;
     std::vector<at::Tensor> exp_avg_sq_;
     int64_t iteration_ = 0;

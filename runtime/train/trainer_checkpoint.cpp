@@ -1,12 +1,9 @@
 // trainer_checkpoint.cpp — the checkpoint format: one safetensors file holding
 //   param.<name>, exp_avg.<name>, exp_avg_sq.<name>  (names from manifest training.param_names)
-//   rng.cpu                                           (the default CPU generator's state)
+//   rng.cpu, and rng.cuda for a GPU trainer           (the trainer's generators, trainer_rng.h)
 // and string metadata: format, format_version, iteration, the model's shape, the schedule.
 // Loading checks everything before it changes anything.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
-
-#include <mutex>
 
 #include "base/error.h"
 #include "exec/safetensors.h"
@@ -39,11 +36,7 @@ void Trainer::save(const std::string &path) const {
         tensors["exp_avg." + names[i]] = exp_avg_[i];
         tensors["exp_avg_sq." + names[i]] = exp_avg_sq_[i];
     }
-    {
-        at::Generator generator = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        tensors["rng.cpu"] = generator.get_state();
-    }
+    for (auto &[key, state] : rng_.states()) tensors[key] = state;
     auto metadata = model_metadata(model_);
     metadata["format"] = kCheckpointFormat;
     metadata["format_version"] = kCheckpointVersion;
@@ -75,15 +68,11 @@ void Trainer::load(const std::string &path) {
         copies.emplace_back(exp_avg_[i], take("exp_avg." + names[i], exp_avg_[i]));
         copies.emplace_back(exp_avg_sq_[i], take("exp_avg_sq." + names[i], exp_avg_sq_[i]));
     }
-    const at::Tensor rng = take("rng.cpu", at::detail::getDefaultCPUGenerator().get_state());
+    TrainerRng rng = rng_.restored(tensors, group_ ? group_->rank() : 0, path);
 
     for (auto &[dst, src] : copies) dst.copy_(src);
     model_.weights_changed();
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
-    {
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        generator.set_state(rng);
-    }
+    rng_ = std::move(rng);
     iteration_ = iteration;
 }
 

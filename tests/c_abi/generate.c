@@ -1,5 +1,6 @@
 /* generate.c — compiled as C: include the header, link libgpt_runtime, generate text,
- * and fill a struct as declared by an older header.
+ * fill a struct as declared by an older header, and step two sequences with one
+ * sampler each, log-probabilities and a stop string, as a server would.
  * Usage: c_abi_generate ARTIFACT_DIR. Exit 0 only if every check holds. */
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +44,53 @@ static int check_older_caller(struct gpt_model *model, const struct gpt_model_in
     return 0;
 }
 
+/* Two sequences stepped together: one sampler each, every row of a step drawn in one call with its
+ * log-probabilities, the text cut before a stop string by the detokenizer. */
+static int step_batch(struct gpt_model *model, const struct gpt_model_info *info) {
+    enum { N_SEQ = 2, N_TOP = 2, STEPS = 8 };
+    struct gpt_session *session = NULL;
+    CHECK(gpt_session_create_batch(model, N_SEQ, &session) == GPT_OK);
+    const gpt_token a[] = {1, 2, 3}, b[] = {4, 5};
+    const gpt_token *prompts[N_SEQ] = {a, b};
+    const int32_t n_tokens[N_SEQ] = {3, 2};
+    static float logits[N_SEQ * 4096];
+    CHECK(info->vocab_size <= 4096);
+    CHECK(gpt_session_prefill_batch(session, prompts, n_tokens, logits) == GPT_OK);
+    struct gpt_sampler_params sp;
+    CHECK(gpt_sampler_default_params(&sp, sizeof sp) == GPT_OK);
+    struct gpt_sampler *samplers[N_SEQ] = {NULL, NULL};
+    for (int i = 0; i < N_SEQ; ++i) {
+        sp.seed = 10u + (uint64_t)i;
+        CHECK(gpt_sampler_create(&sp, &samplers[i]) == GPT_OK);
+    }
+    struct gpt_detokenizer *detokenizer = NULL;
+    CHECK(gpt_detokenizer_create(model, &detokenizer) == GPT_OK);
+    const char *stop[] = {"\n"};
+    CHECK(gpt_detokenizer_set_stop_strings(detokenizer, stop, 1) == GPT_OK);
+    gpt_token tokens[N_SEQ];
+    struct gpt_token_logprob logprobs[N_SEQ * (1 + N_TOP)];
+    for (int step = 0; step < STEPS; ++step) {
+        CHECK(gpt_sampler_sample_batch(samplers, N_SEQ, logits, info->vocab_size, tokens, N_TOP, logprobs) == GPT_OK);
+        for (int i = 0; i < N_SEQ; ++i) {
+            const struct gpt_token_logprob *row = logprobs + i * (1 + N_TOP);
+            CHECK(row[0].token == tokens[i] && row[0].logprob <= 0.0f);
+            CHECK(row[1].logprob >= row[2].logprob && row[1].logprob >= row[0].logprob);
+        }
+        char piece[64];
+        size_t size = 0;
+        CHECK(gpt_detokenizer_push(detokenizer, tokens[0], piece, sizeof piece, &size) == GPT_OK);
+        CHECK(strchr(piece, '\n') == NULL); /* the text given out never holds the stop string */
+        CHECK(gpt_session_decode_batch(session, tokens, logits) == GPT_OK);
+    }
+    int32_t stopped = -2;
+    CHECK(gpt_detokenizer_stopped(detokenizer, &stopped) == GPT_OK);
+    CHECK(stopped == -1 || stopped == 0);
+    gpt_detokenizer_free(detokenizer);
+    for (int i = 0; i < N_SEQ; ++i) CHECK(gpt_sampler_free(samplers[i]) == GPT_OK);
+    CHECK(gpt_session_free(session) == GPT_OK);
+    return 0;
+}
+
 static int run(struct gpt_model *model) {
     struct gpt_model_info info;
     CHECK(gpt_model_get_info(model, &info, sizeof info) == GPT_OK);
@@ -77,7 +125,7 @@ static int run(struct gpt_model *model) {
     CHECK(gpt_model_detokenize(model, out, n_out, text, sizeof text, &size) == GPT_OK);
     CHECK(size == (size_t)n_out + 1); /* one byte per ASCII character, plus the NUL */
     printf("generated from C: \"Hello%s\"\n", text);
-    return 0;
+    return step_batch(model, &info);
 }
 
 int main(int argc, char **argv) {

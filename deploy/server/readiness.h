@@ -1,0 +1,25 @@
+// readiness.h — what GET /readyz answers, on the main port and the health port:
+// 200 only while a verified model is loaded, its device has not failed (the
+// scheduler saw GPT_ERR_CUDA) and the server is not draining.
+#pragma once
+
+#include <string>
+
+namespace server {
+
+struct Readiness {
+    int status;
+    std::string text;  // the reply's body
+};
+
+// `model_name` is null when no model is loaded.
+inline Readiness readiness(const char *model_name, bool device_failed, bool draining) {
+    if (model_name == nullptr) return {503, "no model loaded\n"};
+    // A CUDA error sticks to the process's context: a reload verifies its golden vector on the device,
+    // so only a model that passes it (a new scheduler) serves again.
+    if (device_failed) return {503, "the device failed (CUDA error): restart the server\n"};
+    if (draining) return {503, "draining\n"};
+    return {200, "ready: " + std::string(model_name) + "\n"};
+}
+
+}  // namespace server

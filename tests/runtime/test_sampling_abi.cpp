@@ -1,0 +1,282 @@
+// Samplers, log-probabilities and stop strings through the public C API: a batch of
+// rows drawn in one call equals each row drawn alone, log-probabilities are the
+// log-softmax of the logits, a row that cannot be sampled changes no sampler, stop
+// strings end the text before them however the tokens split it, and generation
+// honours them and reports each token's log-probability.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "test_support.h"
+#include "text/stop_strings.h"
+
+namespace {
+
+gpt_sampler *make_sampler(float temperature, int32_t top_k, float top_p, uint64_t seed) {
+    gpt_sampler_params p;
+    REQUIRE(gpt_sampler_default_params(&p, sizeof p) == GPT_OK);
+    p.temperature = temperature;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.seed = seed;
+    gpt_sampler *s = nullptr;
+    REQUIRE(gpt_sampler_create(&p, &s) == GPT_OK);
+    return s;
+}
+
+std::vector<float> random_logits(std::mt19937_64 &rng, int rows, int vocab) {
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> logits(static_cast<size_t>(rows) * static_cast<size_t>(vocab));
+    for (float &x : logits) x = normal(rng);
+    return logits;
+}
+
+// log-softmax in double: the reference for the runtime's log-probabilities.
+std::vector<double> log_softmax(const float *logits, int vocab) {
+    double max = -INFINITY, sum = 0.0;
+    for (int i = 0; i < vocab; ++i) max = std::max(max, static_cast<double>(logits[i]));
+    for (int i = 0; i < vocab; ++i) sum += std::exp(logits[i] - max);
+    std::vector<double> out(static_cast<size_t>(vocab));
+    for (int i = 0; i < vocab; ++i) out[static_cast<size_t>(i)] = logits[i] - max - std::log(sum);
+    return out;
+}
+
+std::vector<gpt_token> tokenize(gpt_model *model, const std::string &text) {
+    std::vector<gpt_token> ids(512);
+    int32_t n = 0;
+    REQUIRE(gpt_model_tokenize(model, text.c_str(), ids.data(), 512, &n) == GPT_OK);
+    ids.resize(static_cast<size_t>(n));
+    return ids;
+}
+
+// Pushes every token; returns the text given out (and flushed at the end when `flush`).
+std::string stream_text(gpt_detokenizer *d, const std::vector<gpt_token> &tokens, bool flush) {
+    std::string out;
+    char text[256];
+    size_t size = 0;
+    for (gpt_token t : tokens) {
+        REQUIRE(gpt_detokenizer_push(d, t, text, sizeof text, &size) == GPT_OK);
+        out.append(text, size - 1);
+    }
+    if (flush) {
+        REQUIRE(gpt_detokenizer_flush(d, text, sizeof text, &size) == GPT_OK);
+        out.append(text, size - 1);
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("a batch of rows drawn in one call equals each row drawn by its sampler alone", "[sampling]") {
+    const int rows = 6, vocab = 50257;  // GPT-2's vocabulary: the sampler never sorts all of it
+    std::mt19937_64 rng(1);
+    const std::vector<float> logits = random_logits(rng, rows, vocab);
+    const struct {
+        float temperature;
+        int32_t top_k;
+        float top_p;
+    } settings[rows] = {{1.0f, 0, 1.0f}, {0.7f, 40, 1.0f}, {1.0f, 0, 0.9f},
+                        {0.0f, 0, 1.0f}, {1.3f, 50, 0.5f}, {1.0f, 1, 1.0f}};
+    std::vector<gpt_sampler *> batch, alone;
+    for (int i = 0; i < rows; ++i) {
+        batch.push_back(make_sampler(settings[i].temperature, settings[i].top_k, settings[i].top_p, 100 + i));
+        alone.push_back(make_sampler(settings[i].temperature, settings[i].top_k, settings[i].top_p, 100 + i));
+    }
+    for (int step = 0; step < 20; ++step) {
+        std::vector<gpt_token> together(rows);
+        REQUIRE(gpt_sampler_sample_batch(batch.data(), rows, logits.data(), vocab, together.data(), 0, nullptr) ==
+                GPT_OK);
+        for (int i = 0; i < rows; ++i) {
+            gpt_token one = 0;
+            REQUIRE(gpt_sampler_sample_batch(&alone[i], 1, logits.data() + i * vocab, vocab, &one, 0, nullptr) ==
+                    GPT_OK);
+            CHECK(together[i] == one);
+        }
+    }
+    // Greedy is the argmax; top_k 1 too.
+    for (int i : {3, 5}) {
+        gpt_token t = 0;
+        REQUIRE(gpt_sampler_sample_batch(&alone[i], 1, logits.data() + i * vocab, vocab, &t, 0, nullptr) == GPT_OK);
+        CHECK(t == std::max_element(logits.begin() + i * vocab, logits.begin() + (i + 1) * vocab) -
+                       (logits.begin() + i * vocab));
+    }
+    for (int i = 0; i < rows; ++i) CHECK(gpt_sampler_free(batch[i]) == GPT_OK);
+    for (int i = 0; i < rows; ++i) CHECK(gpt_sampler_free(alone[i]) == GPT_OK);
+    CHECK(gpt_sampler_free(nullptr) == GPT_OK);
+}
+
+TEST_CASE("log-probabilities are the log-softmax of the logits, before temperature", "[sampling]") {
+    const int rows = 3, vocab = 1000, n_top = 5;
+    std::mt19937_64 rng(2);
+    const std::vector<float> logits = random_logits(rng, rows, vocab);
+    gpt_sampler *hot = make_sampler(2.0f, 0, 1.0f, 7);
+    std::vector<gpt_sampler *> samplers = {hot, nullptr, hot};  // row 1 sits out
+    std::vector<gpt_token> tokens(rows, 0);
+    std::vector<gpt_token_logprob> lp(rows * (1 + n_top));
+    REQUIRE(gpt_sampler_sample_batch(samplers.data(), rows, logits.data(), vocab, tokens.data(), n_top, lp.data()) ==
+            GPT_OK);
+    CHECK(tokens[1] == GPT_TOKEN_NONE);
+    for (int row : {0, 2}) {
+        const auto reference = log_softmax(logits.data() + row * vocab, vocab);
+        const gpt_token_logprob *entry = lp.data() + row * (1 + n_top);
+        CHECK(entry[0].token == tokens[static_cast<size_t>(row)]);
+        CHECK(entry[0].logprob == Approx(reference[static_cast<size_t>(entry[0].token)]).margin(1e-5));
+        std::vector<int> order(vocab);
+        for (int i = 0; i < vocab; ++i) order[static_cast<size_t>(i)] = i;
+        std::sort(order.begin(), order.end(), [&](int a, int b) { return reference[a] > reference[b]; });
+        for (int k = 0; k < n_top; ++k) {
+            CHECK(entry[1 + k].token == order[static_cast<size_t>(k)]);
+            CHECK(entry[1 + k].logprob == Approx(reference[static_cast<size_t>(order[k])]).margin(1e-5));
+        }
+    }
+    CHECK(gpt_sampler_sample_batch(samplers.data(), rows, logits.data(), vocab, tokens.data(), GPT_MAX_TOP_LOGPROBS + 1,
+                                   lp.data()) == GPT_ERR_INVALID_ARGUMENT);
+    gpt_sampler_free(hot);
+}
+
+TEST_CASE("a row that cannot be sampled refuses the call and advances no sampler", "[sampling]") {
+    const int vocab = 64;
+    std::mt19937_64 rng(3);
+    std::vector<float> logits = random_logits(rng, 2, vocab);
+    logits[vocab + 5] = NAN;
+    gpt_sampler *a = make_sampler(1.0f, 0, 1.0f, 9), *b = make_sampler(1.0f, 0, 1.0f, 9);
+    gpt_sampler *fresh = make_sampler(1.0f, 0, 1.0f, 9);
+    std::vector<gpt_sampler *> both = {a, b};
+    std::vector<gpt_token> tokens(2, 0);
+    CHECK(gpt_sampler_sample_batch(both.data(), 2, logits.data(), vocab, tokens.data(), 0, nullptr) ==
+          GPT_ERR_NON_FINITE);
+    CHECK(test::error_mentions("row 1"));
+    gpt_token after = 0, expected = 0;
+    REQUIRE(gpt_sampler_sample_batch(&a, 1, logits.data(), vocab, &after, 0, nullptr) == GPT_OK);
+    REQUIRE(gpt_sampler_sample_batch(&fresh, 1, logits.data(), vocab, &expected, 0, nullptr) == GPT_OK);
+    CHECK(after == expected);  // a's stream is where a fresh sampler's is: the refused call drew nothing
+    gpt_sampler_params bad;
+    REQUIRE(gpt_sampler_default_params(&bad, sizeof bad) == GPT_OK);
+    bad.top_p = 0.0f;
+    gpt_sampler *none = nullptr;
+    CHECK(gpt_sampler_create(&bad, &none) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(none == nullptr);
+    for (gpt_sampler *s : {a, b, fresh}) gpt_sampler_free(s);
+}
+
+TEST_CASE("stop strings end the text before them, however the pieces split it", "[sampling]") {
+    const std::string text = "And God said, Let there be light: and there was light.";
+    // Every way of cutting the text into two or three pieces gives the same text.
+    for (size_t cut1 = 0; cut1 <= text.size(); cut1 += 3)
+        for (size_t cut2 = cut1; cut2 <= text.size(); cut2 += 5) {
+            gpt::StopStrings stop({"light", "there be", "was l"});
+            std::string out = stop.push(text.substr(0, cut1));
+            out += stop.push(text.substr(cut1, cut2 - cut1));
+            out += stop.push(text.substr(cut2));
+            out += stop.flush();
+            INFO("cuts " << cut1 << " " << cut2);
+            CHECK(out == "And God said, Let ");
+            CHECK(stop.stopped() == 1);
+        }
+    gpt::StopStrings held({"world"});
+    CHECK(held.push("hello wor") == "hello ");  // "wor" may be the start of "world"
+    CHECK(held.push("k") == "work");            // it was not
+    CHECK(held.push(" wo") == " ");
+    CHECK(held.flush() == "wo");  // the end of the text: what was held is text after all
+    CHECK(held.stopped() == -1);
+    for (const auto &bad : std::vector<std::vector<std::string>>{
+             {""}, {std::string(256, 'a')}, {"\xff"}, std::vector<std::string>(GPT_MAX_STOP_STRINGS + 1, "x")}) {
+        try {
+            gpt::StopStrings refused(bad);
+            FAIL("accepted");
+        } catch (const gpt::Error &e) {
+            CHECK(e.status() == GPT_ERR_INVALID_ARGUMENT);
+        }
+    }
+}
+
+TEST_CASE("the detokenizer's stop strings cut a BPE stream, and flush starts a new text", "[sampling]") {
+    test::Model model(test::artifact("bpe"));
+    REQUIRE(model.status == GPT_OK);
+    const std::string text = "In the beginning God created the heaven and the earth.";
+    const std::vector<gpt_token> ids = tokenize(model.handle, text);
+    gpt_detokenizer *d = nullptr;
+    REQUIRE(gpt_detokenizer_create(model.handle, &d) == GPT_OK);
+    const char *stops[] = {"the earth", "God cr"};
+    REQUIRE(gpt_detokenizer_set_stop_strings(d, stops, 2) == GPT_OK);
+    CHECK(stream_text(d, ids, false) == "In the beginning ");
+    int32_t which = -2;
+    REQUIRE(gpt_detokenizer_stopped(d, &which) == GPT_OK);
+    CHECK(which == 1);
+    // After the stop nothing more comes out; flush starts a new text with the same strings.
+    CHECK(stream_text(d, ids, true).empty());
+    const std::vector<gpt_token> tail = tokenize(model.handle, "created the heaven and the ear");
+    CHECK(stream_text(d, tail, true) == "created the heaven and the ear");  // "the ear" was held, then flushed
+    REQUIRE(gpt_detokenizer_stopped(d, &which) == GPT_OK);
+    CHECK(which == -1);
+    const char *empty[] = {""};
+    CHECK(gpt_detokenizer_set_stop_strings(d, empty, 1) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_detokenizer_set_stop_strings(d, nullptr, 1) == GPT_ERR_INVALID_ARGUMENT);
+    gpt_detokenizer_free(d);
+}
+
+TEST_CASE("generation stops at a stop string and reports each token's log-probability", "[sampling]") {
+    test::Model model(test::artifact("bpe"));
+    REQUIRE(model.status == GPT_OK);
+    const std::vector<gpt_token> prompt = tokenize(model.handle, "In the beginning");
+    const int n = 24;
+    auto generate = [&](const char *const *stops, int32_t n_stops, std::vector<float> *logprobs) {
+        test::Session session(model.handle);
+        gpt_generate_params p = test::default_generate_params();
+        p.max_new_tokens = n;
+        p.seed = 21;
+        p.stop_at_eos = false;
+        p.stop_strings = stops;
+        p.n_stop_strings = n_stops;
+        if (logprobs) logprobs->assign(n, NAN);
+        p.token_logprobs = logprobs ? logprobs->data() : nullptr;
+        std::vector<gpt_token> out(n);
+        int32_t count = 0;
+        REQUIRE(gpt_session_generate(session.handle, prompt.data(), static_cast<int32_t>(prompt.size()), &p, out.data(),
+                                     n, &count) == GPT_OK);
+        out.resize(static_cast<size_t>(count));
+        return out;
+    };
+    std::vector<float> logprobs;
+    const std::vector<gpt_token> free = generate(nullptr, 0, &logprobs);
+    REQUIRE(free.size() == static_cast<size_t>(n));
+
+    // Replay through the low-level calls: each reported log-probability is the log-softmax of its logits.
+    test::Session session(model.handle);
+    const int vocab = model.info.vocab_size;
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    REQUIRE(gpt_session_prefill(session.handle, prompt.data(), static_cast<int32_t>(prompt.size()), logits.data()) ==
+            GPT_OK);
+    for (size_t i = 0; i < free.size(); ++i) {
+        CHECK(logprobs[i] == Approx(log_softmax(logits.data(), vocab)[static_cast<size_t>(free[i])]).margin(1e-5));
+        if (prompt.size() + i + 1 >= static_cast<size_t>(model.info.block_size)) break;  // the context slides after
+        REQUIRE(gpt_session_decode(session.handle, free[i], logits.data()) == GPT_OK);
+    }
+
+    // A stop string taken from the middle of the free text: generation ends at the token completing it.
+    std::vector<char> bytes(1024);
+    size_t size = 0;
+    REQUIRE(gpt_model_detokenize(model.handle, free.data(), n, bytes.data(), bytes.size(), &size) == GPT_OK);
+    const std::string free_text(bytes.data(), size - 1);
+    // Three ASCII bytes from the middle (the tokens' bytes need not all be UTF-8).
+    size_t at = free_text.size() / 2;
+    const auto ascii = [&](size_t i) { return static_cast<unsigned char>(free_text[i]) < 0x80; };
+    while (at + 3 < free_text.size() && !(ascii(at) && ascii(at + 1) && ascii(at + 2))) ++at;
+    REQUIRE(at + 3 < free_text.size());
+    const std::string stop = free_text.substr(at, 3);
+    const char *stops[] = {stop.c_str()};
+    const std::vector<gpt_token> stopped = generate(stops, 1, nullptr);
+    REQUIRE(stopped.size() < free.size());
+    CHECK(std::equal(stopped.begin(), stopped.end(), free.begin()));
+    auto text_of = [&](size_t tokens) {
+        REQUIRE(gpt_model_detokenize(model.handle, free.data(), static_cast<int32_t>(tokens), bytes.data(),
+                                     bytes.size(), &size) == GPT_OK);
+        return std::string(bytes.data(), size - 1);
+    };
+    CHECK(text_of(stopped.size()).find(stop) != std::string::npos);      // the last token completed it
+    CHECK(text_of(stopped.size() - 1).find(stop) == std::string::npos);  // and not one before
+}
