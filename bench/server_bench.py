@@ -155,24 +155,40 @@ STALE_CONNECTION = (http.client.RemoteDisconnected, ConnectionResetError, Broken
 
 
 def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
-    """One streaming request on a kept-alive connection: its chunks' arrival times, text and usage."""
-    sent, reused, resent = time.perf_counter(), conn.sock is not None, False
-    payload = json.dumps(body)
+    """One streaming request on a kept-alive connection: its chunks' arrival times, text and usage; a
+    failure is returned as `error`, naming the phase it happened in (send, resend or stream)."""
+    sent, reused = time.perf_counter(), conn.sock is not None
+    out = {"sent": sent, "chunk_times": [], "resent": False}
+    payload, headers = json.dumps(body), {"Content-Type": "application/json"}
+    phase = "send"
     try:
-        conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-    except STALE_CONNECTION:
-        if not reused:
-            raise
-        # The server closed the connection after the previous response (llama-server does after every
-        # stream, while its headers say keep-alive): send again on a new one, as HTTP clients do.
+        try:
+            conn.request("POST", "/v1/completions", payload, headers)
+            resp = conn.getresponse()
+        except STALE_CONNECTION:
+            if not reused:
+                raise
+            # The server closed the connection after the previous response (llama-server does after every
+            # stream, while its headers say keep-alive): send again on a new one, as HTTP clients do.
+            conn.close()
+            out["resent"], phase = True, "resend"
+            conn.request("POST", "/v1/completions", payload, headers)
+            resp = conn.getresponse()
+        if resp.status != 200:
+            return out | {"error": f"HTTP {resp.status}: {resp.read()[:300].decode(errors='replace')}"}
+        phase = "stream"
+        read_stream(resp, out)
+    except (OSError, http.client.HTTPException, json.JSONDecodeError) as e:
         conn.close()
-        resent = True
-        conn.request("POST", "/v1/completions", payload, {"Content-Type": "application/json"})
-        resp = conn.getresponse()
-    if resp.status != 200:
-        return {"sent": sent, "error": f"HTTP {resp.status}: {resp.read()[:300].decode(errors='replace')}"}
-    times, texts, usage, finish, error = [], [], None, None, None
+        return out | {"error": f"{phase}: {type(e).__name__}: {e}"}
+    if "error" not in out and not out["chunk_times"]:
+        out["error"] = "no token chunk"
+    return out
+
+
+def read_stream(resp: http.client.HTTPResponse, out: dict) -> None:
+    """The SSE chunks of one response into `out`: chunk_times, text, finish_reason, usage, tokens."""
+    times, texts, usage, finish = out["chunk_times"], [], None, None
     while line := resp.readline():
         if not line.startswith(b"data:"):
             continue
@@ -182,7 +198,7 @@ def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
         now = time.perf_counter()
         chunk = json.loads(data)
         if "error" in chunk:
-            error = json.dumps(chunk["error"])[:300]
+            out["error"] = json.dumps(chunk["error"])[:300]
             break
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or ():
@@ -193,12 +209,8 @@ def stream_completion(conn: http.client.HTTPConnection, body: dict) -> dict:
                 times.append(now)
                 texts.append(text)
     resp.read()  # the rest of the chunked body, so the connection can be reused
-    out = {"sent": sent, "chunk_times": times, "text": "".join(texts), "finish_reason": finish, "resent": resent}
+    out |= {"text": "".join(texts), "finish_reason": finish, "usage": usage}
     out["tokens"] = usage["completion_tokens"] if usage and "completion_tokens" in usage else len(times)
-    out["usage"] = usage
-    if error or not times:
-        out["error"] = error or "no token chunk"
-    return out
 
 
 def request_body(prompt, args, max_tokens: int | None = None) -> dict:
@@ -223,12 +235,7 @@ def run_clients(server: Server, concurrency: int, prompts: list[str], args) -> t
         conn = http.client.HTTPConnection(HOST, port, timeout=args.request_timeout)
         while time.perf_counter() < window[1]:
             prompt = prompts[next(counter) % len(prompts)]
-            try:
-                result = stream_completion(conn, request_body(prompt, args))
-            except (OSError, http.client.HTTPException, json.JSONDecodeError) as e:
-                result = {"sent": time.perf_counter(), "error": f"{type(e).__name__}: {e}"}
-                conn.close()
-                conn = http.client.HTTPConnection(HOST, port, timeout=args.request_timeout)
+            result = stream_completion(conn, request_body(prompt, args))  # a failed one closes conn
             result["done"] = time.perf_counter()
             with lock:
                 results.append(result)
@@ -433,6 +440,11 @@ def write_markdown(out: Path, result: dict) -> None:
         lines.append(f"| ours@{top} / llama@{top} | {x:.2f}× | {targets['ours/llama']} |")
     per_chunk = ", ".join(f"{r['server']}@{r['concurrency']} {r['tokens_per_chunk'] or 0:.3f}" for r in rows)
     lines.append(f"\nTokens per token chunk (> 1: bytes of a character held back): {per_chunk}.")
+    for r in rows:
+        if r["errors"]:
+            lines.append(
+                f"\nErrors, {r['server']}@{r['concurrency']}: {r['errors']}, e.g. {'; '.join(r['error_samples'])}."
+            )
     resent = ", ".join(f"{r['server']}@{r['concurrency']} {r['resent']}/{r['requests']}" for r in rows if r["resent"])
     if resent:
         lines.append(
