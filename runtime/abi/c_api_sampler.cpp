@@ -1,6 +1,7 @@
 // c_api_sampler.cpp — the C ABI of samplers: one per sequence, every row of a
 // batched step drawn in one call, with log-probabilities when asked.
 #include <string>
+#include <vector>
 
 #include "abi/c_api_guard.h"
 #include "abi/versioned_struct.h"
@@ -36,10 +37,11 @@ gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t
                                                     std::to_string(n_top_logprobs));
         const auto row = [&](int32_t i) { return logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size); };
         // Every row first: a refused call must not have advanced some samplers' random streams.
+        std::vector<gpt_token> argmax(static_cast<size_t>(n_seq), GPT_TOKEN_NONE);
         for (int32_t i = 0; i < n_seq; ++i) {
             if (samplers[i] == nullptr) continue;
             try {
-                gpt::check_logits(row(i), vocab_size);
+                argmax[static_cast<size_t>(i)] = gpt::check_logits(row(i), vocab_size);
             } catch (const gpt::Error &e) {
                 gpt::fail(e.status(), "row " + std::to_string(i) + ": " + e.what());
             }
@@ -50,7 +52,7 @@ gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t
                 out_tokens[i] = GPT_TOKEN_NONE;
                 continue;
             }
-            out_tokens[i] = samplers[i]->impl.sample(row(i), vocab_size);
+            out_tokens[i] = samplers[i]->impl.sample_checked(row(i), vocab_size, argmax[static_cast<size_t>(i)]);
             if (out_logprobs != nullptr)
                 gpt::log_probabilities(row(i), vocab_size, out_tokens[i], n_top_logprobs,
                                        out_logprobs + static_cast<size_t>(i) * stride);

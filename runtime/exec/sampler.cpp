@@ -55,7 +55,10 @@ Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed)
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 gpt_token Sampler::sample(const float *logits, int32_t vocab_size) {
-    const gpt_token argmax = check_logits(logits, vocab_size);
+    return sample_checked(logits, vocab_size, check_logits(logits, vocab_size));
+}
+
+gpt_token Sampler::sample_checked(const float *logits, int32_t vocab_size, gpt_token argmax) {
     if (temperature_ <= 0.0f) return argmax;
     // Scaled after subtracting the largest, so that a tiny temperature drives the others to -inf, never the top one
     // to +inf: softmax weights exp(value) are then in (0, 1], the top one exactly 1.

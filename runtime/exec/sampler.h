@@ -24,6 +24,8 @@ public:
     Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed);
     // Logits may be -inf (a token ruled out); NaN, +inf or all -inf throw GPT_ERR_NON_FINITE.
     gpt_token sample(const float *logits, int32_t vocab_size);
+    // As sample, for logits check_logits has passed, with the argmax it returned (a batch checks every row first).
+    gpt_token sample_checked(const float *logits, int32_t vocab_size, gpt_token argmax);
 
 private:
     using Candidate = std::pair<float, gpt_token>;  // (logit / temperature - max, id)
