@@ -95,8 +95,9 @@ extern "C" {
  *    gpt_generate_params.stop_at_eos, gpt_model_tokenize_with_special, the
  *    streaming gpt_detokenizer); samplers for callers that step sequences themselves
  *    (gpt_sampler_*, gpt_sampler_sample_batch with log-probabilities), stop strings
- *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings)
- *    and per-token log-probabilities (gpt_generate_params.token_logprobs). */
+ *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings),
+ *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
+ *    int8 artifacts (gpt_model_info.weights). */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -208,6 +209,8 @@ struct gpt_model_info {
     int32_t n_layer, n_head, n_embd;
     int32_t max_batch;
     gpt_token eos_token; /* the tokenizer's end-of-text token (GPT-2's <|endoftext|>), or GPT_TOKEN_NONE */
+    const char *weights; /* "unquantized" (in dtype), or "int8": weight-only int8 linears, one scale per
+                            output row (compile --quantize int8); such a model is for inference only */
 };
 GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
                                       size_t struct_size);

@@ -40,6 +40,7 @@ def _compile(args) -> int:
         batched_linear=args.batched_linear,
         max_batch=args.max_batch,
         train=train,
+        quantize=args.quantize,
     )
     print(
         f"artifact {out}: attention prefill={manifest['attention']['backend']} "
@@ -110,12 +111,19 @@ def main(argv=None) -> int:
     p.add_argument(
         "--decode-linear",
         default="auto",
-        help="auto (measured), mm or reduction: a single sequence's decode linears",
+        help="auto (measured), mm, reduction or (int8) int8pack: a single sequence's decode linears",
     )
     p.add_argument(
-        "--batched-linear", default="auto", help="auto (measured), mm or onednn (CPU): prefill's and decode's linears"
+        "--batched-linear",
+        default="auto",
+        help="auto (measured), mm, onednn (CPU) or (int8) int8pack: prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
+    p.add_argument(
+        "--quantize",
+        choices=["int8"],
+        help="int8: weight-only int8 linears, one scale per output channel (inference only; half of bf16's bytes)",
+    )
     p.add_argument("--train", action="store_true", help="also compile train_step, eval_loss and AdamW graphs")
     defaults = OptimizerConfig()
     p.add_argument("--weight-decay", type=float, default=defaults.weight_decay)

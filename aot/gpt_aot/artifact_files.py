@@ -36,16 +36,20 @@ def write_artifact_files(
     attention: dict,
     graphs: dict,
     training: dict | None,
+    quantization: dict | None = None,
 ) -> dict:
     """Write weights, golden vector and tokenizer into `directory`, which already
     holds the graphs' packages, then the manifest; return the manifest.
     `attention` is the inference attention choice, `graphs` the graphs'
-    specs, `training` the training section (None without training graphs)."""
+    specs, `training` the training section (None without training graphs),
+    `quantization` the weights' (None when they are in the artifact's dtype).
+    The golden vector comes from the model as it is: quantized, if it is."""
     tensors, tied = weights_for_runtime(model)
     save_file(tensors, str(directory / "weights.safetensors"))
     save_file(golden_vector(model), str(directory / "golden.safetensors"))
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
     atol, rtol = GOLDEN_TOLERANCE[target.dtype]
+    quantized = {"quantization": quantization} if quantization else {}
     c = model.config
     return write_manifest(
         directory,
@@ -56,7 +60,7 @@ def write_artifact_files(
             "dtype": str(target.dtype).removeprefix("torch."),
             "attention": attention,
             "model": {**c.to_dict(), "padded_vocab_size": c.padded_vocab_size},
-            "weights": {"file": "weights.safetensors", "tied": tied},
+            "weights": {"file": "weights.safetensors", "tied": tied, **quantized},
             "graphs": graphs,
             "tokenizer": {"file": "tokenizer.json", "kind": tokenizer["kind"]},
             "golden": {"file": "golden.safetensors", "atol": atol, "rtol": rtol},

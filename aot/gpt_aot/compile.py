@@ -22,6 +22,7 @@ from .golden import GOLDEN_TOLERANCE
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .inductor import compile_package
 from .model import GPT
+from .quantize import quantize_int8, weight_bytes
 from .target import Target
 from .tokenizer import check_fits
 
@@ -97,17 +98,35 @@ def compile_artifact(
     max_batch: int = MAX_BATCH,
     quiet: bool = False,
     train: training.OptimizerConfig | None = None,
+    quantize: str | None = None,
 ) -> dict:
     """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
     `attention`, `decode_linear` (decode_one's linears) and `batched_linear`
     (prefill's and decode's) are pinned or "auto" (measured here).
-    With `train`, the artifact also holds the training graphs."""
+    With `train`, the artifact also holds the training graphs; with
+    quantize="int8", its linears' weights are int8 (quantize.py; inference only)."""
+    if quantize not in (None, "int8"):
+        raise ValueError(f"quantization {quantize!r} is not int8")
+    if quantize and train is not None:
+        raise ValueError("a quantized artifact is for inference only: int8 weights cannot be trained")
     if train is not None and target.dtype == torch.float16:
         # Weights and Adam's moments live in the artifact's dtype: in fp16, (1 - beta2) * g^2 underflows to 0 for
         # gradients below ~1e-3, the update becomes lr * m / eps, and the weights blow up.
         raise ValueError("training needs fp32 or bf16 weights: fp16 underflows Adam's second moment")
     check_fits(tokenizer, model.config.vocab_size)
     progress = Progress(quiet=quiet)
+    quantization = None
+    if quantize:
+        # From the weights as given (fp32 for a checkpoint trained in it), each scale rounded to the artifact's dtype.
+        unquantized_bytes = weight_bytes(model, target.dtype)
+        quantize_int8(model, target.dtype)
+        quantization = {
+            "scheme": "int8",
+            "granularity": "per output channel, symmetric",
+            "quantized": "every linear's weight, lm_head's included; the tied embedding gathers lm_head's int8 rows",
+            "weight_bytes": weight_bytes(model, target.dtype),
+            "unquantized_weight_bytes": unquantized_bytes,
+        }
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
     with replaced_directory(Path(out_dir)) as work, isa.compiling_for(target.isa_level):
@@ -118,9 +137,7 @@ def compile_artifact(
         with progress.stage("choose linear forms"):
             one = linear_pick.choose_linear(model, target, decode_linear, kinds["decode"])
             rows = min(linear_pick.BATCHED_ROWS, max_batch)
-            batched = linear_pick.choose_linear(
-                model, target, batched_linear, kinds["decode"], linear_pick.BATCHED_LINEAR_FORMS, rows
-            )
+            batched = linear_pick.choose_linear(model, target, batched_linear, kinds["decode"], True, rows)
             linears = {"prefill": batched, "decode": batched, "decode_one": one}
         with progress.stage(
             f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; "
@@ -150,5 +167,7 @@ def compile_artifact(
             target = dataclasses.replace(target, details={**target.details, **recorded})
         with progress.stage("write weights, golden vector, manifest"):
             # The golden vector runs the model as export_graphs left it: decode's kind, mm linears.
-            manifest = write_artifact_files(work, model, target, name, tokenizer, choice, specs, training_section)
+            manifest = write_artifact_files(
+                work, model, target, name, tokenizer, choice, specs, training_section, quantization
+            )
     return manifest

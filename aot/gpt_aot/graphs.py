@@ -64,7 +64,7 @@ def _tensor_sig(name, dtype, shape):
 def graph_specs(gpt: GPT) -> dict:
     """Input/output signatures, with symbolic dims named as the manifest names them."""
     c = gpt.config
-    dt = gpt.lm_head.weight.dtype
+    dt = gpt.dtype
 
     # The cache (n_layer, 2, batch, n_head, block_size + 1, head_dim) goes in as its
     # layer_caches views of `positions`: layer 0's k and v, then layer 1's, ...

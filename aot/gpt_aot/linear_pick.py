@@ -7,19 +7,18 @@ from .measure import each_choice_decoding, pick
 from .model import GPT, linear_form_runs_on, linear_weight_names, packed_linear_weights
 from .target import Target
 
-# decode_one's linear forms. oneDNN's is left out: it is measured only eagerly
-# (measure_decode_linear), the reduction only compiled.
-DECODE_ONE_LINEAR_FORMS = ("mm", "reduction")
+# decode_one's linear forms, by the weights' quantization (GPT.quantization).
+# oneDNN's is left out: it is measured only eagerly (measure_decode_linear), the
+# reduction only compiled.
+DECODE_ONE_LINEAR_FORMS = {None: ("mm", "reduction"), "int8": ("mm", "reduction", "int8pack")}
 # Linear forms of the graphs that step many rows (prefill, decode): matrix
 # products only, the reduction reads the weight once per row. Measured on a
 # decode step of BATCHED_ROWS sequences, the pick serves both graphs.
-BATCHED_LINEAR_FORMS = ("mm", "onednn")
+BATCHED_LINEAR_FORMS = {None: ("mm", "onednn"), "int8": ("mm", "int8pack")}
 BATCHED_ROWS = 8
 
 
-def measure_decode_linear(
-    model: GPT, forms: tuple = DECODE_ONE_LINEAR_FORMS, rows: int = 1, steps: int = 4, repeats: int = 5
-) -> dict:
+def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 4, repeats: int = 5) -> dict:
     """Each linear form's decode of `rows` sequences (model.Linear), with the
     model's attention, logits against mm's. Compiled when a reduction is among
     `forms` (it is Inductor's code); the matrix products alone run eagerly: each
@@ -35,19 +34,23 @@ def measure_decode_linear(
 
 
 def choose_linear(
-    model: GPT, target: Target, requested: str, attention: str, forms: tuple = DECODE_ONE_LINEAR_FORMS, rows: int = 1
+    model: GPT, target: Target, requested: str, attention: str, batched: bool = False, rows: int = BATCHED_ROWS
 ) -> dict:
-    """A linear form out of `forms`: the pinned one, or the fastest correct one
-    on decode steps of `rows` sequences with decode's `attention`
-    (measure_decode_linear). Where mm is the only one of `forms` with a kernel
-    (oneDNN's on a GPU), nothing is measured."""
+    """A linear form for decode_one (or with `batched`, for prefill and decode)
+    out of the forms the model's weights allow there: the pinned one, or the
+    fastest correct one on decode steps of one sequence (batched: of `rows`)
+    with decode's `attention` (measure_decode_linear). Where mm is the only form
+    with a kernel (oneDNN's on a GPU), nothing is measured."""
+    forms = (BATCHED_LINEAR_FORMS if batched else DECODE_ONE_LINEAR_FORMS)[model.quantization]
+    rows = rows if batched else 1
+    weight_dtype = model.lm_head.weight.dtype
     if requested != "auto":
         if requested not in forms:
             raise ValueError(f"linear form {requested!r} is not one of auto, {', '.join(forms)}")
-        if not linear_form_runs_on(requested, target.torch_device):
+        if not linear_form_runs_on(requested, target.torch_device, weight_dtype):
             raise ValueError(f"linear form {requested!r} has no kernel on {target.torch_device.type}")
         return {"form": requested, "selected_by": "user"}
-    if [f for f in forms if f != "mm" and linear_form_runs_on(f, target.torch_device)] == []:
+    if [f for f in forms if f != "mm" and linear_form_runs_on(f, target.torch_device, weight_dtype)] == []:
         return {"form": "mm", "selected_by": "only form with a kernel"}
     saved = model.attention
     model.set_attention(attention)

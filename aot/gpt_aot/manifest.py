@@ -23,7 +23,9 @@ FORMAT_NAME = "gpt-aot"
 # 9: a CPU target records its ISA level ("native" or an x86-64 psABI level), the compiler's -march/-m flags
 #    read back from the packages, and every instruction-set extension (cpuinfo flag) those flags let the
 #    code use; the runtime requires all of them, not only the vector ISA's word.
-FORMAT_VERSION = 9
+# 10: weights.quantization: an int8 artifact's linear weights are int8 with a per-row scale
+#     (<linear>.weight_scale); the int8pack linear form.
+FORMAT_VERSION = 10
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

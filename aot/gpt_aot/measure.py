@@ -43,7 +43,7 @@ def each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, r
     with the model's `setting` ("attention" or "linear_form") at each choice,
     against its result at `reference`. A choice without a kernel here is
     recorded as not running."""
-    weight = model.lm_head.weight
+    weight = model.lm_head.weight  # int8 when quantized: the linear forms depend on it, attention on model.dtype
     use = getattr(model, f"set_{setting}")
     saved = getattr(model, setting)
     use(reference)
@@ -51,9 +51,9 @@ def each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, r
     results = {}
     for choice in choices:
         runs_here = (
-            attention_runs_on(choice, weight.device, weight.dtype)
+            attention_runs_on(choice, weight.device, model.dtype)
             if setting == "attention"
-            else linear_form_runs_on(choice, weight.device)
+            else linear_form_runs_on(choice, weight.device, weight.dtype)
         )
         if not runs_here:
             results[choice] = {"runs": False}

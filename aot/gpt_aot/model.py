@@ -7,7 +7,8 @@ load unchanged. Three entry points share one set of weights:
   decode(idx, pos, kv)       one token per row b at position pos[b], its logits
 Rows of a batch are independent sequences, each at its own position. Every
 linear layer can run as aten's matrix product, oneDNN's (CPU) or, for one row,
-as a reduction (`set_linear_form`).
+as a reduction (`set_linear_form`); with int8 weights (quantize.py) as the
+matrix product or reduction over the dequantised weight, or aten's int8 kernel.
 The KV cache is one tensor (n_layer, 2, B, n_head, block_size + 1, head_dim), and
 the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
 of it (`layer_caches`). A cache each graph writes once is one Inductor updates
@@ -79,11 +80,17 @@ def layer_caches(kv: torch.Tensor, span: int) -> list[torch.Tensor]:
     return [kv[layer, i, :, :, :span] for layer in range(kv.shape[0]) for i in (0, 1)]
 
 
-LINEAR_FORMS = ("mm", "reduction", "onednn")
+LINEAR_FORMS = ("mm", "reduction", "onednn", "int8pack")
+# The forms a model's weights allow: oneDNN's reads float weights, aten's int8 kernel int8 ones.
+FLOAT_LINEAR_FORMS = ("mm", "reduction", "onednn")
+INT8_LINEAR_FORMS = ("mm", "reduction", "int8pack")
 
 
-def linear_form_runs_on(form: str, device: torch.device) -> bool:
-    """oneDNN's matrix product is a CPU kernel; the other forms run anywhere."""
+def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
+    """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
+    kernel (CPU and CUDA) one for int8 weights; mm and the reduction run anywhere."""
+    if form not in (INT8_LINEAR_FORMS if weight_dtype == torch.int8 else FLOAT_LINEAR_FORMS):
+        return False
     return form != "onednn" or (device.type == "cpu" and torch.backends.mkldnn.is_available())
 
 
@@ -101,12 +108,20 @@ class Linear(nn.Linear):
     vectorised, threaded reduction that streams the weight, where the CPU's
     matrix product at one row runs on one thread. Only worth it for a single
     row: for a batch the reduction reads the weight once per row.
+
+    With an int8 weight and its per-row `weight_scale` (quantize.py), "mm" and
+    "reduction" read the dequantised weight (int8 × scale, in the activations'
+    dtype; Inductor fuses the conversion into the reduction's loads), and
+    "int8pack" is aten's weight-only int8 product, the scale applied to its
+    output rows. The scale is the buffer `weight_scale` that quantize.py adds.
     """
 
     form = "mm"
     packed = None  # the weight in oneDNN's layout, for the onednn form run eagerly
 
     def forward(self, x):
+        if self.weight.dtype == torch.int8:
+            return self._forward_int8(x)
         if self.form == "mm":
             return super().forward(x)
         if self.form == "onednn":
@@ -116,6 +131,20 @@ class Linear(nn.Linear):
         # producer (layer norm, GELU) and recomputes it for every output row.
         x = x.as_strided(x.shape, x.stride())
         y = (x.unsqueeze(-2) * self.weight).sum(-1)
+        return y if self.bias is None else y + self.bias
+
+    def _forward_int8(self, x):
+        scale = self.weight_scale
+        if self.form == "int8pack":
+            rows = x.reshape(-1, x.shape[-1])
+            y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
+        elif self.form == "reduction":
+            x = x.as_strided(x.shape, x.stride())  # as the float reduction: x stays one stored buffer
+            y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1) * scale
+        elif self.form == "mm":
+            y = F.linear(x, self.weight.to(x.dtype) * scale.unsqueeze(-1))
+        else:
+            raise ValueError(f"linear form {self.form!r} has no int8 kernel")
         return y if self.bias is None else y + self.bias
 
 
@@ -243,6 +272,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     embedding_untied = False
+    quantization = None  # "int8" once quantize.quantize_int8 has run
 
     def __init__(self, config: GPTConfig, attention: str = "math"):
         super().__init__()
@@ -276,6 +306,11 @@ class GPT(nn.Module):
         return self
 
     @property
+    def dtype(self) -> torch.dtype:
+        """The activations' (and KV cache's) dtype: the float weights', whether or not the linears are int8."""
+        return self.transformer.wpe.weight.dtype
+
+    @property
     def attention(self) -> str:
         return self.transformer.h[0].attn.attention
 
@@ -287,9 +322,14 @@ class GPT(nn.Module):
     def linear_form(self) -> str:
         return self.lm_head.form
 
+    @property
+    def linear_forms(self) -> tuple:
+        """The linear forms these weights allow."""
+        return INT8_LINEAR_FORMS if self.quantization == "int8" else FLOAT_LINEAR_FORMS
+
     def set_linear_form(self, form: str):
-        if form not in LINEAR_FORMS:
-            raise ValueError(f"linear form {form!r} is not one of {LINEAR_FORMS}")
+        if form not in self.linear_forms:
+            raise ValueError(f"linear form {form!r} is not one of {self.linear_forms}")
         for module in self.modules():
             if isinstance(module, Linear):
                 module.form = form
@@ -301,7 +341,7 @@ class GPT(nn.Module):
     # guards span != block_size and refuses to export.
     def new_kv_cache(self, batch: int, dtype=None, device=None):
         c = self.config
-        dtype = dtype or self.lm_head.weight.dtype
+        dtype = dtype or self.dtype
         device = device or self.lm_head.weight.device
         shape = (c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim)
         return torch.zeros(shape, dtype=dtype, device=device)
@@ -311,6 +351,8 @@ class GPT(nn.Module):
         # one parameter (and one gradient) for the shared tensor, unless export gave
         # wte its own copy (graphs.untied_lm_head).
         tok = F.embedding(idx, self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight)
+        if self.quantization == "int8":  # the gathered int8 rows times their rows' scales (quantize.py)
+            tok = tok.to(self.dtype) * F.embedding(idx, self.lm_head.weight_scale.unsqueeze(-1))
         return self.transformer.drop(tok + self.transformer.wpe(pos))
 
     def forward(self, idx, targets=None):

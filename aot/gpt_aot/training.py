@@ -161,7 +161,7 @@ def export_adamw(gpt: GPT, cfg: OptimizerConfig) -> ExportedProgram:
 def train_specs(gpt: GPT, cfg: OptimizerConfig) -> dict:
     names = param_names(gpt)
     params = dict(EntryModule(gpt).named_parameters())
-    dt = str(gpt.lm_head.weight.dtype).removeprefix("torch.")
+    dt = str(gpt.dtype).removeprefix("torch.")
     return {
         "param_names": names,
         "weight_decay_params": [n for n in names if params[n].dim() >= 2],

@@ -108,7 +108,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
 at::Tensor Model::new_kv_cache(int64_t batch) const {
     const ModelConfig &c = config();
     return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim()},
-                     weights_.begin()->second.options());
+                     weight("transformer.wpe.weight").options());  // the activations' dtype, also for int8 linears
 }
 
 at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
@@ -123,6 +123,9 @@ at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at:
 }
 
 void Model::require_training() const {
+    if (!manifest_.quantization.empty())
+        fail(GPT_ERR_INVALID_ARGUMENT, "this artifact's weights are " + manifest_.quantization +
+                                           ", quantized for inference only: train on an unquantized artifact");
     if (!manifest_.training || !train_step_ || !eval_loss_ || !adamw_)
         fail(GPT_ERR_INVALID_ARGUMENT,
              "this artifact has no training graphs: compile it with `python -m gpt_aot compile --train`");

@@ -1,5 +1,5 @@
-// weights.cpp — every tensor's shape and dtype must be the one the config implies:
-// the compiled graphs index into these buffers without checking them.
+// weights.cpp — every tensor's shape and dtype must be the one the config and the
+// quantization imply: the compiled graphs index into these buffers without checking them.
 #include "exec/weights.h"
 
 #include <ATen/ATen.h>
@@ -22,31 +22,45 @@ at::ScalarType model_scalar_type(const std::string &name) {
     return type;
 }
 
-// Every parameter nanoGPT has for this config, with its shape.
-std::map<std::string, std::vector<int64_t>> expected_parameters(const ModelConfig &c) {
+struct ExpectedTensor {
+    std::vector<int64_t> shape;
+    at::ScalarType dtype;
+};
+
+// Every parameter nanoGPT has for this config, with its shape and dtype. With int8 quantization
+// the linears' weights (lm_head's, and so the tied embedding's) are int8, and each has a
+// `<weight>_scale` of one value per output row in the model's dtype (aot/gpt_aot/quantize.py).
+std::map<std::string, ExpectedTensor> expected_parameters(const ModelConfig &c, at::ScalarType dtype,
+                                                          const std::string &quantization) {
     const int64_t C = c.n_embd;
-    std::map<std::string, std::vector<int64_t>> p = {
-        {"transformer.wte.weight", {c.padded_vocab_size, C}},
-        {"lm_head.weight", {c.padded_vocab_size, C}},
-        {"transformer.wpe.weight", {c.block_size, C}},
-        {"transformer.ln_f.weight", {C}},
+    const bool int8 = quantization == "int8";
+    std::map<std::string, ExpectedTensor> p;
+    const auto add = [&](const std::string &name, std::vector<int64_t> shape) { p[name] = {std::move(shape), dtype}; };
+    const auto add_linear = [&](const std::string &name, int64_t rows, int64_t cols) {
+        if (!int8) return add(name, {rows, cols});
+        p[name] = {{rows, cols}, at::kChar};
+        add(name + "_scale", {rows});
     };
-    if (c.bias) p["transformer.ln_f.bias"] = {C};
+    add_linear("lm_head.weight", c.padded_vocab_size, C);
+    p["transformer.wte.weight"] = p.at("lm_head.weight");  // tied: the embedding reads lm_head's rows
+    add("transformer.wpe.weight", {c.block_size, C});
+    add("transformer.ln_f.weight", {C});
+    if (c.bias) add("transformer.ln_f.bias", {C});
     for (int32_t i = 0; i < c.n_layer; ++i) {
         const std::string h = "transformer.h." + std::to_string(i) + ".";
-        p[h + "ln_1.weight"] = {C};
-        p[h + "ln_2.weight"] = {C};
-        p[h + "attn.c_attn.weight"] = {3 * C, C};
-        p[h + "attn.c_proj.weight"] = {C, C};
-        p[h + "mlp.c_fc.weight"] = {4 * C, C};
-        p[h + "mlp.c_proj.weight"] = {C, 4 * C};
+        add(h + "ln_1.weight", {C});
+        add(h + "ln_2.weight", {C});
+        add_linear(h + "attn.c_attn.weight", 3 * C, C);
+        add_linear(h + "attn.c_proj.weight", C, C);
+        add_linear(h + "mlp.c_fc.weight", 4 * C, C);
+        add_linear(h + "mlp.c_proj.weight", C, 4 * C);
         if (!c.bias) continue;
-        p[h + "ln_1.bias"] = {C};
-        p[h + "ln_2.bias"] = {C};
-        p[h + "attn.c_attn.bias"] = {3 * C};
-        p[h + "attn.c_proj.bias"] = {C};
-        p[h + "mlp.c_fc.bias"] = {4 * C};
-        p[h + "mlp.c_proj.bias"] = {C};
+        add(h + "ln_1.bias", {C});
+        add(h + "ln_2.bias", {C});
+        add(h + "attn.c_attn.bias", {3 * C});
+        add(h + "attn.c_proj.bias", {C});
+        add(h + "mlp.c_fc.bias", {4 * C});
+        add(h + "mlp.c_proj.bias", {C});
     }
     return p;
 }
@@ -61,8 +75,7 @@ std::string shape_string(at::IntArrayRef shape) {
 
 std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir, const Manifest &manifest,
                                                c10::Device device) {
-    const at::ScalarType dtype = model_scalar_type(manifest.dtype);
-    const auto expected = expected_parameters(manifest.model);
+    const auto expected = expected_parameters(manifest.model, model_scalar_type(manifest.dtype), manifest.quantization);
     ListedFileReader file(dir, manifest, manifest.weights_file);
     auto tensors = read_safetensors(file);
     std::map<std::string, at::Tensor> weights;
@@ -70,25 +83,27 @@ std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir,
         auto it = expected.find(name);
         if (it == expected.end())
             fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": unexpected tensor '" + name + "' for this model");
-        if (tensor.sizes() != at::IntArrayRef(it->second) || tensor.scalar_type() != dtype)
+        const ExpectedTensor &want = it->second;
+        if (tensor.sizes() != at::IntArrayRef(want.shape) || tensor.scalar_type() != want.dtype)
             fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": '" + name + "' is " +
                                                shape_string(tensor.sizes()) + " " +
                                                std::string(c10::toString(tensor.scalar_type())) + ", expected " +
-                                               shape_string(it->second) + " " + manifest.dtype);
+                                               shape_string(want.shape) + " " + std::string(c10::toString(want.dtype)));
         weights.emplace(name, tensor.to(device));
     }
     for (const auto &[alias, stored] : manifest.tied) {
         auto it = weights.find(stored);
         if (it == weights.end() || expected.count(alias) == 0 || weights.count(alias) != 0 ||
-            expected.at(alias) != expected.at(stored))
+            expected.at(alias).shape != expected.at(stored).shape ||
+            expected.at(alias).dtype != expected.at(stored).dtype)
             fail(GPT_ERR_ARTIFACT_INVALID,
                  "manifest ties '" + alias + "' to '" + stored + "', which does not fit the model");
         weights.emplace(alias, it->second);
     }
-    for (const auto &[name, shape] : expected)
+    for (const auto &[name, want] : expected)
         if (weights.count(name) == 0)
             fail(GPT_ERR_ARTIFACT_INVALID,
-                 manifest.weights_file + " lacks '" + name + "' (shape " + shape_string(shape) + ")");
+                 manifest.weights_file + " lacks '" + name + "' (shape " + shape_string(want.shape) + ")");
     return weights;
 }
 

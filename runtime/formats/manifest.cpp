@@ -71,10 +71,17 @@ std::vector<std::string> string_list(const json &obj, const char *key, const std
     return out;
 }
 
-GraphSpec inference_graph_spec(const json &graphs, const char *name) {
+// oneDNN's form reads float weights, aten's int8 product int8 ones; mm and the reduction read either.
+GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::string &quantization) {
     GraphSpec spec = graph_spec(graphs, name);
     const json &linear = field(field(graphs, name), "linear");
     spec.linear = string_field(linear, "form");
+    const bool int8 = quantization == "int8";
+    const bool known = spec.linear == "mm" || spec.linear == "reduction" || (spec.linear == "onednn" && !int8) ||
+                       (spec.linear == "int8pack" && int8);
+    if (!known)
+        invalid("'graphs." + std::string(name) + ".linear.form' must be mm, reduction or " +
+                (int8 ? "int8pack (the weights are int8)" : "onednn"));
     if (spec.linear == "onednn") {
         const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
         spec.packed.insert(packed.begin(), packed.end());
@@ -229,11 +236,15 @@ Manifest parse_manifest(const Bytes &text) {
         if (!target_name.is_string()) invalid("'weights.tied' values must be strings");
         m.tied[alias] = target_name.get<std::string>();
     }
+    if (weights.contains("quantization")) {
+        m.quantization = string_field(field(weights, "quantization"), "scheme");
+        if (m.quantization != "int8") invalid("'weights.quantization.scheme' must be 'int8'");
+    }
 
     const json &graphs = field(j, "graphs");
-    m.prefill = inference_graph_spec(graphs, "prefill");
-    m.decode = inference_graph_spec(graphs, "decode");
-    m.decode_one = inference_graph_spec(graphs, "decode_one");
+    m.prefill = inference_graph_spec(graphs, "prefill", m.quantization);
+    m.decode = inference_graph_spec(graphs, "decode", m.quantization);
+    m.decode_one = inference_graph_spec(graphs, "decode_one", m.quantization);
     if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
 
     const json &tokenizer = field(j, "tokenizer");
@@ -245,7 +256,10 @@ Manifest parse_manifest(const Bytes &text) {
     m.golden_atol = non_negative_number(golden, "atol");
     m.golden_rtol = non_negative_number(golden, "rtol");
 
-    if (j.contains("training")) m.training = training_spec(j.at("training"));
+    if (j.contains("training")) {
+        if (!m.quantization.empty()) invalid("a quantized artifact has no training graphs: its weights are int8");
+        m.training = training_spec(j.at("training"));
+    }
 
     const json &files = field(j, "files");
     if (!files.is_object() || files.empty()) invalid("'files' must list every file with its sha256");

@@ -20,9 +20,9 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 9: a CPU target records its ISA level and every instruction-set extension its code may use
+// 10: weights.quantization: an int8 artifact's linear weights are int8 with per-row scales
 // (history: aot/gpt_aot/manifest.py).
-inline constexpr int kFormatVersion = 9;
+inline constexpr int kFormatVersion = 10;
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -58,7 +58,7 @@ constexpr size_t kMaxIsaWordBytes = 64;
 struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
-    std::string linear;            // inference graphs: their linears' form, "mm", "onednn" or "reduction"
+    std::string linear;            // inference graphs: their linears' form, "mm", "reduction", "onednn" or "int8pack"
     std::set<std::string> packed;  // onednn form: the weights bound packed for oneDNN (runtime/exec/packed_weights.h)
 };
 
@@ -86,6 +86,9 @@ struct Manifest {
     TargetSpec target;
     ModelConfig model;
     std::string weights_file;
+    // "" when the weights are in `dtype`; "int8": every linear's weight is int8 with a per-row
+    // `<name>_scale` in `dtype` (exec/weights.cpp), inference only.
+    std::string quantization;
     std::map<std::string, std::string> tied;  // alias name -> stored name
     GraphSpec prefill;
     GraphSpec decode;

@@ -94,6 +94,7 @@ def test_compiled_graphs_write_the_kv_cache_in_place(artifacts, fixtures, kind):
 LINEAR_CALLS = {  # the kernel each matrix-product form calls from a compiled graph
     "mm": re.compile(r"aoti_torch_cpu_(?:add)?mm_out\("),
     "onednn": re.compile(r"aoti_torch_cpu__linear_pointwise(?:_binary)?\("),  # _binary: a residual add fused in
+    "int8pack": re.compile(r"aoti_torch_cpu__weight_int8pack_mm\("),
 }
 
 
@@ -102,6 +103,7 @@ LINEAR_CALLS = {  # the kernel each matrix-product form calls from a compiled gr
     [
         ("tiny-math", {"prefill": "onednn", "decode": "onednn", "decode_one": "reduction"}),
         ("tiny-other", {"prefill": "mm", "decode": "mm", "decode_one": "mm"}),
+        ("tiny-int8", {"prefill": "int8pack", "decode": "int8pack", "decode_one": "reduction"}),
     ],
 )
 def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, name, forms):
@@ -262,7 +264,7 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
 def test_linear_forms_compute_the_same_product(fixtures):
     from gpt_aot.model import LINEAR_FORMS, Linear, packed_linear_weights
 
-    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn"}
+    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack"}
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):
@@ -291,7 +293,7 @@ def test_linear_forms_compute_the_same_product(fixtures):
 
 def test_decode_linear_form_is_measured_against_mm(fixtures):
     model = fixtures.tiny_model("math")
-    for rows, forms in ((1, linear_pick.DECODE_ONE_LINEAR_FORMS), (3, linear_pick.BATCHED_LINEAR_FORMS)):
+    for rows, forms in ((1, linear_pick.DECODE_ONE_LINEAR_FORMS[None]), (3, linear_pick.BATCHED_LINEAR_FORMS[None])):
         candidates = linear_pick.measure_decode_linear(model, forms, rows)
         assert set(candidates) == set(forms)
         assert candidates["mm"]["max_abs_err"] == 0.0
@@ -314,14 +316,14 @@ def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
     gpu = Target("cuda", "sm_90", torch.float32, {})
     model = fixtures.tiny_model("math")
     with pytest.raises(ValueError, match="linear form 'onednn' has no kernel on cuda"):
-        linear_pick.choose_linear(model, gpu, "onednn", "math", linear_pick.BATCHED_LINEAR_FORMS)
+        linear_pick.choose_linear(model, gpu, "onednn", "math", batched=True)
     # Nothing to measure (and no GPU needed to decide): mm is the batched graphs' only form there.
-    pick = linear_pick.choose_linear(model, gpu, "auto", "math", linear_pick.BATCHED_LINEAR_FORMS, rows=8)
+    pick = linear_pick.choose_linear(model, gpu, "auto", "math", batched=True)
     assert pick == {"form": "mm", "selected_by": "only form with a kernel"}
     with pytest.raises(ValueError, match="'reduction' is not one of auto, mm, onednn"):
-        linear_pick.choose_linear(
-            model, resolve("cpu", "auto", "fp32"), "reduction", "math", linear_pick.BATCHED_LINEAR_FORMS
-        )
+        linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "reduction", "math", batched=True)
+    with pytest.raises(ValueError, match="'int8pack' is not one of auto, mm, reduction"):  # float weights
+        linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "int8pack", "math")
 
 
 def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures, monkeypatch):

@@ -1,0 +1,191 @@
+"""Weight-only int8 (quantize.py): the scheme, every int8 linear form against the
+eager reference (quantize → dequantize → the same model in PyTorch), the compiled
+int8 graphs against it, and what an int8 artifact records."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from gpt_aot import compile as compile_mod
+from gpt_aot import linear_pick
+from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.model import GPT, GPTConfig, Linear
+from gpt_aot.quantize import dequantized, quantize_int8, quantize_rows, weight_bytes
+from gpt_aot.target import resolve
+from gpt_aot.training import OptimizerConfig
+
+INT8_FORMS = ("mm", "reduction", "int8pack")
+# Compiled fp32 kernels only reorder sums (as in test_compile.py). In bf16, each form rounds its
+# products differently from the reference's bf16 dequantised weight: the tolerance is a fraction
+# of the logits' largest magnitude, 1 % (measured: 0.6 %; one row's scale 1.5× too large gives 1.8 %).
+FP32_TOL = 1e-4
+BF16_FRACTION = 1e-2
+
+
+def quantized_tiny(fixtures, dtype=torch.float32) -> GPT:
+    model = fixtures.tiny_model("math")
+    return quantize_int8(model, dtype).to(dtype=dtype)
+
+
+def assert_close_to(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str):
+    if dtype == torch.float32:
+        torch.testing.assert_close(actual, expected, atol=FP32_TOL, rtol=FP32_TOL, msg=what)
+        return
+    err = (actual.float() - expected.float()).abs().max().item()
+    assert err <= BF16_FRACTION * expected.float().abs().max().item(), f"{what}: {err}"
+
+
+def test_rows_are_quantized_symmetrically_within_half_a_step():
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(6, 40, generator=gen) * torch.tensor([1e-3, 0.02, 1.0, 30.0, 0.5, 0.0]).unsqueeze(1)
+    for scale_dtype in (torch.float32, torch.bfloat16):
+        q, scale = quantize_rows(w, scale_dtype)
+        assert q.dtype == torch.int8 and scale.dtype == scale_dtype and scale.shape == (6,)
+        assert int(q.abs().max()) <= 127
+        assert torch.equal(q[5], torch.zeros(40, dtype=torch.int8)) and scale[5] == 1  # the padding's zero row
+        # Each row's largest weight reaches ±127 (±126 when the stored scale rounded up), and every
+        # weight is within half a step of its reconstruction.
+        assert (q[:5].abs().amax(1) >= 126).all()
+        step = scale.float().unsqueeze(1)
+        assert ((q.float() * step - w).abs() <= step / 2 * (1 + 1e-6)).all()
+
+
+def test_quantizing_keeps_names_ties_and_dtype_and_halves_gpt2_124m_bf16():
+    config = GPTConfig(vocab_size=50257)  # GPT-2 124M
+    model = GPT(config).init_weights(1337)
+    bf16_bytes = weight_bytes(model, torch.bfloat16)
+    names = set(model.state_dict())
+    quantize_int8(model, torch.bfloat16)
+    model = model.to(dtype=torch.bfloat16)
+    linears = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, Linear)}
+    assert len(linears) == 4 * config.n_layer + 1
+    state = model.state_dict()
+    assert set(state) == names | {f"{n}_scale" for n in linears}
+    assert all(state[n].dtype == torch.int8 for n in linears)
+    assert all(state[f"{n}_scale"].dtype == torch.bfloat16 for n in linears)
+    assert model.transformer.wte.weight is model.lm_head.weight  # still tied: stored once
+    assert model.dtype == torch.bfloat16 and model.new_kv_cache(1).dtype == torch.bfloat16
+    int8_bytes = weight_bytes(model, torch.bfloat16)
+    assert 0.50 <= int8_bytes / bf16_bytes <= 0.51, (int8_bytes, bf16_bytes)
+    with pytest.raises(ValueError, match="already quantized"):
+        quantize_int8(model, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("form", INT8_FORMS)
+def test_each_int8_form_equals_the_dequantized_model(fixtures, dtype, form):
+    """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row."""
+    model = quantized_tiny(fixtures, dtype)
+    reference = dequantized(model)
+    assert all(p.dtype == dtype for p in reference.parameters())
+    model.set_linear_form(form)
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(1))
+    kv, kv_ref = model.new_kv_cache(3), reference.new_kv_cache(3)
+    with torch.no_grad():
+        assert_close_to(model.prefill(idx, kv), reference.prefill(idx, kv_ref), dtype, "prefill")
+        for t in range(7, 10):
+            tok, pos = torch.full((3, 1), t), torch.tensor([t, t + 3, t - 5])
+            assert_close_to(model.decode(tok, pos, kv), reference.decode(tok, pos, kv_ref), dtype, f"decode {t}")
+            one, one_pos = tok[:1], pos[:1]
+            assert_close_to(
+                model.decode(one, one_pos, kv[:, :, :1]), reference.decode(one, one_pos, kv_ref[:, :, :1]), dtype, "one"
+            )
+        logits, _ = model(idx)
+        expected, _ = reference(idx)
+        assert_close_to(logits, expected, dtype, "forward")
+
+
+def test_the_reference_is_no_copy_of_the_float_model(fixtures):
+    """The int8 model is not the float one: the test above compares against quantized weights."""
+    model = quantized_tiny(fixtures)
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 9))
+    with torch.no_grad():
+        float_logits, _ = fixtures.tiny_model("math")(idx)
+        int8_logits, _ = dequantized(model)(idx)
+    assert (float_logits - int8_logits).abs().max() > 10 * FP32_TOL
+
+
+def test_float_and_int8_forms_are_kept_apart(fixtures):
+    model = fixtures.tiny_model("math")
+    with pytest.raises(ValueError, match="not one of"):
+        model.set_linear_form("int8pack")
+    quantize_int8(model, torch.float32)
+    with pytest.raises(ValueError, match="not one of"):
+        model.set_linear_form("onednn")
+    assert linear_pick.DECODE_ONE_LINEAR_FORMS["int8"] == INT8_FORMS
+    assert linear_pick.BATCHED_LINEAR_FORMS["int8"] == ("mm", "int8pack")
+
+
+def test_int8_linear_forms_are_measured_against_mm(fixtures):
+    model = quantized_tiny(fixtures)
+    candidates = linear_pick.measure_decode_linear(model, INT8_FORMS, rows=1)
+    assert set(candidates) == set(INT8_FORMS) and candidates["mm"]["max_abs_err"] == 0.0
+    for form in INT8_FORMS:
+        assert candidates[form]["runs"] and candidates[form]["ms"] > 0 and candidates[form]["max_abs_err"] < FP32_TOL
+    pick = linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "auto", "math", batched=True)
+    assert pick["form"] in ("mm", "int8pack") and set(pick["candidates"]) == {"mm", "int8pack"}
+
+
+@pytest.fixture(scope="module")
+def int8_graphs(artifacts):
+    return ArtifactGraphs(artifacts / "tiny-int8" / "cpu")
+
+
+def test_compiled_int8_graphs_equal_the_eager_int8_reference(int8_graphs, fixtures):
+    """tiny-int8's prefill (int8pack), batched decode (int8pack) and decode_one (reduction), at batch 3
+    and 1, prompt length 7 and rows at their own positions (none an export example)."""
+    reference = dequantized(quantized_tiny(fixtures))
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
+    kv_c, kv_e = int8_graphs.new_kv_cache(3), reference.new_kv_cache(3)
+    with torch.no_grad():
+        assert_close_to(int8_graphs.prefill(idx, kv_c), reference.prefill(idx, kv_e), torch.float32, "prefill")
+        for t in range(7, 12):
+            tok, pos = torch.full((3, 1), t), torch.tensor([t, t + 3, t - 5])
+            assert_close_to(
+                int8_graphs.decode(tok, pos, kv_c), reference.decode(tok, pos, kv_e), torch.float32, f"decode {t}"
+            )
+        kv_c1, kv_e1 = int8_graphs.new_kv_cache(1), reference.new_kv_cache(1)
+        int8_graphs.prefill(idx[:1], kv_c1)
+        reference.prefill(idx[:1], kv_e1)
+        for t in range(7, 12):
+            tok, pos = torch.full((1, 1), t), torch.tensor([t])
+            assert_close_to(
+                int8_graphs.decode(tok, pos, kv_c1), reference.decode(tok, pos, kv_e1), torch.float32, f"one {t}"
+            )
+    torch.testing.assert_close(kv_c, kv_e, atol=FP32_TOL, rtol=FP32_TOL)
+
+
+def test_an_int8_artifact_records_its_quantization_and_stores_int8_weights(artifacts, fixtures):
+    directory = artifacts / "tiny-int8" / "cpu"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    record = manifest["weights"]["quantization"]
+    assert record["scheme"] == "int8" and record["granularity"] == "per output channel, symmetric"
+    model = quantized_tiny(fixtures)
+    assert record["weight_bytes"] == weight_bytes(model, torch.float32)
+    assert record["unquantized_weight_bytes"] == weight_bytes(fixtures.tiny_model("math"), torch.float32)
+    stored = load_file(str(directory / "weights.safetensors"))
+    for name, tensor in model.state_dict().items():
+        key = manifest["weights"]["tied"].get(name, name)
+        assert torch.equal(stored[key], tensor), name
+    # The golden vector comes from the quantized reference, not the float model.
+    golden = load_file(str(directory / "golden.safetensors"))
+    kv = model.new_kv_cache(1)
+    with torch.no_grad():
+        expected = dequantized(model).prefill(golden["tokens"], kv)
+    torch.testing.assert_close(golden["prefill_logits"], expected, atol=FP32_TOL, rtol=FP32_TOL)
+
+
+def test_a_quantized_artifact_cannot_hold_training_graphs(tmp_path, fixtures):
+    with pytest.raises(ValueError, match="inference only"):
+        compile_mod.compile_artifact(
+            fixtures.tiny_model("math"),
+            resolve("cpu", "auto", "fp32"),
+            tmp_path / "cpu",
+            name="t",
+            tokenizer=fixtures.tokenizer(),
+            train=OptimizerConfig(),
+            quantize="int8",
+        )
+    assert not (tmp_path / "cpu").exists()

@@ -1,0 +1,153 @@
+// Weight-only int8 artifacts through the C ABI (tiny-int8: tiny-math's model compiled with
+// --quantize int8): they load and match their golden vector, say what they are, hold fewer
+// bytes, refuse a trainer, and a damaged or reshaped scale never reaches the graphs.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "test_support.h"
+
+namespace {
+
+using nlohmann::json;
+
+const std::string kScale = "transformer.h.0.attn.c_attn.weight_scale";
+
+// Where a tensor's bytes start in a safetensors file: after the 8-byte header length and the header.
+std::streamoff tensor_offset(const std::filesystem::path &file, const std::string &name) {
+    std::ifstream in(file, std::ios::binary);
+    uint64_t header_len = 0;
+    in.read(reinterpret_cast<char *>(&header_len), sizeof header_len);
+    std::string header(header_len, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header_len));
+    const json offsets = json::parse(header).at(name).at("data_offsets");
+    return static_cast<std::streamoff>(8 + header_len + offsets.at(0).get<uint64_t>());
+}
+
+uint64_t weights_bytes(const std::filesystem::path &dir) {
+    test::Model model(dir);
+    REQUIRE(model.status == GPT_OK);
+    gpt_memory_stats stats{};
+    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
+    return stats.weights_bytes;
+}
+
+}  // namespace
+
+TEST_CASE("an int8 artifact loads, matches its golden vector and says its weights are int8", "[int8]") {
+    test::Model model(test::artifact("int8"));
+    REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.weights) == "int8");
+    CHECK(std::string(model.info.dtype) == "float32");  // the activations' dtype
+    double err = -1;
+    CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);  // prefill, decode_one and the batched decode
+    CHECK(err >= 0);
+    CHECK(err < 1e-4);
+
+    test::Model unquantized(test::artifact("math"));
+    REQUIRE(unquantized.status == GPT_OK);
+    CHECK(std::string(unquantized.info.weights) == "unquantized");
+}
+
+TEST_CASE("an int8 model's weights are the int8 tensors and scales of its file, under a third of fp32's",
+          "[int8][memory]") {
+    const auto dir = test::artifact("int8");
+    std::ifstream manifest_file(dir / "manifest.json");
+    const auto manifest = json::parse(manifest_file);
+    const auto weights = test::read_safetensors(dir / "weights.safetensors");
+    uint64_t stored = 0;
+    for (const auto &[name, tensor] : weights) stored += tensor.nbytes();
+    // lm_head's int8 table, stored once under the embedding's name (tied), with lm_head's scales.
+    CHECK(manifest["weights"]["tied"]["lm_head.weight"] == "transformer.wte.weight");
+    CHECK(weights.count("lm_head.weight") == 0);
+    CHECK(weights.at("transformer.wte.weight").scalar_type() == at::kChar);
+    CHECK(weights.at("lm_head.weight_scale").sizes() == at::IntArrayRef({128}));
+    CHECK(weights.at(kScale).scalar_type() == at::kFloat);
+    const uint64_t int8_bytes = weights_bytes(dir);
+    CHECK(int8_bytes == stored);  // int8 graphs pack nothing
+    CHECK(int8_bytes == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
+    // tiny-other has the same config in fp32 with mm linears (nothing packed). The tiny model's
+    // position embedding and norms stay fp32; GPT-2 124M's bf16 halves (tests/aot/test_quantize.py).
+    const uint64_t fp32_bytes = weights_bytes(test::artifact("other"));
+    CHECK(fp32_bytes == manifest["weights"]["quantization"]["unquantized_weight_bytes"].get<uint64_t>());
+    CHECK(int8_bytes * 3 < fp32_bytes);
+}
+
+TEST_CASE("a trainer on an int8 artifact is refused: quantized weights are for inference only", "[int8][train]") {
+    test::Model model(test::artifact("int8"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_trainer *trainer = reinterpret_cast<gpt_trainer *>(0x1);
+    const gpt_trainer_params params = test::default_trainer_params();
+    CHECK(gpt_trainer_create(model.handle, &params, &trainer) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(trainer == reinterpret_cast<gpt_trainer *>(0x1));
+    CHECK(test::error_mentions("inference only"));
+}
+
+TEST_CASE("a flipped byte in an int8 artifact's scales is refused by its hash", "[int8][artifact]") {
+    test::ScratchArtifact art(test::artifact("int8"));
+    test::flip_byte(art.file("weights.safetensors"), tensor_offset(art.file("weights.safetensors"), kScale) + 1);
+    gpt_model *model = nullptr;
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_HASH);
+    CHECK(model == nullptr);
+    CHECK(test::error_mentions("weights.safetensors"));
+}
+
+TEST_CASE("scales or weights that do not fit the quantization are refused by the loader", "[int8][artifact]") {
+    const auto source = test::artifact("int8");
+    const auto original = test::read_safetensors(source / "weights.safetensors");
+    struct Case {
+        std::string what, name, expected;
+        std::function<at::Tensor(const at::Tensor &)> change;
+    };
+    const std::vector<Case> cases = {
+        {"a scale short of a row", kScale, "expected [96] Float",
+         [](const at::Tensor &t) { return t.narrow(0, 0, t.size(0) - 1).contiguous(); }},
+        {"a scale per element", kScale, "expected [96] Float",
+         [](const at::Tensor &t) {
+             return t.unsqueeze(1).expand({t.size(0), 32}).contiguous();
+         }},
+        {"a scale in another dtype", kScale, "expected [96] Float",
+         [](const at::Tensor &t) { return t.to(at::kDouble); }},
+        {"a float weight where int8 is expected", "transformer.h.1.mlp.c_fc.weight", "expected [128, 32] Char",
+         [](const at::Tensor &t) { return t.to(at::kFloat); }},
+    };
+    for (const Case &c : cases) {
+        DYNAMIC_SECTION(c.what) {
+            test::ScratchArtifact art(source);
+            auto changed = original;
+            changed[c.name] = c.change(original.at(c.name));
+            test::write_safetensors(art.file("weights.safetensors"), changed);
+            art.rehash("weights.safetensors");  // the hash matches: only the loader's checks stand in the way
+            gpt_model *model = nullptr;
+            CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+            CHECK(model == nullptr);
+            CHECK(test::error_mentions(c.name));
+            CHECK(test::error_mentions(c.expected));
+        }
+    }
+    SECTION("a missing scale") {
+        test::ScratchArtifact art(source);
+        auto changed = original;
+        changed.erase(kScale);
+        test::write_safetensors(art.file("weights.safetensors"), changed);
+        art.rehash("weights.safetensors");
+        gpt_model *model = nullptr;
+        CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(test::error_mentions("lacks '" + kScale + "'"));
+    }
+}
+
+TEST_CASE("a manifest's quantization and linear forms must agree", "[int8][artifact]") {
+    test::ScratchArtifact art(test::artifact("int8"));
+    auto m = art.manifest();
+    SECTION("an unknown scheme") { m["weights"]["quantization"]["scheme"] = "int4"; }
+    SECTION("oneDNN's float form over int8 weights") { m["graphs"]["decode"]["linear"]["form"] = "onednn"; }
+    SECTION("int8 weights read as float ones") { m["weights"].erase("quantization"); }
+    art.write_manifest(m);
+    gpt_model *model = nullptr;
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(model == nullptr);
+}
