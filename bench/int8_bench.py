@@ -1,0 +1,201 @@
+"""Decode with int8 weights, side by side (issue #27): our int8 artifact, our bf16 artifact, llama.cpp's Q8_0
+(and bf16) and CTranslate2's int8, GPT-2 124M on the same weights and threads.
+
+    bench/llama_setup.sh && .venv/bin/python bench/server_weights.py --skip-compile && \\
+        .venv/bin/python bench/int8_weights.py           # the peers' weights (bench/work/int8/)
+    scripts/build.sh --target runtime_bench
+    .venv/bin/python bench/int8_bench.py [--threads 2] [--batches 1 8] [--contexts 128 1024] [--gen 32]
+        [--reps 5] [--rounds 2] [--out DIR]
+
+Our two artifacts are compiled here once (bench/work/int8/gpt2-124m-{bf16,int8}/cpu, from the Hugging Face
+layout safetensors the peers convert, `--dtype bf16`, attention flash for both so that they differ by their
+linears alone, the linear forms measured by the compile). Rows: bench/runtime_bench.c `generate` for ours
+(one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps), bench/int8_peers.py
+for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every implementation
+runs in its own process, rounds alternate the implementations, and each cell is the median of its
+repetitions over all rounds (the first repetition of each process dropped for ours, as suite.py does).
+
+Roofline: a step must read every weight once (the position table but one row) and each sequence's KV cache
+up to its position; each row's weights are its own (int8 + scales, Q8_0's blocks, bf16), over the read
+bandwidth measured at the start (bench/suite.py's read_bandwidth).
+Output: results.json, results.md in bench/results/cpu-<date>-int8/ (or --out).
+"""
+
+import argparse
+import datetime
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import int8_peers  # noqa: E402
+import suite  # noqa: E402
+
+PY = sys.executable
+WORK = ROOT / "bench" / "work" / "int8"
+HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
+ARTIFACTS = {"int8": WORK / "gpt2-124m-int8", "bf16": WORK / "gpt2-124m-bf16"}
+GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
+
+
+def compile_ours(weights: str) -> float | None:
+    """Our artifact of the shared weights (kept once compiled); its compile seconds when compiled now."""
+    out = ARTIFACTS[weights]
+    if (out / "cpu" / "manifest.json").exists():
+        return None
+    # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
+    cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
+    cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "flash"]
+    cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", "int8"] if weights == "int8" else [])
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
+    return time.perf_counter() - start
+
+
+def our_rows(weights: str, threads: int, batches, contexts, gen: int, reps: int) -> list[dict]:
+    art = ARTIFACTS[weights] / "cpu"
+    rows = []
+    for batch in batches:
+        for context in contexts:
+            cmd = [str(suite.RUNTIME_BENCH), "generate", str(art), "--threads", str(threads), "--batch", str(batch)]
+            cmd += ["--context", str(context - gen), "--tokens", str(gen), "--reps", str(reps + 1)]
+            out = suite.run_row(cmd)
+            if "error" in out:
+                raise RuntimeError(f"runtime_bench {weights} batch {batch} context {context}: {out['error']}")
+            steps = out["decode_ms_per_token"][1:]
+            rows.append({"impl": "ours", "weights": weights, "batch": batch, "context": context, "steps_ms": steps,
+                         "details": {"tokens": out["tokens"], "peak_rss_mib": out["peak_rss_mib"]}})  # fmt: skip
+    return rows
+
+
+def weight_bytes(impl: str, weights: str) -> int:
+    """Bytes of the weights one decode step reads: all but the position table's other rows."""
+    if impl == "ours":
+        manifest = json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())
+        quantization = manifest["weights"].get("quantization")
+        total = quantization["weight_bytes"] if quantization else manifest["files"]["weights.safetensors"]["size"]
+    elif impl == "llama.cpp":
+        total = int8_peers.GGUFS[weights].stat().st_size
+    else:
+        total = (int8_peers.CT2_DIR / "model.bin").stat().st_size
+    return total - (GPT2["block_size"] - 1) * GPT2["n_embd"] * 2  # the position table's unread rows, bf16
+
+
+def cache_bytes(batch: int, positions: float, element: int) -> float:
+    return 2 * GPT2["n_layer"] * batch * positions * GPT2["n_embd"] * element
+
+
+def summarize(cells: dict, gen: int, bandwidth: float) -> list[dict]:
+    rows = []
+    for (impl, weights, batch, context), cell in cells.items():
+        ms = statistics.median(cell["steps_ms"])
+        cache_element = 4 if impl == "CTranslate2" else 2  # CTranslate2's int8 keeps its cache in fp32
+        read = weight_bytes(impl, weights) + cache_bytes(batch, context - (gen - 1) / 2, cache_element)
+        rows.append({"impl": impl, "weights": weights, "batch": batch, "context": context, "ms_per_step": ms,
+                     "min_ms": min(cell["steps_ms"]), "max_ms": max(cell["steps_ms"]),
+                     "tokens_per_s": batch / (ms / 1e3), "bytes_per_step": read,
+                     "roofline_ms": read / bandwidth * 1e3, "roofline_fraction": read / bandwidth * 1e3 / ms,
+                     "samples": len(cell["steps_ms"]), "details": cell["details"]})  # fmt: skip
+    return rows
+
+
+def report(out: Path, result: dict) -> None:
+    rows = {(r["impl"], r["weights"], r["batch"], r["context"]): r for r in result["rows"]}
+    impls = sorted({(r["impl"], r["weights"]) for r in result["rows"]}, key=lambda k: (k[0] != "ours", k))
+    cols = [(b, c) for b in result["batches"] for c in result["contexts"]]
+    lines = [
+        f"# int8 decode, GPT-2 124M, {result['threads']} threads ({result['machine']['cpu']})",
+        "",
+        f"{result['date']}, commit {result['machine']['commit']}, torch {result['machine']['torch']}, llama.cpp "
+        f"{result['llama_version']}, CTranslate2 {result['ct2_version']}; read bandwidth "
+        f"{result['read_bandwidth'] / 1e9:.1f} GB/s; {result['rounds']} rounds × {result['reps']} repetitions of "
+        f"{result['gen']} steps per cell, median. ms per decode step (B tokens), roofline fraction in brackets.",
+        "",
+        "| implementation | " + " | ".join(f"batch {b}, context {c}" for b, c in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for impl, weights in impls:
+        cells = []
+        for b, c in cols:
+            r = rows.get((impl, weights, b, c))
+            cells.append(f"{r['ms_per_step']:.2f} ({r['roofline_fraction']:.0%})" if r else "—")
+        lines.append(f"| {impl} {weights} | " + " | ".join(cells) + " |")
+    lines += ["", "Ratios (time of the other over ours int8; > 1: ours int8 is faster):", ""]
+    for impl, weights in impls:
+        if (impl, weights) == ("ours", "int8"):
+            continue
+        ratios = []
+        for b, c in cols:
+            ours, other = rows.get(("ours", "int8", b, c)), rows.get((impl, weights, b, c))
+            ratios.append(f"{other['ms_per_step'] / ours['ms_per_step']:.2f}×" if ours and other else "—")
+        pairs = zip(cols, ratios, strict=True)
+        lines.append(f"- vs {impl} {weights}: " + ", ".join(f"batch {b} context {c}: {x}" for (b, c), x in pairs))
+    (out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--contexts", type=int, nargs="+", default=[128, 1024])
+    ap.add_argument("--gen", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--impls", nargs="+", default=["ours-int8", "ours-bf16", "llama-q8_0", "llama-bf16", "ct2-int8"])
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+
+    compile_s = {w: compile_ours(w) for w in ("bf16", "int8")}
+    torch.set_num_threads(args.threads)
+    bandwidth = suite.read_bandwidth("cpu")
+    shape = (args.batches, args.contexts, args.gen, args.reps)
+    cells: dict = {}
+    for round_ in range(args.rounds):
+        for impl in args.impls:
+            print(f"round {round_ + 1}: {impl}", flush=True)
+            name, weights = impl.split("-")
+            if name == "ours":
+                rows = our_rows(weights, args.threads, *shape)
+            elif name == "llama":
+                rows = int8_peers.llama_rows(int8_peers.GGUFS[weights], args.threads, *shape, weights=weights,
+                                             check=round_ == 0)  # fmt: skip
+            else:
+                rows = int8_peers.ct2_rows(int8_peers.CT2_DIR, args.threads, *shape, check=round_ == 0)
+            for row in rows:
+                impl_name = {"ours": "ours", "llama": "llama.cpp", "ct2": "CTranslate2"}[name]
+                key = (impl_name, weights, row["batch"], row["context"])
+                cell = cells.setdefault(key, {"steps_ms": [], "details": {}})
+                cell["steps_ms"] += row.get("steps_ms") or row["details"]["ms_per_step"]["all"]
+                cell["details"].update(row["details"])
+    result = {
+        "machine": suite.machine(),
+        "date": datetime.date.today().isoformat(),
+        "threads": args.threads,
+        "batches": args.batches,
+        "contexts": args.contexts,
+        "gen": args.gen,
+        "reps": args.reps,
+        "rounds": args.rounds,
+        "read_bandwidth": bandwidth,
+        "compile_s": compile_s,
+        "llama_version": int8_peers.llama_version(),
+        "ct2_version": __import__("ctranslate2").__version__,
+        "rows": summarize(cells, args.gen, bandwidth),
+    }
+    out = args.out or ROOT / "bench" / "results" / f"cpu-{result['date']}-int8"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    report(out, result)
+    print((out / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

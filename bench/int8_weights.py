@@ -1,0 +1,151 @@
+"""The int8 decode peers' weights (bench/int8_peers.py): the server benchmark's, quantized by each peer's own tool.
+
+    .venv/bin/python bench/int8_weights.py
+
+From bench/work/server/hf-gpt2-124m/ (bench/server_weights.py: GPT-2 124M, nanoGPT's init from seed 1337,
+Hugging Face layout, bf16), so every implementation starts from the very same bits:
+
+- bench/work/int8/gpt2-124m-q8_0.gguf    llama.cpp's convert_hf_to_gguf.py --outtype q8_0 (bench/llama_setup.sh
+                                         unpacks it): every matrix Q8_0 (blocks of 32 int8 with an f16 scale,
+                                         8.5 bits a weight), token_embd too, which is also the output matrix
+                                         (GPT-2 ties lm_head to it); norms, biases and the position table F32
+- bench/work/int8/ct2-gpt2-124m-int8/    CTranslate2's converter (TransformersConverter, as
+                                         `ct2-transformers-converter --quantization int8`): every matrix int8
+                                         with a float32 scale per output row, the embeddings too, lm_head an
+                                         alias of them; norms, biases and the position table stay bf16
+- bench/work/int8/weights.json           per model file: its bytes, bytes per tensor type and the types of
+                                         the embeddings and lm_head, read back from the files
+
+The bf16 reference row's GGUF is bench/work/server/gpt2-124m-bf16.gguf (bench/server_weights.py); it is
+listed in weights.json too. Both converters read the bf16 safetensors as they are (no fp32 copy): each
+quantizes the fp32 value of every bf16 weight. Each output is skipped when it exists; delete it to make it
+again.
+"""
+
+import argparse
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
+BF16_GGUF = ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf"
+WORK = ROOT / "bench" / "work" / "int8"
+Q8_GGUF = WORK / "gpt2-124m-q8_0.gguf"
+CT2_DIR = WORK / "ct2-gpt2-124m-int8"
+SUMMARY = WORK / "weights.json"
+LLAMA_SRC = ROOT / "bench" / "work" / "llama" / "src"
+CT2_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # ctranslate2.specs.model_spec's order
+
+
+def convert_gguf() -> None:
+    converter = LLAMA_SRC / "convert_hf_to_gguf.py"
+    if not converter.exists():
+        raise SystemExit(f"{converter} missing: run bench/llama_setup.sh first")
+    partial = Q8_GGUF.with_suffix(".partial")
+    subprocess.run([PY, str(converter), str(HF_DIR), "--outtype", "q8_0", "--outfile", str(partial)], check=True)
+    partial.replace(Q8_GGUF)
+
+
+def convert_ct2() -> None:
+    from ctranslate2.converters import TransformersConverter
+
+    partial = CT2_DIR.with_name(CT2_DIR.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    TransformersConverter(str(HF_DIR)).convert(str(partial), quantization="int8", force=True)
+    partial.rename(CT2_DIR)
+
+
+def gguf_tensors(path: Path) -> list[tuple[str, str, int]]:
+    """(name, type, bytes) of every tensor, by the gguf-py of the same llama.cpp tree."""
+    sys.path.insert(0, str(LLAMA_SRC / "gguf-py"))
+    import gguf
+
+    return [(t.name, t.tensor_type.name, int(t.n_bytes)) for t in gguf.GGUFReader(path).tensors]
+
+
+def ct2_tensors(path: Path) -> tuple[list[tuple[str, str, int]], dict[str, str]]:
+    """(name, type, bytes) of every variable in a CTranslate2 model.bin, and its aliases (name -> name).
+    The layout is ctranslate2.specs.model_spec.ModelSpec._serialize's (binary version 6)."""
+    with open(path, "rb") as f:
+
+        def read(fmt: str):
+            return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+        def string() -> str:
+            return f.read(read("H"))[:-1].decode()
+
+        if (version := read("I")) != 6:
+            raise ValueError(f"{path}: binary version {version}, this reader knows 6")
+        string(), read("I")  # spec name, revision
+        tensors = []
+        for _ in range(read("I")):
+            name = string()
+            [read("I") for _ in range(read("B"))]  # shape
+            dtype, size = CT2_DTYPES[read("B")], read("I")
+            f.seek(size, 1)
+            tensors.append((name, dtype, size))
+        aliases = dict((string(), string()) for _ in range(read("I")))
+    return tensors, aliases
+
+
+def summary() -> dict:
+    def by_type(tensors):
+        counts = Counter()
+        for _, kind, size in tensors:
+            counts[kind] += size
+        return dict(counts)
+
+    out = {}
+    for name, path in (("q8_0", Q8_GGUF), ("bf16", BF16_GGUF)):
+        if path.exists():
+            tensors = gguf_tensors(path)
+            kinds = {n: k for n, k, _ in tensors}
+            out[name] = {
+                "file": str(path.relative_to(ROOT)),
+                "file_bytes": path.stat().st_size,
+                "tensor_bytes": sum(size for *_, size in tensors),
+                "bytes_by_type": by_type(tensors),
+                "token_embd": kinds["token_embd.weight"],
+                "output": kinds.get("output.weight", "none: tied to token_embd"),
+            }
+    model = CT2_DIR / "model.bin"
+    if model.exists():
+        tensors, aliases = ct2_tensors(model)
+        kinds = {n: k for n, k, _ in tensors}
+        projection = "decoder/projection/weight"
+        out["ct2_int8"] = {
+            "file": str(model.relative_to(ROOT)),
+            "file_bytes": model.stat().st_size,
+            "tensor_bytes": sum(size for *_, size in tensors),
+            "bytes_by_type": by_type(tensors),
+            "token_embd": kinds["decoder/embeddings/weight"],
+            "output": kinds.get(projection) or f"alias of {aliases[projection]} ({kinds[aliases[projection]]})",
+        }
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.parse_args()
+    if not (HF_DIR / "model.safetensors").exists():
+        raise SystemExit(f"{HF_DIR} missing: run bench/server_weights.py first")
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not Q8_GGUF.exists():
+        convert_gguf()
+        print(f"wrote {Q8_GGUF}", flush=True)
+    if not (CT2_DIR / "model.bin").exists():
+        convert_ct2()
+        print(f"wrote {CT2_DIR}", flush=True)
+    SUMMARY.write_text(json.dumps(summary(), indent=1))
+    print(SUMMARY.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
