@@ -103,19 +103,12 @@ def reference() -> dict:
     if REFERENCE.exists():
         ref = json.loads(REFERENCE.read_text())
         return {"prompt_ids": ref["prompt_ids"], "tokens": ref["tokens"][:CHECK_TOKENS], "margins": ref["top2_margins"]}
-    import torch
-    import transformers
+    sys.path.insert(0, str(ROOT / "bench"))
+    from server_weights import pytorch_greedy
 
-    model = transformers.GPT2LMHeadModel.from_pretrained(HF_DIR, dtype=torch.float32).eval()
     prompt = [(i * 7 + 3) % VOCAB for i in range(11)]
-    ids, margins = torch.tensor([prompt]), []
-    with torch.no_grad():
-        for _ in range(CHECK_TOKENS):
-            logits = model(ids).logits[0, -1]
-            top = torch.topk(logits, 2).values
-            margins.append(float(top[0] - top[1]))
-            ids = torch.cat([ids, logits.argmax().view(1, 1)], dim=1)
-    return {"prompt_ids": prompt, "tokens": ids[0, len(prompt) :].tolist(), "margins": margins}
+    tokens, margins = pytorch_greedy(prompt, CHECK_TOKENS)
+    return {"prompt_ids": prompt, "tokens": tokens, "margins": margins}
 
 
 def agreement(tokens: list[int], ref: dict) -> dict:

@@ -101,23 +101,28 @@ def write_hf_model(seed: int, out: Path):
     return model
 
 
-def reference(tokenizer: dict) -> dict:
-    """Greedy tokens of CHECK_PROMPT from the saved bf16 weights, computed in fp32 by transformers."""
+def pytorch_greedy(prompt: list[int], n: int) -> tuple[list[int], list[float]]:
+    """n greedy tokens after `prompt` from the saved bf16 weights, computed in fp32 by transformers, and
+    the logit gap between the first and second choice at each step."""
     import transformers
 
-    from gpt_aot.tokenizer import encode, to_tiktoken
-
     model = transformers.GPT2LMHeadModel.from_pretrained(HF_DIR, dtype=torch.float32).eval()
-    prompt = encode(tokenizer, CHECK_PROMPT)
-    ids = torch.tensor([prompt])
-    margins = []
+    ids, margins = torch.tensor([prompt]), []
     with torch.no_grad():
-        for _ in range(CHECK_TOKENS):
+        for _ in range(n):
             logits = model(ids).logits[0, -1]
             top = torch.topk(logits, 2).values
             margins.append(float(top[0] - top[1]))
             ids = torch.cat([ids, logits.argmax().view(1, 1)], dim=1)
-    tokens = ids[0, len(prompt) :].tolist()
+    return ids[0, len(prompt) :].tolist(), margins
+
+
+def reference(tokenizer: dict) -> dict:
+    """Greedy tokens of CHECK_PROMPT from the saved bf16 weights (pytorch_greedy)."""
+    from gpt_aot.tokenizer import encode, to_tiktoken
+
+    prompt = encode(tokenizer, CHECK_PROMPT)
+    tokens, margins = pytorch_greedy(prompt, CHECK_TOKENS)
     return {
         "prompt": CHECK_PROMPT,
         "prompt_ids": prompt,
