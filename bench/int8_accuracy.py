@@ -31,6 +31,7 @@ import int8_accuracy  # noqa: E402
 from gpt_aot import bpe_data  # noqa: E402
 from gpt_aot.model import GPTConfig  # noqa: E402
 from gpt_aot.tokenizer import encode  # noqa: E402
+from gpt_aot.tokenizer_import import read_tokenizer  # noqa: E402
 
 PROMPT = "And God said"
 
@@ -52,7 +53,7 @@ def main() -> int:
         bpe_data.prepare(data, args.tokens)
     train = np.fromfile(data / "train.bin", dtype=np.uint16)
     val = np.fromfile(data / "val.bin", dtype=np.uint16)
-    tokenizer = json.loads((data / "tokenizer.json").read_text())
+    tokenizer = read_tokenizer(data / "tokenizer.json")  # the dataset's HF tokenizer.json, in canonical form
     config = GPTConfig(
         block_size=args.block,
         vocab_size=args.tokens,
