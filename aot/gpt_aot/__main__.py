@@ -45,7 +45,8 @@ def _compile(args) -> int:
     print(
         f"artifact {out}: attention prefill={manifest['attention']['backend']} "
         f"decode={manifest['attention']['decode']['backend']}, "
-        f"linears prefill/decode={manifest['graphs']['decode']['linear']['form']} "
+        f"linears prefill={manifest['graphs']['prefill']['linear']['form']} "
+        f"decode={manifest['graphs']['decode']['linear']['form']} "
         f"single-sequence decode={manifest['graphs']['decode_one']['linear']['form']}, "
         f"{sum(f['size'] for f in manifest['files'].values()) / 1e6:.1f} MB"
     )
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--batched-linear",
         default="auto",
-        help="auto (measured), mm, onednn (CPU) or (int8) int8pack: prefill's and decode's linears",
+        help="auto (measured for each graph), mm, onednn (CPU) or (int8) int8pack: prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument(

@@ -135,13 +135,15 @@ def compile_artifact(
             choice["decode"] = attention_pick.choose_attention(model, target, attention, attention_pick.measure_decode)
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
         with progress.stage("choose linear forms"):
-            one = linear_pick.choose_linear(model, target, decode_linear, kinds["decode"])
             rows = min(linear_pick.BATCHED_ROWS, max_batch)
-            batched = linear_pick.choose_linear(model, target, batched_linear, kinds["decode"], True, rows)
-            linears = {"prefill": batched, "decode": batched, "decode_one": one}
+            linears = {
+                "prefill": linear_pick.choose_linear(model, target, batched_linear, kinds["prefill"], "prefill"),
+                "decode": linear_pick.choose_linear(model, target, batched_linear, kinds["decode"], "decode", rows),
+                "decode_one": linear_pick.choose_linear(model, target, decode_linear, kinds["decode"]),
+            }
+        forms = ", ".join(f"{graph} {pick['form']}" for graph, pick in linears.items())
         with progress.stage(
-            f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; "
-            f"linears: prefill and decode {batched['form']}, decode_one {one['form']})"
+            f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; linears: {forms})"
         ):
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
             kinds["decode_one"] = kinds["decode"]

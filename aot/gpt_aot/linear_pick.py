@@ -1,9 +1,13 @@
 """Pick the form of each inference graph's linears (model.Linear) for a target:
-pinned by the user, or measured on decode steps against mm (measure.py)."""
+pinned by the user, or measured on the graph's own work (decode steps of one or
+several sequences, a prefill) against mm (measure.py)."""
 
 from contextlib import nullcontext
 
-from .measure import each_choice_decoding, pick
+import torch
+
+from .attention import attention_context
+from .measure import each_choice, each_choice_decoding, pick, tokens
 from .model import GPT, linear_form_runs_on, linear_weight_names, packed_linear_weights
 from .target import Target
 
@@ -12,10 +16,14 @@ from .target import Target
 # reduction only compiled.
 DECODE_ONE_LINEAR_FORMS = {None: ("mm", "reduction"), "int8": ("mm", "reduction", "int8pack")}
 # Linear forms of the graphs that step many rows (prefill, decode): matrix
-# products only, the reduction reads the weight once per row. Measured on a
-# decode step of BATCHED_ROWS sequences, the pick serves both graphs.
+# products only, the reduction reads the weight once per row. Each graph has its
+# own pick: decode's measured on decode steps of BATCHED_ROWS sequences,
+# prefill's on a prompt of PREFILL_TOKENS (int8 weights favour different
+# kernels at 8 rows and at 128).
 BATCHED_LINEAR_FORMS = {None: ("mm", "onednn"), "int8": ("mm", "int8pack")}
 BATCHED_ROWS = 8
+PREFILL_TOKENS = 128
+GRAPHS = ("prefill", "decode", "decode_one")
 
 
 def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 4, repeats: int = 5) -> dict:
@@ -33,16 +41,33 @@ def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 
         return each_choice_decoding(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
 
 
+def measure_prefill_linear(model: GPT, forms: tuple, seq: int = PREFILL_TOKENS, repeats: int = 5) -> dict:
+    """Each matrix-product form's prefill of one prompt of `seq` tokens (at most
+    the context), eagerly as measure_decode_linear runs them, with the model's
+    attention; logits against mm's."""
+    (idx,) = tokens(model, min(seq, model.config.block_size), 1)
+    kv = model.new_kv_cache(1)
+
+    def run(m):
+        with attention_context(m.attention):
+            return [m.prefill(idx, kv)]
+
+    with torch.no_grad(), packed_linear_weights(model) if "onednn" in forms else nullcontext():
+        return each_choice(model, "linear_form", forms, "mm", run, repeats)
+
+
 def choose_linear(
-    model: GPT, target: Target, requested: str, attention: str, batched: bool = False, rows: int = BATCHED_ROWS
+    model: GPT, target: Target, requested: str, attention: str, graph: str = "decode_one", rows: int = BATCHED_ROWS
 ) -> dict:
-    """A linear form for decode_one (or with `batched`, for prefill and decode)
-    out of the forms the model's weights allow there: the pinned one, or the
-    fastest correct one on decode steps of one sequence (batched: of `rows`)
-    with decode's `attention` (measure_decode_linear). Where mm is the only form
-    with a kernel (oneDNN's on a GPU), nothing is measured."""
-    forms = (BATCHED_LINEAR_FORMS if batched else DECODE_ONE_LINEAR_FORMS)[model.quantization]
-    rows = rows if batched else 1
+    """A linear form for `graph` (GRAPHS) out of the forms the model's weights
+    allow there: the pinned one, or the fastest correct one with the graph's
+    `attention` on its own work: decode steps of one sequence (decode_one) or
+    of `rows` (decode), a prefill of PREFILL_TOKENS tokens (prefill). Where mm
+    is the only form with a kernel (oneDNN's on a GPU), nothing is measured."""
+    if graph not in GRAPHS:
+        raise ValueError(f"graph {graph!r} is not one of {', '.join(GRAPHS)}")
+    forms = (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.quantization]
+    rows = rows if graph == "decode" else 1
     weight_dtype = model.lm_head.weight.dtype
     if requested != "auto":
         if requested not in forms:
@@ -55,15 +80,14 @@ def choose_linear(
     saved = model.attention
     model.set_attention(attention)
     try:
-        candidates = measure_decode_linear(model, forms, rows)
+        if graph == "prefill":
+            candidates = measure_prefill_linear(model, forms)
+        else:
+            candidates = measure_decode_linear(model, forms, rows)
     finally:
         model.set_attention(saved)
-    return {
-        "form": pick(candidates, target.dtype),
-        "selected_by": "measurement",
-        "rows": rows,
-        "candidates": candidates,
-    }
+    shape = {"tokens": min(PREFILL_TOKENS, model.config.block_size)} if graph == "prefill" else {"rows": rows}
+    return {"form": pick(candidates, target.dtype), "selected_by": "measurement", **shape, "candidates": candidates}
 
 
 def with_packed_weights(choice: dict, model: GPT) -> dict:

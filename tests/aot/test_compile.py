@@ -316,12 +316,17 @@ def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
     gpu = Target("cuda", "sm_90", torch.float32, {})
     model = fixtures.tiny_model("math")
     with pytest.raises(ValueError, match="linear form 'onednn' has no kernel on cuda"):
-        linear_pick.choose_linear(model, gpu, "onednn", "math", batched=True)
+        linear_pick.choose_linear(model, gpu, "onednn", "math", "decode")
     # Nothing to measure (and no GPU needed to decide): mm is the batched graphs' only form there.
-    pick = linear_pick.choose_linear(model, gpu, "auto", "math", batched=True)
+    for graph in ("decode", "prefill"):
+        assert linear_pick.choose_linear(model, gpu, "auto", "math", graph) == {
+            "form": "mm",
+            "selected_by": "only form with a kernel",
+        }
+    pick = linear_pick.choose_linear(model, gpu, "auto", "math", "decode")
     assert pick == {"form": "mm", "selected_by": "only form with a kernel"}
     with pytest.raises(ValueError, match="'reduction' is not one of auto, mm, onednn"):
-        linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "reduction", "math", batched=True)
+        linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "reduction", "math", "prefill")
     with pytest.raises(ValueError, match="'int8pack' is not one of auto, mm, reduction"):  # float weights
         linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "int8pack", "math")
 
@@ -355,7 +360,11 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         pick = manifest["graphs"][graph]["linear"]
         assert pick["selected_by"] == "measurement" and pick["rows"] == rows and set(pick["candidates"]) == forms
         assert pick["form"] == min(forms, key=lambda f: pick["candidates"][f]["ms"])
-    assert manifest["graphs"]["prefill"]["linear"] == manifest["graphs"]["decode"]["linear"]
+    # Prefill's own pick, measured on a prompt (the whole tiny context) rather than on decode steps.
+    pick = manifest["graphs"]["prefill"]["linear"]
+    assert pick["selected_by"] == "measurement" and pick["tokens"] == fixtures.CONFIG.block_size
+    assert set(pick["candidates"]) == {"mm", "onednn"}
+    assert pick["form"] == min(pick["candidates"], key=lambda f: pick["candidates"][f]["ms"])
     assert flash_kernel not in inductor.wrapper_source(out / "decode_one.pt2")  # decode's kernel
 
 

@@ -124,8 +124,15 @@ def test_int8_linear_forms_are_measured_against_mm(fixtures):
     assert set(candidates) == set(INT8_FORMS) and candidates["mm"]["max_abs_err"] == 0.0
     for form in INT8_FORMS:
         assert candidates[form]["runs"] and candidates[form]["ms"] > 0 and candidates[form]["max_abs_err"] < FP32_TOL
-    pick = linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "auto", "math", batched=True)
-    assert pick["form"] in ("mm", "int8pack") and set(pick["candidates"]) == {"mm", "int8pack"}
+    cpu = resolve("cpu", "auto", "fp32")
+    pick = linear_pick.choose_linear(model, cpu, "auto", "math", "decode")
+    assert pick["form"] in ("mm", "int8pack") and set(pick["candidates"]) == {"mm", "int8pack"} and pick["rows"] == 8
+    # prefill's pick is its own, measured on a prompt (the whole tiny context here)
+    pick = linear_pick.choose_linear(model, cpu, "auto", "math", "prefill")
+    assert pick["tokens"] == fixtures.CONFIG.block_size and set(pick["candidates"]) == {"mm", "int8pack"}
+    assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values())
+    with pytest.raises(ValueError, match="not one of"):
+        linear_pick.choose_linear(model, cpu, "auto", "math", "train_step")
 
 
 @pytest.fixture(scope="module")
