@@ -38,6 +38,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import int8_peers  # noqa: E402
 import suite  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "aot"))
+from gpt_aot.manifest import FORMAT_VERSION  # noqa: E402
+
 PY = sys.executable
 WORK = ROOT / "bench" / "work" / "int8"
 HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
@@ -46,9 +49,11 @@ GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab
 
 
 def compile_ours(weights: str) -> float | None:
-    """Our artifact of the shared weights (kept once compiled); its compile seconds when compiled now."""
+    """Our artifact of the shared weights (kept once compiled in the current format); its compile seconds
+    when compiled now."""
     out = ARTIFACTS[weights]
-    if (out / "cpu" / "manifest.json").exists():
+    manifest = out / "cpu" / "manifest.json"
+    if manifest.exists() and json.loads(manifest.read_text())["format_version"] == FORMAT_VERSION:
         return None
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
@@ -86,6 +91,13 @@ def weight_bytes(impl: str, weights: str) -> int:
     else:
         total = (int8_peers.CT2_DIR / "model.bin").stat().st_size
     return total - (GPT2["block_size"] - 1) * GPT2["n_embd"] * 2  # the position table's unread rows, bf16
+
+
+def linear_picks(weights: str) -> dict:
+    """Each graph's linear pick as our artifact's manifest records it (form, candidates' ms), and the int8 layout."""
+    manifest = json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())
+    picks = {graph: manifest["graphs"][graph]["linear"] for graph in ("prefill", "decode", "decode_one")}
+    return {"int8_layout": manifest["weights"].get("quantization", {}).get("layout"), **picks}
 
 
 def cache_bytes(batch: int, positions: float, element: int) -> float:
@@ -127,6 +139,14 @@ def report(out: Path, result: dict) -> None:
             r = rows.get((impl, weights, b, c))
             cells.append(f"{r['ms_per_step']:.2f} ({r['roofline_fraction']:.0%})" if r else "—")
         lines.append(f"| {impl} {weights} | " + " | ".join(cells) + " |")
+    lines += ["", "Our linear forms (the compile's picks; ms of each candidate on the pick's own work):", ""]
+    for weights, picks in result.get("linear_picks", {}).items():
+        for graph in ("decode_one", "decode", "prefill"):
+            pick = picks[graph]
+            times = ", ".join(f"{f} {c['ms']:.1f}" for f, c in pick.get("candidates", {}).items() if c.get("runs"))
+            lines.append(f"- {weights} {graph}: {pick['form']} ({pick['selected_by']}{': ' + times if times else ''})")
+        if picks["int8_layout"]:
+            lines.append(f"- {weights} weights layout: {picks['int8_layout']}")
     lines += ["", "Ratios (time of the other over ours int8; > 1: ours int8 is faster):", ""]
     for impl, weights in impls:
         if (impl, weights) == ("ours", "int8"):
@@ -185,6 +205,7 @@ def main() -> int:
         "rounds": args.rounds,
         "read_bandwidth": bandwidth,
         "compile_s": compile_s,
+        "linear_picks": {w: linear_picks(w) for w in ARTIFACTS},
         "llama_version": int8_peers.llama_version(),
         "ct2_version": __import__("ctranslate2").__version__,
         "rows": summarize(cells, args.gen, bandwidth),

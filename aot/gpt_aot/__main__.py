@@ -112,12 +112,14 @@ def main(argv=None) -> int:
     p.add_argument(
         "--decode-linear",
         default="auto",
-        help="auto (measured), mm, reduction or (int8) int8pack: a single sequence's decode linears",
+        help="auto (measured), mm, reduction or (int8) int8pack or blocked: a single sequence's decode linears "
+        "(for int8, blocked lays the weights out in blocks of 32 rows)",
     )
     p.add_argument(
         "--batched-linear",
         default="auto",
-        help="auto (measured for each graph), mm, onednn (CPU) or (int8) int8pack: prefill's and decode's linears",
+        help="auto (measured for each graph), mm, onednn (CPU) or (int8) int8pack (rows) or blocked (blocks of 32 "
+        "rows): prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument(

@@ -22,7 +22,7 @@ from .golden import GOLDEN_TOLERANCE
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .inductor import compile_package
 from .model import GPT
-from .quantize import quantize_int8, weight_bytes
+from .quantize import quantize_int8, set_int8_layout, weight_bytes
 from .target import Target
 from .tokenizer import check_fits
 
@@ -115,18 +115,10 @@ def compile_artifact(
         raise ValueError("training needs fp32 or bf16 weights: fp16 underflows Adam's second moment")
     check_fits(tokenizer, model.config.vocab_size)
     progress = Progress(quiet=quiet)
-    quantization = None
+    unquantized_bytes = weight_bytes(model, target.dtype)
     if quantize:
         # From the weights as given (fp32 for a checkpoint trained in it), each scale rounded to the artifact's dtype.
-        unquantized_bytes = weight_bytes(model, target.dtype)
         quantize_int8(model, target.dtype)
-        quantization = {
-            "scheme": "int8",
-            "granularity": "per output channel, symmetric",
-            "quantized": "every linear's weight, lm_head's included; the tied embedding gathers lm_head's int8 rows",
-            "weight_bytes": weight_bytes(model, target.dtype),
-            "unquantized_weight_bytes": unquantized_bytes,
-        }
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
     with replaced_directory(Path(out_dir)) as work, isa.compiling_for(target.isa_level):
@@ -136,10 +128,14 @@ def compile_artifact(
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
         with progress.stage("choose linear forms"):
             rows = min(linear_pick.BATCHED_ROWS, max_batch)
+            # decode_one's first: an int8 model's weights take the layout its form reads, which the others share.
+            decode_one = linear_pick.choose_linear(model, target, decode_linear, kinds["decode"])
+            if quantize:
+                set_int8_layout(model, linear_pick.int8_layout_for(decode_one["form"]))
             linears = {
                 "prefill": linear_pick.choose_linear(model, target, batched_linear, kinds["prefill"], "prefill"),
                 "decode": linear_pick.choose_linear(model, target, batched_linear, kinds["decode"], "decode", rows),
-                "decode_one": linear_pick.choose_linear(model, target, decode_linear, kinds["decode"]),
+                "decode_one": decode_one,
             }
         forms = ", ".join(f"{graph} {pick['form']}" for graph, pick in linears.items())
         with progress.stage(
@@ -167,6 +163,18 @@ def compile_artifact(
             # Every graph's recorded compile commands, training graphs' too, say what the code may execute.
             recorded = isa.package_isa(sorted(work.glob("*.pt2")))
             target = dataclasses.replace(target, details={**target.details, **recorded})
+        quantization = None
+        if quantize:
+            quantization = {
+                "scheme": "int8",
+                "granularity": "per output channel, symmetric",
+                "quantized": (
+                    "every linear's weight, lm_head's included; the tied embedding gathers lm_head's int8 rows"
+                ),
+                "layout": model.int8_layout,
+                "weight_bytes": weight_bytes(model, target.dtype),
+                "unquantized_weight_bytes": unquantized_bytes,
+            }
         with progress.stage("write weights, golden vector, manifest"):
             # The golden vector runs the model as export_graphs left it: decode's kind, mm linears.
             manifest = write_artifact_files(

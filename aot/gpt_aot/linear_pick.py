@@ -9,18 +9,28 @@ import torch
 from .attention import attention_context
 from .measure import each_choice, each_choice_decoding, pick, tokens
 from .model import GPT, linear_form_runs_on, linear_weight_names, packed_linear_weights
+from .quantize import INT8_LAYOUTS, set_int8_layout
 from .target import Target
 
-# decode_one's linear forms, by the weights' quantization (GPT.quantization).
-# oneDNN's is left out: it is measured only eagerly (measure_decode_linear), the
-# reduction only compiled.
-DECODE_ONE_LINEAR_FORMS = {None: ("mm", "reduction"), "int8": ("mm", "reduction", "int8pack")}
-# Linear forms of the graphs that step many rows (prefill, decode): matrix
-# products only, the reduction reads the weight once per row. Each graph has its
-# own pick: decode's measured on decode steps of BATCHED_ROWS sequences,
-# prefill's on a prompt of PREFILL_TOKENS (int8 weights favour different
-# kernels at 8 rows and at 128).
-BATCHED_LINEAR_FORMS = {None: ("mm", "onednn"), "int8": ("mm", "int8pack")}
+# Each graph's linear forms, by its weights: float (None) or int8 in a layout
+# (GPT.int8_layout). decode_one's pick decides an int8 artifact's layout
+# (int8_layout_for), which the other graphs then share: they choose among that
+# layout's forms.
+# decode_one: oneDNN's is left out: it is measured only eagerly
+# (measure_decode_linear), the reductions only compiled.
+DECODE_ONE_LINEAR_FORMS = {
+    None: ("mm", "reduction"),
+    "rows": ("mm", "reduction", "int8pack"),
+    "blocks32": ("mm", "blocked"),
+}
+# Graphs that step many rows (prefill, decode): matrix products, and the
+# blocked reduction, which reads a block once for all the rows; the reduction
+# over rows reads the weight once per row. Each graph has its own pick:
+# decode's measured on decode steps of BATCHED_ROWS sequences, prefill's on a
+# prompt of PREFILL_TOKENS (int8 weights favour different kernels at 8 rows and
+# at 128).
+BATCHED_LINEAR_FORMS = {None: ("mm", "onednn"), "rows": ("mm", "int8pack"), "blocks32": ("mm", "blocked")}
+COMPILED_FORMS = ("reduction", "blocked")  # Inductor's code: measured compiled
 BATCHED_ROWS = 8
 PREFILL_TOKENS = 128
 GRAPHS = ("prefill", "decode", "decode_one")
@@ -29,44 +39,67 @@ GRAPHS = ("prefill", "decode", "decode_one")
 def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 4, repeats: int = 5) -> dict:
     """Each linear form's decode of `rows` sequences (model.Linear), with the
     model's attention, logits against mm's. Compiled when a reduction is among
-    `forms` (it is Inductor's code); the matrix products alone run eagerly: each
+    `forms` (COMPILED_FORMS) (it is Inductor's code); the matrix products alone run eagerly: each
     is one library call, compiled or not, and Inductor compiles oneDNN's linear
     only into a graph whose weights are constants (AOTInductor's are; a
     torch.compile'd module's are not). oneDNN's runs on packed weights, as the
     runtime binds them."""
-    compiled = "reduction" in forms
+    compiled = any(f in COMPILED_FORMS for f in forms)
     if compiled and "onednn" in forms:
-        raise ValueError("the reduction is measured compiled and oneDNN's linear eagerly: measure them apart")
+        raise ValueError("the reductions are measured compiled and oneDNN's linear eagerly: measure them apart")
     with packed_linear_weights(model) if "onednn" in forms else nullcontext():
         return each_choice_decoding(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
 
 
 def measure_prefill_linear(model: GPT, forms: tuple, seq: int = PREFILL_TOKENS, repeats: int = 5) -> dict:
-    """Each matrix-product form's prefill of one prompt of `seq` tokens (at most
-    the context), eagerly as measure_decode_linear runs them, with the model's
-    attention; logits against mm's."""
+    """Each batched form's prefill of one prompt of `seq` tokens (at most the
+    context), compiled or eagerly as measure_decode_linear runs them, with the
+    model's attention; logits against mm's."""
     (idx,) = tokens(model, min(seq, model.config.block_size), 1)
     kv = model.new_kv_cache(1)
+    compiled = any(f in COMPILED_FORMS for f in forms)
+    if compiled and "onednn" in forms:
+        raise ValueError("the reductions are measured compiled and oneDNN's linear eagerly: measure them apart")
+    prefill = torch.compile(model.prefill, dynamic=False) if compiled else model.prefill
 
     def run(m):
         with attention_context(m.attention):
-            return [m.prefill(idx, kv)]
+            return [prefill(idx, kv)]
 
     with torch.no_grad(), packed_linear_weights(model) if "onednn" in forms else nullcontext():
-        return each_choice(model, "linear_form", forms, "mm", run, repeats)
+        try:
+            return each_choice(model, "linear_form", forms, "mm", run, repeats)
+        finally:
+            torch._dynamo.reset()
+
+
+def graph_linear_forms(model: GPT, graph: str) -> tuple:
+    """The forms `graph` may run on the model's weights: decode_one of an int8
+    model has every layout's (its pick sets the layout), the others the forms
+    of the weights' current layout."""
+    if graph not in GRAPHS:
+        raise ValueError(f"graph {graph!r} is not one of {', '.join(GRAPHS)}")
+    if graph == "decode_one" and model.quantization == "int8":
+        return tuple(dict.fromkeys(f for layout in INT8_LAYOUTS for f in DECODE_ONE_LINEAR_FORMS[layout]))
+    return (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.int8_layout]
+
+
+def int8_layout_for(decode_one_form: str) -> str:
+    """The int8 layout that decode_one's linear form reads (its pick decides the artifact's)."""
+    return next(layout for layout in INT8_LAYOUTS if decode_one_form in DECODE_ONE_LINEAR_FORMS[layout])
 
 
 def choose_linear(
     model: GPT, target: Target, requested: str, attention: str, graph: str = "decode_one", rows: int = BATCHED_ROWS
 ) -> dict:
     """A linear form for `graph` (GRAPHS) out of the forms the model's weights
-    allow there: the pinned one, or the fastest correct one with the graph's
-    `attention` on its own work: decode steps of one sequence (decode_one) or
-    of `rows` (decode), a prefill of PREFILL_TOKENS tokens (prefill). Where mm
-    is the only form with a kernel (oneDNN's on a GPU), nothing is measured."""
-    if graph not in GRAPHS:
-        raise ValueError(f"graph {graph!r} is not one of {', '.join(GRAPHS)}")
-    forms = (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.quantization]
+    allow there (graph_linear_forms): the pinned one, or the fastest correct one
+    with the graph's `attention` on its own work: decode steps of one sequence
+    (decode_one; an int8 model's in each layout) or of `rows` (decode), a
+    prefill of PREFILL_TOKENS tokens (prefill). Where mm is the only form with a
+    kernel (oneDNN's on a GPU), nothing is measured. The model's weights are
+    left in the layout they had."""
+    forms = graph_linear_forms(model, graph)
     rows = rows if graph == "decode" else 1
     weight_dtype = model.lm_head.weight.dtype
     if requested != "auto":
@@ -77,15 +110,23 @@ def choose_linear(
         return {"form": requested, "selected_by": "user"}
     if [f for f in forms if f != "mm" and linear_form_runs_on(f, target.torch_device, weight_dtype)] == []:
         return {"form": "mm", "selected_by": "only form with a kernel"}
-    saved = model.attention
+    saved, layout = model.attention, model.int8_layout
     model.set_attention(attention)
     try:
         if graph == "prefill":
             candidates = measure_prefill_linear(model, forms)
+        elif graph == "decode_one" and layout is not None:
+            candidates = {}
+            for each in INT8_LAYOUTS:  # mm once: its result is the same in every layout
+                set_int8_layout(model, each)
+                here = [f for f in DECODE_ONE_LINEAR_FORMS[each] if f in forms and f not in candidates]
+                candidates.update(measure_decode_linear(model, tuple(here), rows))
         else:
             candidates = measure_decode_linear(model, forms, rows)
     finally:
         model.set_attention(saved)
+        if layout is not None:
+            set_int8_layout(model, layout)
     shape = {"tokens": min(PREFILL_TOKENS, model.config.block_size)} if graph == "prefill" else {"rows": rows}
     return {"form": pick(candidates, target.dtype), "selected_by": "measurement", **shape, "candidates": candidates}
 

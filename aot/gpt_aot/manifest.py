@@ -25,7 +25,9 @@ FORMAT_NAME = "gpt-aot"
 #    code use; the runtime requires all of them, not only the vector ISA's word.
 # 10: weights.quantization: an int8 artifact's linear weights are int8 with a per-row scale
 #     (<linear>.weight_scale); the int8pack linear form.
-FORMAT_VERSION = 10
+# 11: weights.quantization.layout: int8 weights as rows ([rows, cols]) or in blocks of 32 rows
+#     ([ceil(rows / 32), cols, 32]); the blocked linear form reads the latter.
+FORMAT_VERSION = 11
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

@@ -80,16 +80,33 @@ def layer_caches(kv: torch.Tensor, span: int) -> list[torch.Tensor]:
     return [kv[layer, i, :, :, :span] for layer in range(kv.shape[0]) for i in (0, 1)]
 
 
-LINEAR_FORMS = ("mm", "reduction", "onednn", "int8pack")
-# The forms a model's weights allow: oneDNN's reads float weights, aten's int8 kernel int8 ones.
+LINEAR_FORMS = ("mm", "reduction", "onednn", "int8pack", "blocked")
+# The forms a model's weights allow: oneDNN's reads float weights; int8 weights
+# by their layout (quantize.py): aten's int8 kernel and the reduction over rows
+# read "rows", the blocked reduction "blocks32"; mm reads any.
 FLOAT_LINEAR_FORMS = ("mm", "reduction", "onednn")
-INT8_LINEAR_FORMS = ("mm", "reduction", "int8pack")
+INT8_LINEAR_FORMS = {"rows": ("mm", "reduction", "int8pack"), "blocks32": ("mm", "blocked")}
+BLOCK_ROWS = 32  # output rows per block of the "blocks32" layout
+
+
+def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
+    """(rows, cols) → (ceil(rows / BLOCK_ROWS), cols, BLOCK_ROWS), the last block padded with zero rows."""
+    rows, cols = q.shape
+    padded = torch.zeros(-(-rows // BLOCK_ROWS) * BLOCK_ROWS, cols, dtype=q.dtype, device=q.device)
+    padded[:rows] = q
+    return padded.view(-1, BLOCK_ROWS, cols).transpose(1, 2).contiguous()
+
+
+def from_row_blocks(blocks: torch.Tensor, rows: int) -> torch.Tensor:
+    """The inverse of to_row_blocks: the (rows, cols) weight (a copy)."""
+    return blocks.transpose(1, 2).reshape(-1, blocks.shape[1])[:rows]
 
 
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
     """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
     kernel (CPU and CUDA) one for int8 weights; mm and the reduction run anywhere."""
-    if form not in (INT8_LINEAR_FORMS if weight_dtype == torch.int8 else FLOAT_LINEAR_FORMS):
+    int8_forms = {f for forms in INT8_LINEAR_FORMS.values() for f in forms}
+    if form not in (int8_forms if weight_dtype == torch.int8 else FLOAT_LINEAR_FORMS):
         return False
     return form != "onednn" or (device.type == "cpu" and torch.backends.mkldnn.is_available())
 
@@ -114,6 +131,10 @@ class Linear(nn.Linear):
     dtype; Inductor fuses the conversion into the reduction's loads), and
     "int8pack" is aten's weight-only int8 product, the scale applied to its
     output rows. The scale is the buffer `weight_scale` that quantize.py adds.
+    "blocked" reads the int8 weight laid out in blocks of 32 rows
+    (to_row_blocks): the reduction runs over each block's inputs with 32
+    outputs in one vector, rows of a batch inside a block, so a block is read
+    from memory once per call however many rows.
     """
 
     form = "mm"
@@ -135,7 +156,9 @@ class Linear(nn.Linear):
 
     def _forward_int8(self, x):
         scale = self.weight_scale
-        if self.form == "int8pack":
+        if self.weight.dim() == 3:
+            y = self._forward_row_blocks(x, scale)
+        elif self.form == "int8pack":
             rows = x.reshape(-1, x.shape[-1])
             y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
         elif self.form == "reduction":
@@ -144,8 +167,21 @@ class Linear(nn.Linear):
         elif self.form == "mm":
             y = F.linear(x, self.weight.to(x.dtype) * scale.unsqueeze(-1))
         else:
-            raise ValueError(f"linear form {self.form!r} has no int8 kernel")
+            raise ValueError(f"linear form {self.form!r} has no kernel for int8 rows")
         return y if self.bias is None else y + self.bias
+
+    def _forward_row_blocks(self, x, scale):
+        blocks, cols, block_rows = self.weight.shape
+        if self.form == "mm":
+            return F.linear(x, from_row_blocks(self.weight, self.out_features).to(x.dtype) * scale.unsqueeze(-1))
+        if self.form != "blocked":
+            raise ValueError(f"linear form {self.form!r} has no kernel for int8 row blocks")
+        rows = x.reshape(-1, cols)
+        rows = rows.as_strided(rows.shape, rows.stride())  # one stored buffer, as the reduction's x
+        # (blocks, rows, 32), summed over the inputs in fp32: the block's loop is outermost.
+        y = (rows.view(1, -1, cols, 1).float() * self.weight.float().view(blocks, 1, cols, block_rows)).sum(2)
+        y = y.permute(1, 0, 2).reshape(rows.shape[0], blocks * block_rows)[:, : self.out_features]
+        return (y.to(x.dtype) * scale).view(*x.shape[:-1], -1)
 
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
@@ -323,9 +359,16 @@ class GPT(nn.Module):
         return self.lm_head.form
 
     @property
+    def int8_layout(self) -> str | None:
+        """How the int8 weights are laid out (quantize.set_int8_layout); None unquantized."""
+        if self.quantization != "int8":
+            return None
+        return "blocks32" if self.lm_head.weight.dim() == 3 else "rows"
+
+    @property
     def linear_forms(self) -> tuple:
         """The linear forms these weights allow."""
-        return INT8_LINEAR_FORMS if self.quantization == "int8" else FLOAT_LINEAR_FORMS
+        return INT8_LINEAR_FORMS[self.int8_layout] if self.quantization == "int8" else FLOAT_LINEAR_FORMS
 
     def set_linear_form(self, form: str):
         if form not in self.linear_forms:
@@ -350,7 +393,11 @@ class GPT(nn.Module):
         # wte is tied to lm_head; reading it through lm_head lets exported graphs see
         # one parameter (and one gradient) for the shared tensor, unless export gave
         # wte its own copy (graphs.untied_lm_head).
-        tok = F.embedding(idx, self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight)
+        table = self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight
+        if table.dim() == 3:  # int8 row blocks: token t is column t % 32 of block t // 32
+            tok = table[idx // BLOCK_ROWS, :, idx % BLOCK_ROWS]
+        else:
+            tok = F.embedding(idx, table)
         if self.quantization == "int8":  # the gathered int8 rows times their rows' scales (quantize.py)
             tok = tok.to(self.dtype) * F.embedding(idx, self.lm_head.weight_scale.unsqueeze(-1))
         return self.transformer.drop(tok + self.transformer.wpe(pos))

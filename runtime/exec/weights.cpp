@@ -27,18 +27,23 @@ struct ExpectedTensor {
     at::ScalarType dtype;
 };
 
+constexpr int64_t kBlockRows = 32;  // the "blocks32" layout's rows per block
+
 // Every parameter nanoGPT has for this config, with its shape and dtype. With int8 quantization
-// the linears' weights (lm_head's, and so the tied embedding's) are int8, and each has a
-// `<weight>_scale` of one value per output row in the model's dtype (aot/gpt_aot/quantize.py).
-std::map<std::string, ExpectedTensor> expected_parameters(const ModelConfig &c, at::ScalarType dtype,
-                                                          const std::string &quantization) {
+// the linears' weights (lm_head's, and so the tied embedding's) are int8, as rows or in blocks of
+// 32 rows (the last padded), and each has a `<weight>_scale` of one value per output row in the
+// model's dtype (aot/gpt_aot/quantize.py).
+std::map<std::string, ExpectedTensor> expected_parameters(const Manifest &manifest, at::ScalarType dtype) {
+    const ModelConfig &c = manifest.model;
     const int64_t C = c.n_embd;
-    const bool int8 = quantization == "int8";
     std::map<std::string, ExpectedTensor> p;
     const auto add = [&](const std::string &name, std::vector<int64_t> shape) { p[name] = {std::move(shape), dtype}; };
     const auto add_linear = [&](const std::string &name, int64_t rows, int64_t cols) {
-        if (!int8) return add(name, {rows, cols});
-        p[name] = {{rows, cols}, at::kChar};
+        if (manifest.int8_layout.empty()) return add(name, {rows, cols});
+        if (manifest.int8_layout == "blocks32")
+            p[name] = {{(rows + kBlockRows - 1) / kBlockRows, cols, kBlockRows}, at::kChar};
+        else
+            p[name] = {{rows, cols}, at::kChar};
         add(name + "_scale", {rows});
     };
     add_linear("lm_head.weight", c.padded_vocab_size, C);
@@ -75,7 +80,7 @@ std::string shape_string(at::IntArrayRef shape) {
 
 std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir, const Manifest &manifest,
                                                c10::Device device) {
-    const auto expected = expected_parameters(manifest.model, model_scalar_type(manifest.dtype), manifest.quantization);
+    const auto expected = expected_parameters(manifest, model_scalar_type(manifest.dtype));
     ListedFileReader file(dir, manifest, manifest.weights_file);
     auto tensors = read_safetensors(file);
     std::map<std::string, at::Tensor> weights;

@@ -71,17 +71,25 @@ std::vector<std::string> string_list(const json &obj, const char *key, const std
     return out;
 }
 
-// oneDNN's form reads float weights, aten's int8 product int8 ones; mm and the reduction read either.
-GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::string &quantization) {
+// The linear forms that read each kind of weights: float ones, int8 rows, int8 blocks of 32 rows.
+const char *linear_forms_for(const std::string &int8_layout) {
+    if (int8_layout == "rows") return "mm, reduction or int8pack (the weights are int8 rows)";
+    if (int8_layout == "blocks32") return "mm or blocked (the weights are int8 blocks of 32 rows)";
+    return "mm, reduction or onednn";
+}
+
+bool form_reads_weights(const std::string &form, const std::string &int8_layout) {
+    if (int8_layout == "rows") return form == "mm" || form == "reduction" || form == "int8pack";
+    if (int8_layout == "blocks32") return form == "mm" || form == "blocked";
+    return form == "mm" || form == "reduction" || form == "onednn";
+}
+
+GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::string &int8_layout) {
     GraphSpec spec = graph_spec(graphs, name);
     const json &linear = field(field(graphs, name), "linear");
     spec.linear = string_field(linear, "form");
-    const bool int8 = quantization == "int8";
-    const bool known = spec.linear == "mm" || spec.linear == "reduction" || (spec.linear == "onednn" && !int8) ||
-                       (spec.linear == "int8pack" && int8);
-    if (!known)
-        invalid("'graphs." + std::string(name) + ".linear.form' must be mm, reduction or " +
-                (int8 ? "int8pack (the weights are int8)" : "onednn"));
+    if (!form_reads_weights(spec.linear, int8_layout))
+        invalid("'graphs." + std::string(name) + ".linear.form' must be " + linear_forms_for(int8_layout));
     if (spec.linear == "onednn") {
         const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
         spec.packed.insert(packed.begin(), packed.end());
@@ -237,14 +245,18 @@ Manifest parse_manifest(const Bytes &text) {
         m.tied[alias] = target_name.get<std::string>();
     }
     if (weights.contains("quantization")) {
-        m.quantization = string_field(field(weights, "quantization"), "scheme");
+        const json &quantization = field(weights, "quantization");
+        m.quantization = string_field(quantization, "scheme");
         if (m.quantization != "int8") invalid("'weights.quantization.scheme' must be 'int8'");
+        m.int8_layout = string_field(quantization, "layout");
+        if (m.int8_layout != "rows" && m.int8_layout != "blocks32")
+            invalid("'weights.quantization.layout' must be 'rows' or 'blocks32'");
     }
 
     const json &graphs = field(j, "graphs");
-    m.prefill = inference_graph_spec(graphs, "prefill", m.quantization);
-    m.decode = inference_graph_spec(graphs, "decode", m.quantization);
-    m.decode_one = inference_graph_spec(graphs, "decode_one", m.quantization);
+    m.prefill = inference_graph_spec(graphs, "prefill", m.int8_layout);
+    m.decode = inference_graph_spec(graphs, "decode", m.int8_layout);
+    m.decode_one = inference_graph_spec(graphs, "decode_one", m.int8_layout);
     if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
 
     const json &tokenizer = field(j, "tokenizer");

@@ -20,9 +20,9 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 10: weights.quantization: an int8 artifact's linear weights are int8 with per-row scales
+// 11: weights.quantization.layout: int8 weights as rows or in blocks of 32 rows
 // (history: aot/gpt_aot/manifest.py).
-inline constexpr int kFormatVersion = 10;
+inline constexpr int kFormatVersion = 11;
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -87,8 +87,11 @@ struct Manifest {
     ModelConfig model;
     std::string weights_file;
     // "" when the weights are in `dtype`; "int8": every linear's weight is int8 with a per-row
-    // `<name>_scale` in `dtype` (exec/weights.cpp), inference only.
+    // `<name>_scale` in `dtype` (exec/weights.cpp), inference only, laid out as `int8_layout`:
+    // "rows" ([rows, cols]) or "blocks32" ([ceil(rows / 32), cols, 32]: 32 rows' weights of one
+    // input side by side, for the blocked linear form).
     std::string quantization;
+    std::string int8_layout;
     std::map<std::string, std::string> tied;  // alias name -> stored name
     GraphSpec prefill;
     GraphSpec decode;

@@ -104,11 +104,12 @@ LINEAR_CALLS = {  # the kernel each matrix-product form calls from a compiled gr
         ("tiny-math", {"prefill": "onednn", "decode": "onednn", "decode_one": "reduction"}),
         ("tiny-other", {"prefill": "mm", "decode": "mm", "decode_one": "mm"}),
         ("tiny-int8", {"prefill": "int8pack", "decode": "int8pack", "decode_one": "reduction"}),
+        ("tiny-int8-blocks", {"prefill": "blocked", "decode": "blocked", "decode_one": "blocked"}),
     ],
 )
 def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, name, forms):
     """Every linear (4 per layer and lm_head) of a graph is one call of its form's
-    kernel; a reduction-form graph calls neither: its linears are generated code."""
+    kernel; a reduction-form graph (reduction, blocked) calls none: its linears are generated code."""
     linears = 4 * fixtures.CONFIG.n_layer + 1
     directory = artifacts / name / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
@@ -264,7 +265,7 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
 def test_linear_forms_compute_the_same_product(fixtures):
     from gpt_aot.model import LINEAR_FORMS, Linear, packed_linear_weights
 
-    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack"}
+    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack", "blocked"}
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):

@@ -11,12 +11,16 @@ from safetensors.torch import load_file
 from gpt_aot import compile as compile_mod
 from gpt_aot import linear_pick
 from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.model import GPT, GPTConfig, Linear
-from gpt_aot.quantize import dequantized, quantize_int8, quantize_rows, weight_bytes
+from gpt_aot.model import GPT, GPTConfig, Linear, from_row_blocks, to_row_blocks
+from gpt_aot.quantize import dequantized, quantize_int8, quantize_rows, set_int8_layout, weight_bytes
 from gpt_aot.target import resolve
 from gpt_aot.training import OptimizerConfig
 
-INT8_FORMS = ("mm", "reduction", "int8pack")
+INT8_FORMS = ("mm", "reduction", "int8pack")  # over int8 rows
+# Each layout with the forms that read it (model.INT8_LINEAR_FORMS).
+LAYOUT_FORMS = [("rows", f) for f in INT8_FORMS] + [("blocks32", "mm"), ("blocks32", "blocked")]
+# Rows that are no multiple of 32 (48 wide: c_attn 144 rows, lm_head 128): the last block is padded.
+ODD_CONFIG = GPTConfig(block_size=16, vocab_size=70, n_layer=2, n_head=2, n_embd=48, bias=True)
 # Compiled fp32 kernels only reorder sums (as in test_compile.py). In bf16, each form rounds its
 # products differently from the reference's bf16 dequantised weight: the tolerance is a fraction
 # of the logits' largest magnitude, 1 % (measured: 0.6 %; one row's scale 1.5× too large gives 1.8 %).
@@ -73,15 +77,47 @@ def test_quantizing_keeps_names_ties_and_dtype_and_halves_gpt2_124m_bf16():
         quantize_int8(model, torch.bfloat16)
 
 
+def test_row_blocks_hold_32_rows_of_each_input_side_by_side_padded_with_zero_rows():
+    q = torch.randint(-127, 128, (70, 40), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    blocks = to_row_blocks(q)
+    assert blocks.shape == (3, 40, 32) and blocks.is_contiguous()
+    assert blocks[1, 5, 7] == q[32 + 7, 5] and blocks[2, 39, 5] == q[64 + 5, 39]
+    assert torch.equal(blocks[2, :, 6:], torch.zeros(40, 26, dtype=torch.int8))  # rows 70..95
+    assert torch.equal(from_row_blocks(blocks, 70), q)
+
+
+def test_the_layout_changes_the_weights_storage_not_their_values():
+    model = quantize_int8(GPT(ODD_CONFIG, "math").init_weights(3), torch.float32)
+    rows = {k: v.clone() for k, v in model.state_dict().items()}
+    row_bytes = weight_bytes(model, torch.float32)
+    assert model.int8_layout == "rows" and model.linear_forms == INT8_FORMS
+    set_int8_layout(model, "blocks32")
+    assert model.int8_layout == "blocks32" and model.linear_forms == ("mm", "blocked")
+    assert model.transformer.h[0].attn.c_attn.weight.shape == (5, 48, 32)  # 144 rows
+    assert model.transformer.wte.weight is model.lm_head.weight  # still tied, in blocks
+    with pytest.raises(ValueError, match="not one of"):
+        model.set_linear_form("int8pack")
+    # The padding rows' bytes: 16 rows in each layer's c_attn (144), attn.c_proj and mlp.c_proj (48).
+    assert weight_bytes(model, torch.float32) - row_bytes == ODD_CONFIG.n_layer * 16 * (48 + 48 + 192)
+    set_int8_layout(model, "rows")
+    assert all(torch.equal(v, rows[k]) for k, v in model.state_dict().items())
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("form", INT8_FORMS)
-def test_each_int8_form_equals_the_dequantized_model(fixtures, dtype, form):
-    """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row."""
-    model = quantized_tiny(fixtures, dtype)
+@pytest.mark.parametrize("layout,form", LAYOUT_FORMS)
+@pytest.mark.parametrize("config", ["tiny", "odd"])
+def test_each_int8_form_equals_the_dequantized_model(fixtures, dtype, layout, form, config):
+    """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row, in each
+    layout; the odd model's rows fill no whole number of blocks."""
+    if config == "tiny":
+        model = quantized_tiny(fixtures, dtype)
+    else:
+        model = quantize_int8(GPT(ODD_CONFIG, "math").init_weights(3).eval(), dtype).to(dtype=dtype)
     reference = dequantized(model)
     assert all(p.dtype == dtype for p in reference.parameters())
+    set_int8_layout(model, layout)
     model.set_linear_form(form)
-    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(1))
+    idx = torch.randint(0, model.config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(1))
     kv, kv_ref = model.new_kv_cache(3), reference.new_kv_cache(3)
     with torch.no_grad():
         assert_close_to(model.prefill(idx, kv), reference.prefill(idx, kv_ref), dtype, "prefill")
@@ -114,8 +150,18 @@ def test_float_and_int8_forms_are_kept_apart(fixtures):
     quantize_int8(model, torch.float32)
     with pytest.raises(ValueError, match="not one of"):
         model.set_linear_form("onednn")
-    assert linear_pick.DECODE_ONE_LINEAR_FORMS["int8"] == INT8_FORMS
-    assert linear_pick.BATCHED_LINEAR_FORMS["int8"] == ("mm", "int8pack")
+    assert linear_pick.DECODE_ONE_LINEAR_FORMS["rows"] == INT8_FORMS
+    assert linear_pick.BATCHED_LINEAR_FORMS["rows"] == ("mm", "int8pack")
+    assert linear_pick.DECODE_ONE_LINEAR_FORMS["blocks32"] == linear_pick.BATCHED_LINEAR_FORMS["blocks32"]
+    # decode_one chooses among every layout's forms; its pick sets the layout the other graphs read.
+    assert linear_pick.graph_linear_forms(model, "decode_one") == (*INT8_FORMS, "blocked")
+    assert linear_pick.graph_linear_forms(model, "prefill") == ("mm", "int8pack")
+    assert [linear_pick.int8_layout_for(f) for f in ("mm", "reduction", "int8pack", "blocked")] == [
+        "rows",
+        "rows",
+        "rows",
+        "blocks32",
+    ]
 
 
 def test_int8_linear_forms_are_measured_against_mm(fixtures):
@@ -133,16 +179,28 @@ def test_int8_linear_forms_are_measured_against_mm(fixtures):
     assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values())
     with pytest.raises(ValueError, match="not one of"):
         linear_pick.choose_linear(model, cpu, "auto", "math", "train_step")
+    # decode_one measures the blocked form in its layout, then leaves the weights as rows.
+    pick = linear_pick.choose_linear(model, cpu, "auto", "math", "decode_one")
+    assert set(pick["candidates"]) == {*INT8_FORMS, "blocked"} and model.int8_layout == "rows"
+    assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values())
+    set_int8_layout(model, "blocks32")
+    for graph in ("decode", "prefill"):
+        pick = linear_pick.choose_linear(model, cpu, "auto", "math", graph)
+        assert set(pick["candidates"]) == {"mm", "blocked"}, graph
+        assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values())
+    with pytest.raises(ValueError, match="not one of"):
+        linear_pick.choose_linear(model, cpu, "int8pack", "math", "decode")
 
 
-@pytest.fixture(scope="module")
-def int8_graphs(artifacts):
-    return ArtifactGraphs(artifacts / "tiny-int8" / "cpu")
-
-
-def test_compiled_int8_graphs_equal_the_eager_int8_reference(int8_graphs, fixtures):
-    """tiny-int8's prefill (int8pack), batched decode (int8pack) and decode_one (reduction), at batch 3
-    and 1, prompt length 7 and rows at their own positions (none an export example)."""
+@pytest.mark.parametrize("name", ["tiny-int8", "tiny-int8-blocks"])
+def test_compiled_int8_graphs_equal_the_eager_int8_reference(artifacts, fixtures, name):
+    """tiny-int8's prefill (int8pack), batched decode (int8pack) and decode_one (reduction), and
+    tiny-int8-blocks' (all blocked), at batch 3 and 1, prompt length 7 and rows at their own
+    positions (none an export example)."""
+    int8_graphs = ArtifactGraphs(artifacts / name / "cpu")
+    manifest = json.loads((artifacts / name / "cpu" / "manifest.json").read_text())
+    expected = ("int8pack", "int8pack", "reduction") if name == "tiny-int8" else ("blocked",) * 3
+    assert tuple(manifest["graphs"][g]["linear"]["form"] for g in ("prefill", "decode", "decode_one")) == expected
     reference = dequantized(quantized_tiny(fixtures))
     idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
     kv_c, kv_e = int8_graphs.new_kv_cache(3), reference.new_kv_cache(3)
@@ -164,12 +222,14 @@ def test_compiled_int8_graphs_equal_the_eager_int8_reference(int8_graphs, fixtur
     torch.testing.assert_close(kv_c, kv_e, atol=FP32_TOL, rtol=FP32_TOL)
 
 
-def test_an_int8_artifact_records_its_quantization_and_stores_int8_weights(artifacts, fixtures):
-    directory = artifacts / "tiny-int8" / "cpu"
+@pytest.mark.parametrize("name,layout", [("tiny-int8", "rows"), ("tiny-int8-blocks", "blocks32")])
+def test_an_int8_artifact_records_its_quantization_and_stores_int8_weights(artifacts, fixtures, name, layout):
+    directory = artifacts / name / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
     record = manifest["weights"]["quantization"]
     assert record["scheme"] == "int8" and record["granularity"] == "per output channel, symmetric"
-    model = quantized_tiny(fixtures)
+    assert record["layout"] == layout
+    model = set_int8_layout(quantized_tiny(fixtures), layout)
     assert record["weight_bytes"] == weight_bytes(model, torch.float32)
     assert record["unquantized_weight_bytes"] == weight_bytes(fixtures.tiny_model("math"), torch.float32)
     stored = load_file(str(directory / "weights.safetensors"))

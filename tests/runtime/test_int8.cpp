@@ -1,6 +1,7 @@
 // Weight-only int8 artifacts through the C ABI (tiny-int8: tiny-math's model compiled with
-// --quantize int8): they load and match their golden vector, say what they are, hold fewer
-// bytes, refuse a trainer, and a damaged or reshaped scale never reaches the graphs.
+// --quantize int8, weights as rows; tiny-int8-blocks: the same in blocks of 32 rows): they load
+// and match their golden vector, say what they are, hold fewer bytes, refuse a trainer, and a
+// damaged or reshaped scale or weight never reaches the graphs.
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
@@ -50,6 +51,24 @@ TEST_CASE("an int8 artifact loads, matches its golden vector and says its weight
     test::Model unquantized(test::artifact("math"));
     REQUIRE(unquantized.status == GPT_OK);
     CHECK(std::string(unquantized.info.weights) == "unquantized");
+}
+
+TEST_CASE("an int8 artifact in blocks of 32 rows loads and matches its golden vector", "[int8]") {
+    const auto dir = test::artifact("int8-blocks");
+    test::Model model(dir);
+    REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.weights) == "int8");
+    double err = -1;
+    CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);  // every graph's linears are the blocked form
+    CHECK(err >= 0);
+    CHECK(err < 1e-4);
+    // c_attn's 96 rows are 3 blocks of 32 rows of the 32 inputs; the rows artifact holds the same numbers.
+    const auto blocks = test::read_safetensors(dir / "weights.safetensors");
+    const auto rows = test::read_safetensors(test::artifact("int8") / "weights.safetensors");
+    const at::Tensor blocked = blocks.at("transformer.h.0.attn.c_attn.weight");
+    CHECK(blocked.sizes() == at::IntArrayRef({3, 32, 32}));
+    CHECK(at::equal(blocked.transpose(1, 2).reshape({96, 32}), rows.at("transformer.h.0.attn.c_attn.weight")));
+    CHECK(weights_bytes(dir) == weights_bytes(test::artifact("int8")));
 }
 
 TEST_CASE("an int8 model's weights are the int8 tensors and scales of its file, under a third of fp32's",
@@ -128,6 +147,18 @@ TEST_CASE("scales or weights that do not fit the quantization are refused by the
             CHECK(test::error_mentions(c.expected));
         }
     }
+    SECTION("a weight in rows where the artifact says blocks of 32 rows") {
+        test::ScratchArtifact art(test::artifact("int8-blocks"));
+        auto changed = test::read_safetensors(art.file("weights.safetensors"));
+        const std::string name = "transformer.h.1.mlp.c_fc.weight";
+        changed[name] = changed.at(name).transpose(1, 2).reshape({128, 32}).contiguous();
+        test::write_safetensors(art.file("weights.safetensors"), changed);
+        art.rehash("weights.safetensors");
+        gpt_model *model = nullptr;
+        CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(test::error_mentions(name));
+        CHECK(test::error_mentions("expected [4, 32, 32] Char"));
+    }
     SECTION("a missing scale") {
         test::ScratchArtifact art(source);
         auto changed = original;
@@ -146,8 +177,27 @@ TEST_CASE("a manifest's quantization and linear forms must agree", "[int8][artif
     SECTION("an unknown scheme") { m["weights"]["quantization"]["scheme"] = "int4"; }
     SECTION("oneDNN's float form over int8 weights") { m["graphs"]["decode"]["linear"]["form"] = "onednn"; }
     SECTION("int8 weights read as float ones") { m["weights"].erase("quantization"); }
+    SECTION("no layout") { m["weights"]["quantization"].erase("layout"); }
+    SECTION("an unknown layout") { m["weights"]["quantization"]["layout"] = "columns"; }
+    SECTION("the blocked form over rows") { m["graphs"]["decode_one"]["linear"]["form"] = "blocked"; }
+    SECTION("rows read as blocks: the loader then finds every weight's shape wrong") {
+        m["weights"]["quantization"]["layout"] = "blocks32";
+        m["graphs"]["prefill"]["linear"]["form"] = "mm";
+        m["graphs"]["decode"]["linear"]["form"] = "mm";
+        m["graphs"]["decode_one"]["linear"]["form"] = "blocked";
+    }
     art.write_manifest(m);
     gpt_model *model = nullptr;
     CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
     CHECK(model == nullptr);
+}
+
+TEST_CASE("aten's int8 kernel cannot read weights in blocks of 32 rows", "[int8][artifact]") {
+    test::ScratchArtifact art(test::artifact("int8-blocks"));
+    auto m = art.manifest();
+    m["graphs"]["decode"]["linear"]["form"] = "int8pack";
+    art.write_manifest(m);
+    gpt_model *model = nullptr;
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(test::error_mentions("must be mm or blocked (the weights are int8 blocks of 32 rows)"));
 }
