@@ -104,7 +104,8 @@ def from_row_blocks(blocks: torch.Tensor, rows: int) -> torch.Tensor:
 
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
     """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
-    kernel (CPU and CUDA) one for int8 weights; mm and the reduction run anywhere."""
+    kernel (CPU and CUDA) and the blocked reduction are for int8 weights; mm and
+    the reduction run anywhere."""
     int8_forms = {f for forms in INT8_LINEAR_FORMS.values() for f in forms}
     if form not in (int8_forms if weight_dtype == torch.int8 else FLOAT_LINEAR_FORMS):
         return False
