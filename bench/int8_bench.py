@@ -18,7 +18,7 @@ repetitions over all rounds (the first repetition of each process dropped for ou
 Roofline: a step must read every weight once (the position table but one row) and each sequence's KV cache
 up to its position; each row's weights are its own (int8 + scales, Q8_0's blocks, bf16), over the read
 bandwidth measured at the start (bench/suite.py's read_bandwidth).
-Output: results.json, results.md in bench/results/cpu-<date>-int8/ (or --out).
+Output: results.json, results.md in bench/results/cpu-<date>-int8/ (-2, -3, ... after the day's first; or --out).
 """
 
 import argparse
@@ -211,6 +211,8 @@ def main() -> int:
         "rows": summarize(cells, args.gen, bandwidth),
     }
     out = args.out or ROOT / "bench" / "results" / f"cpu-{result['date']}-int8"
+    if args.out is None:  # never over an earlier run of the same day
+        out = next(p for n in range(1, 100) if not (p := out.with_name(out.name + (f"-{n}" if n > 1 else ""))).exists())
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     report(out, result)

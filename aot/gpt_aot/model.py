@@ -174,7 +174,10 @@ class Linear(nn.Linear):
     def _forward_row_blocks(self, x, scale):
         blocks, cols, block_rows = self.weight.shape
         if self.form == "mm":
-            return F.linear(x, from_row_blocks(self.weight, self.out_features).to(x.dtype) * scale.unsqueeze(-1))
+            # Dequantised as (cols, rows): each block's runs of 32 rows stay whole, where (rows, cols) would
+            # transpose every block.
+            w = self.weight.permute(1, 0, 2).reshape(cols, blocks * block_rows)[:, : self.out_features]
+            return x @ (w.to(x.dtype) * scale)
         if self.form != "blocked":
             raise ValueError(f"linear form {self.form!r} has no kernel for int8 row blocks")
         rows = x.reshape(-1, cols)
