@@ -1,14 +1,14 @@
-"""int8 against bf16 on a trained BPE model larger than the demo's (issue #27's accuracy report).
+"""int8 and int4 against bf16 on a trained BPE model larger than the demo's (issue #27's accuracy report).
 
     .venv/bin/python bench/int8_accuracy.py [--tokens 4096] [--layers 6] [--embd 384] [--block 256]
         [--steps 600] [--out DIR]
 
 The corpus as a byte-level BPE dataset (`gpt_aot prepare-data --tokenizer bpe:N`, into bench/work/int8/), a
 GPT-2-architecture model (bias, tanh GELU) trained on it in fp32 with nanoGPT's recipe for --steps steps,
-then the validation loss of the same weights in fp32, bf16 and int8 (bf16 activations and scales) and the
-greedy tokens of bf16 and int8 over 256 tokens (tests/fixtures/int8_accuracy.py; the test suite does the
-same for the README demo's char model). Writes results.json and results.md to
-bench/results/cpu-<date>-int8-accuracy/ (or --out).
+then the validation loss of the same weights in fp32, bf16, int8 and int4 in groups of 32 (bf16 activations,
+scales and zeros) and the greedy tokens of bf16 and each quantization over 256 tokens
+(tests/fixtures/int8_accuracy.py; the test suite does the same for the README demo's char model). Writes
+results.json and results.md to bench/results/cpu-<date>-quantized-accuracy/ (or --out).
 """
 
 import argparse
@@ -83,19 +83,23 @@ def main() -> int:
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
     }
-    out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today()}-int8-accuracy"
+    out = args.out or ROOT / "bench" / "results" / f"cpu-{datetime.date.today()}-quantized-accuracy"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
     losses = report["val_loss"]
     (out / "results.md").write_text(
-        f"# int8 accuracy: BPE model, {params / 1e6:.1f} M parameters\n\n"
+        f"# int8 and int4 accuracy: BPE model, {params / 1e6:.1f} M parameters\n\n"
         f"{args.layers} layers, {args.heads} heads, {args.embd} wide, context {args.block}, vocabulary {args.tokens} "
         f"(byte-level BPE of the corpus), trained {args.steps} steps of {args.batch} windows in fp32 "
         f"({train_seconds:.0f} s), commit {result['commit']}, torch {torch.__version__}.\n\n"
         "| weights | validation loss |\n|---|---|\n"
         + "".join(f"| {k} | {v:.4f} |\n" for k, v in losses.items())
-        + f"\nint8 / bf16 = {report['int8_over_bf16']:.4f}. Greedy from {PROMPT!r}, 256 tokens: the same first "
-        f"{report['greedy_same_prefix']} tokens, {report['greedy_same_positions']} of 256 positions equal.\n"
+        + "".join(
+            f"\n{scheme} / bf16 = {report[scheme]['over_bf16']:.4f}. Greedy from {PROMPT!r}, 256 tokens: the same "
+            f"first {report[scheme]['greedy_same_prefix']} tokens as bf16, {report[scheme]['greedy_same_positions']} "
+            "of 256 positions equal.\n"
+            for scheme in int8_accuracy.QUANTIZERS
+        )
     )
     print(json.dumps(result, indent=2))
     return 0

@@ -1,5 +1,5 @@
-"""Decode with int8 weights, side by side (issue #27): our int8 artifact, our bf16 artifact, llama.cpp's Q8_0
-(and bf16) and CTranslate2's int8, GPT-2 124M on the same weights and threads.
+"""Decode with int8 and int4 weights, side by side (issue #27): our int8, int4 and bf16 artifacts, llama.cpp's
+Q8_0, Q4_0, Q4_K_M (and bf16) and CTranslate2's int8, GPT-2 124M on the same weights and threads.
 
     bench/llama_setup.sh && .venv/bin/python bench/server_weights.py --skip-compile && \\
         .venv/bin/python bench/int8_weights.py           # the peers' weights (bench/work/int8/)
@@ -7,12 +7,12 @@
     .venv/bin/python bench/int8_bench.py [--threads 2] [--batches 1 8] [--contexts 128 1024] [--gen 32]
         [--reps 5] [--rounds 2] [--out DIR]
 
-Our two artifacts are compiled here once (bench/work/int8/gpt2-124m-{bf16,int8}/cpu, from the Hugging Face
-layout safetensors the peers convert, `--dtype bf16`, attention flash for both so that they differ by their
-linears alone, the linear forms measured by the compile). Rows: bench/runtime_bench.c `generate` for ours
-(one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps), bench/int8_peers.py
-for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every implementation
-runs in its own process, rounds alternate the implementations, and each cell is the median of its
+Our three artifacts are compiled here once (bench/work/int8/gpt2-124m-{bf16,int8,int4}/cpu, from the Hugging
+Face layout safetensors the peers convert, `--dtype bf16`, int4 in groups of 32, attention flash for all so that
+they differ by their linears alone, the linear forms measured by the compile). Rows: bench/runtime_bench.c
+`generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
+bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
+implementation runs in its own process, rounds alternate the implementations, and each cell is the median of its
 repetitions over all rounds (the first repetition of each process dropped for ours, as suite.py does).
 
 Roofline: a step must read every weight once (the position table but one row) and each sequence's KV cache
@@ -44,7 +44,8 @@ from gpt_aot.manifest import FORMAT_VERSION  # noqa: E402
 PY = sys.executable
 WORK = ROOT / "bench" / "work" / "int8"
 HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
-ARTIFACTS = {"int8": WORK / "gpt2-124m-int8", "bf16": WORK / "gpt2-124m-bf16"}
+ARTIFACTS = {"int8": WORK / "gpt2-124m-int8", "int4": WORK / "gpt2-124m-int4", "bf16": WORK / "gpt2-124m-bf16"}
+QUANTIZED = ("int8", "int4")  # ours: the ratio sections compare every other row with these
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 
 
@@ -58,7 +59,7 @@ def compile_ours(weights: str) -> float | None:
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
     cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "flash"]
-    cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", "int8"] if weights == "int8" else [])
+    cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", weights] if weights in QUANTIZED else [])
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
     return time.perf_counter() - start
@@ -94,10 +95,11 @@ def weight_bytes(impl: str, weights: str) -> int:
 
 
 def linear_picks(weights: str) -> dict:
-    """Each graph's linear pick as our artifact's manifest records it (form, candidates' ms), and the int8 layout."""
+    """Each graph's linear pick as our artifact's manifest records it (form, candidates' ms), and the weights'
+    layout."""
     manifest = json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())
     picks = {graph: manifest["graphs"][graph]["linear"] for graph in ("prefill", "decode", "decode_one")}
-    return {"int8_layout": manifest["weights"].get("quantization", {}).get("layout"), **picks}
+    return {"layout": manifest["weights"].get("quantization", {}).get("layout"), **picks}
 
 
 def cache_bytes(batch: int, positions: float, element: int) -> float:
@@ -123,7 +125,7 @@ def report(out: Path, result: dict) -> None:
     impls = sorted({(r["impl"], r["weights"]) for r in result["rows"]}, key=lambda k: (k[0] != "ours", k))
     cols = [(b, c) for b in result["batches"] for c in result["contexts"]]
     lines = [
-        f"# int8 decode, GPT-2 124M, {result['threads']} threads ({result['machine']['cpu']})",
+        f"# int8 and int4 decode, GPT-2 124M, {result['threads']} threads ({result['machine']['cpu']})",
         "",
         f"{result['date']}, commit {result['machine']['commit']}, torch {result['machine']['torch']}, llama.cpp "
         f"{result['llama_version']}, CTranslate2 {result['ct2_version']}; read bandwidth "
@@ -145,18 +147,21 @@ def report(out: Path, result: dict) -> None:
             pick = picks[graph]
             times = ", ".join(f"{f} {c['ms']:.1f}" for f, c in pick.get("candidates", {}).items() if c.get("runs"))
             lines.append(f"- {weights} {graph}: {pick['form']} ({pick['selected_by']}{': ' + times if times else ''})")
-        if picks["int8_layout"]:
-            lines.append(f"- {weights} weights layout: {picks['int8_layout']}")
-    lines += ["", "Ratios (time of the other over ours int8; > 1: ours int8 is faster):", ""]
-    for impl, weights in impls:
-        if (impl, weights) == ("ours", "int8"):
+        if picks["layout"]:
+            lines.append(f"- {weights} weights layout: {picks['layout']}")
+    for base in QUANTIZED:
+        if ("ours", base) not in impls:
             continue
-        ratios = []
-        for b, c in cols:
-            ours, other = rows.get(("ours", "int8", b, c)), rows.get((impl, weights, b, c))
-            ratios.append(f"{other['ms_per_step'] / ours['ms_per_step']:.2f}×" if ours and other else "—")
-        pairs = zip(cols, ratios, strict=True)
-        lines.append(f"- vs {impl} {weights}: " + ", ".join(f"batch {b} context {c}: {x}" for (b, c), x in pairs))
+        lines += ["", f"Ratios (time of the other over ours {base}; > 1: ours {base} is faster):", ""]
+        for impl, weights in impls:
+            if (impl, weights) == ("ours", base):
+                continue
+            ratios = []
+            for b, c in cols:
+                ours, other = rows.get(("ours", base, b, c)), rows.get((impl, weights, b, c))
+                ratios.append(f"{other['ms_per_step'] / ours['ms_per_step']:.2f}×" if ours and other else "—")
+            pairs = zip(cols, ratios, strict=True)
+            lines.append(f"- vs {impl} {weights}: " + ", ".join(f"batch {b} context {c}: {x}" for (b, c), x in pairs))
     (out / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -168,11 +173,16 @@ def main() -> int:
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--impls", nargs="+", default=["ours-int8", "ours-bf16", "llama-q8_0", "llama-bf16", "ct2-int8"])
+    ap.add_argument(
+        "--impls",
+        nargs="+",
+        default=["ours-int8", "ours-int4", "ours-bf16", "llama-q8_0", "llama-q4_0", "llama-q4_k_m", "llama-bf16",
+                 "ct2-int8"],
+    )  # fmt: skip
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    compile_s = {w: compile_ours(w) for w in ("bf16", "int8")}
+    compile_s = {w: compile_ours(w) for w in ARTIFACTS}
     torch.set_num_threads(args.threads)
     bandwidth = suite.read_bandwidth("cpu")
     shape = (args.batches, args.contexts, args.gen, args.reps)
@@ -205,7 +215,7 @@ def main() -> int:
         "rounds": args.rounds,
         "read_bandwidth": bandwidth,
         "compile_s": compile_s,
-        "linear_picks": {w: linear_picks(w) for w in ARTIFACTS},
+        "linear_picks": {w: linear_picks(w) for w in ARTIFACTS if f"ours-{w}" in args.impls},
         "llama_version": int8_peers.llama_version(),
         "ct2_version": __import__("ctranslate2").__version__,
         "rows": summarize(cells, args.gen, bandwidth),

@@ -1,7 +1,8 @@
-"""Int8 decode peers: llama.cpp (Q8_0, and bf16 as a reference row) and CTranslate2 (int8) timing greedy decode
-of GPT-2 124M on the same weights (bench/int8_weights.py makes them; bench/llama_setup.sh builds llama.cpp).
+"""Quantized decode peers: llama.cpp (Q8_0, Q4_0, Q4_K_M, and bf16 as a reference row) and CTranslate2 (int8)
+timing greedy decode of GPT-2 124M on the same weights (bench/int8_weights.py makes them; bench/llama_setup.sh
+builds llama.cpp).
 
-    .venv/bin/python bench/int8_peers.py [--peer llama ct2] [--llama-weights q8_0 bf16] [--threads 2]
+    .venv/bin/python bench/int8_peers.py [--peer llama ct2] [--llama-weights q8_0 q4_0 q4_k_m bf16] [--threads 2]
         [--batches 1 8] [--contexts 128 1024] [--gen 32] [--reps 3] [--no-check] [--out FILE]
 
 Prints the rows as JSON (and writes them to --out): one per implementation, weights, batch B and context C,
@@ -49,7 +50,12 @@ LLAMA = ROOT / "bench" / "work" / "llama"
 BATCHED_BENCH = LLAMA / "bin" / "llama-batched-bench"
 LLAMA_SERVER = LLAMA / "bin" / "llama-server"
 INT8 = ROOT / "bench" / "work" / "int8"
-GGUFS = {"q8_0": INT8 / "gpt2-124m-q8_0.gguf", "bf16": ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf"}
+GGUFS = {
+    "q8_0": INT8 / "gpt2-124m-q8_0.gguf",
+    "q4_0": INT8 / "gpt2-124m-q4_0.gguf",
+    "q4_k_m": INT8 / "gpt2-124m-q4_k_m.gguf",
+    "bf16": ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf",
+}
 CT2_DIR = INT8 / "ct2-gpt2-124m-int8"
 HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
 REFERENCE = ROOT / "bench" / "work" / "server" / "reference.json"

@@ -9,6 +9,12 @@ Hugging Face layout, bf16), so every implementation starts from the very same bi
                                          unpacks it): every matrix Q8_0 (blocks of 32 int8 with an f16 scale,
                                          8.5 bits a weight), token_embd too, which is also the output matrix
                                          (GPT-2 ties lm_head to it); norms, biases and the position table F32
+- bench/work/int8/gpt2-124m-q4_0.gguf    llama-quantize Q4_0 of the bf16 GGUF (its converter writes no 4-bit types),
+                                         as users run it: the matrices Q4_0 (blocks of 32 4-bit weights with an f16
+                                         scale, 4.5 bits a weight), token_embd (also the output matrix) the type
+                                         llama-quantize gives it (Q6_K); the stretch of issue #27 compares our int4
+- bench/work/int8/gpt2-124m-q4_k_m.gguf  llama-quantize Q4_K_M of the same: Q4_K matrices (super-blocks of 256, 6-bit
+                                         scales and mins), some Q6_K, as llama-quantize's recipe picks them
 - bench/work/int8/ct2-gpt2-124m-int8/    CTranslate2's converter (TransformersConverter, as
                                          `ct2-transformers-converter --quantization int8`): every matrix int8
                                          with a float32 scale per output row, the embeddings too, lm_head an
@@ -38,6 +44,9 @@ BF16_GGUF = ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf"
 WORK = ROOT / "bench" / "work" / "int8"
 Q8_GGUF = WORK / "gpt2-124m-q8_0.gguf"
 CT2_DIR = WORK / "ct2-gpt2-124m-int8"
+QUANTIZE = ROOT / "bench" / "work" / "llama" / "bin" / "llama-quantize"
+# llama-quantize's outputs: GGUF type name -> file
+LLAMA_QUANTIZED = {"Q4_0": WORK / "gpt2-124m-q4_0.gguf", "Q4_K_M": WORK / "gpt2-124m-q4_k_m.gguf"}
 SUMMARY = WORK / "weights.json"
 LLAMA_SRC = ROOT / "bench" / "work" / "llama" / "src"
 CT2_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # ctranslate2.specs.model_spec's order
@@ -50,6 +59,14 @@ def convert_gguf() -> None:
     partial = Q8_GGUF.with_suffix(".partial")
     subprocess.run([PY, str(converter), str(HF_DIR), "--outtype", "q8_0", "--outfile", str(partial)], check=True)
     partial.replace(Q8_GGUF)
+
+
+def quantize_gguf(kind: str, out: Path) -> None:
+    if not QUANTIZE.exists():
+        raise SystemExit(f"{QUANTIZE} missing: run bench/llama_setup.sh first")
+    partial = out.with_suffix(".partial")
+    subprocess.run([str(QUANTIZE), str(BF16_GGUF), str(partial), kind, "2"], check=True)
+    partial.replace(out)
 
 
 def convert_ct2() -> None:
@@ -102,7 +119,8 @@ def summary() -> dict:
         return dict(counts)
 
     out = {}
-    for name, path in (("q8_0", Q8_GGUF), ("bf16", BF16_GGUF)):
+    ggufs = [("q8_0", Q8_GGUF), ("bf16", BF16_GGUF)] + [(k.lower(), p) for k, p in LLAMA_QUANTIZED.items()]
+    for name, path in ggufs:
         if path.exists():
             tensors = gguf_tensors(path)
             kinds = {n: k for n, k, _ in tensors}
@@ -139,6 +157,10 @@ def main() -> int:
     if not Q8_GGUF.exists():
         convert_gguf()
         print(f"wrote {Q8_GGUF}", flush=True)
+    for kind, path in LLAMA_QUANTIZED.items():
+        if not path.exists():
+            quantize_gguf(kind, path)
+            print(f"wrote {path}", flush=True)
     if not (CT2_DIR / "model.bin").exists():
         convert_ct2()
         print(f"wrote {CT2_DIR}", flush=True)

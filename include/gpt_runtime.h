@@ -209,8 +209,10 @@ struct gpt_model_info {
     int32_t n_layer, n_head, n_embd;
     int32_t max_batch;
     gpt_token eos_token; /* the tokenizer's end-of-text token (GPT-2's <|endoftext|>), or GPT_TOKEN_NONE */
-    const char *weights; /* "unquantized" (in dtype), or "int8": weight-only int8 linears, one scale per
-                            output row (compile --quantize int8); such a model is for inference only */
+    const char *weights; /* "unquantized" (in dtype); "int8": weight-only int8 linears, one scale per
+                            output row (compile --quantize int8); "int4" (CPU): weight-only int4 linears, a
+                            scale and a zero per group of inputs (compile --quantize int4). A quantized model
+                            is for inference only */
 };
 GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
                                       size_t struct_size);

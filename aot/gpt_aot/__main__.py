@@ -41,6 +41,7 @@ def _compile(args) -> int:
         max_batch=args.max_batch,
         train=train,
         quantize=args.quantize,
+        group_size=args.group_size,
     )
     print(
         f"artifact {out}: attention prefill={manifest['attention']['backend']} "
@@ -112,20 +113,27 @@ def main(argv=None) -> int:
     p.add_argument(
         "--decode-linear",
         default="auto",
-        help="auto (measured), mm, reduction or (int8) int8pack or blocked: a single sequence's decode linears "
-        "(for int8, blocked lays the weights out in blocks of 32 rows)",
+        help="auto (measured), mm, reduction, (int8) int8pack or blocked, (int4) int4pack: a single sequence's "
+        "decode linears (for int8, blocked lays the weights out in blocks of 32 rows)",
     )
     p.add_argument(
         "--batched-linear",
         default="auto",
-        help="auto (measured for each graph), mm, onednn (CPU) or (int8) int8pack (rows) or blocked (blocks of 32 "
-        "rows): prefill's and decode's linears",
+        help="auto (measured for each graph), mm, onednn (CPU), (int8) int8pack (rows) or blocked (blocks of 32 "
+        "rows), (int4) int4pack: prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument(
         "--quantize",
-        choices=["int8"],
-        help="int8: weight-only int8 linears, one scale per output channel (inference only; half of bf16's bytes)",
+        choices=["int8", "int4"],
+        help="int8: weight-only int8 linears, one scale per output channel (inference only; half of bf16's "
+        "bytes); int4: weight-only int4 linears, a scale and a zero per group of inputs (CPU, inference only)",
+    )
+    p.add_argument(
+        "--group-size",
+        type=int,
+        default=32,
+        help="int4: inputs per group sharing a scale and a zero (32, 64, 128 or 256; smaller is more accurate)",
     )
     p.add_argument("--train", action="store_true", help="also compile train_step, eval_loss and AdamW graphs")
     defaults = OptimizerConfig()

@@ -9,8 +9,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from .linear import pack_for_onednn
 from .manifest import read_manifest, sha256_file
-from .model import layer_caches, pack_for_onednn
+from .model import layer_caches
 
 
 class ArtifactGraphs:

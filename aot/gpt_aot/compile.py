@@ -22,7 +22,7 @@ from .golden import GOLDEN_TOLERANCE
 from .graphs import MAX_BATCH, export_graphs, graph_specs
 from .inductor import compile_package
 from .model import GPT
-from .quantize import quantize_int8, set_int8_layout, weight_bytes
+from .quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
 from .target import Target
 from .tokenizer import check_fits
 
@@ -99,16 +99,20 @@ def compile_artifact(
     quiet: bool = False,
     train: training.OptimizerConfig | None = None,
     quantize: str | None = None,
+    group_size: int = 32,
 ) -> dict:
     """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
     `attention`, `decode_linear` (decode_one's linears) and `batched_linear`
     (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs; with
-    quantize="int8", its linears' weights are int8 (quantize.py; inference only)."""
-    if quantize not in (None, "int8"):
-        raise ValueError(f"quantization {quantize!r} is not int8")
+    quantize="int8" or "int4", its linears' weights are int8, or int4 in groups
+    of `group_size` inputs (quantize.py; inference only)."""
+    if quantize not in (None, *QUANTIZATIONS):
+        raise ValueError(f"quantization {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     if quantize and train is not None:
-        raise ValueError("a quantized artifact is for inference only: int8 weights cannot be trained")
+        raise ValueError(f"a quantized artifact is for inference only: {quantize} weights cannot be trained")
+    if quantize == "int4" and target.device != "cpu":
+        raise ValueError("int4 weights are packed for the CPU's int4 kernel: CUDA's reads another packing")
     if train is not None and target.dtype == torch.float16:
         # Weights and Adam's moments live in the artifact's dtype: in fp16, (1 - beta2) * g^2 underflows to 0 for
         # gradients below ~1e-3, the update becomes lr * m / eps, and the weights blow up.
@@ -118,7 +122,10 @@ def compile_artifact(
     unquantized_bytes = weight_bytes(model, target.dtype)
     if quantize:
         # From the weights as given (fp32 for a checkpoint trained in it), each scale rounded to the artifact's dtype.
-        quantize_int8(model, target.dtype)
+        if quantize == "int8":
+            quantize_int8(model, target.dtype)
+        else:
+            quantize_int4(model, target.dtype, group_size)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
     with replaced_directory(Path(out_dir)) as work, isa.compiling_for(target.isa_level):
@@ -130,7 +137,7 @@ def compile_artifact(
             rows = min(linear_pick.BATCHED_ROWS, max_batch)
             # decode_one's first: an int8 model's weights take the layout its form reads, which the others share.
             decode_one = linear_pick.choose_linear(model, target, decode_linear, kinds["decode"])
-            if quantize:
+            if quantize == "int8":
                 set_int8_layout(model, linear_pick.int8_layout_for(decode_one["form"]))
             linears = {
                 "prefill": linear_pick.choose_linear(model, target, batched_linear, kinds["prefill"], "prefill"),
@@ -166,12 +173,17 @@ def compile_artifact(
         quantization = None
         if quantize:
             quantization = {
-                "scheme": "int8",
-                "granularity": "per output channel, symmetric",
-                "quantized": (
-                    "every linear's weight, lm_head's included; the tied embedding gathers lm_head's int8 rows"
+                "scheme": quantize,
+                "granularity": (
+                    "per output channel, symmetric"
+                    if quantize == "int8"
+                    else f"per output channel and group of {group_size} inputs, a scale and a zero"
                 ),
-                "layout": model.int8_layout,
+                **({"group_size": group_size} if quantize == "int4" else {}),
+                "quantized": (
+                    f"every linear's weight, lm_head's included; the tied embedding gathers lm_head's {quantize} rows"
+                ),
+                "layout": model.weight_layout,
                 "weight_bytes": weight_bytes(model, target.dtype),
                 "unquantized_weight_bytes": unquantized_bytes,
             }

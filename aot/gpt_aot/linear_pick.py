@@ -7,21 +7,23 @@ from contextlib import nullcontext
 import torch
 
 from .attention import attention_context
+from .linear import linear_form_runs_on, linear_weight_names, packed_linear_weights
 from .measure import each_choice, each_choice_decoding, pick, tokens
-from .model import GPT, linear_form_runs_on, linear_weight_names, packed_linear_weights
+from .model import GPT
 from .quantize import INT8_LAYOUTS, set_int8_layout
 from .target import Target
 
-# Each graph's linear forms, by its weights: float (None) or int8 in a layout
-# (GPT.int8_layout). decode_one's pick decides an int8 artifact's layout
-# (int8_layout_for), which the other graphs then share: they choose among that
-# layout's forms.
+# Each graph's linear forms, by its weights' layout (GPT.weight_layout): float
+# (None), int8 "rows" or "blocks32", int4 "blocks64". decode_one's pick decides
+# an int8 artifact's layout (int8_layout_for), which the other graphs then
+# share: they choose among that layout's forms.
 # decode_one: oneDNN's is left out: it is measured only eagerly
 # (measure_decode_linear), the reductions only compiled.
 DECODE_ONE_LINEAR_FORMS = {
     None: ("mm", "reduction"),
     "rows": ("mm", "reduction", "int8pack"),
     "blocks32": ("mm", "blocked"),
+    "blocks64": ("mm", "int4pack"),
 }
 # Graphs that step many rows (prefill, decode): matrix products, and the
 # blocked reduction, which reads a block once for all the rows; the reduction
@@ -29,7 +31,12 @@ DECODE_ONE_LINEAR_FORMS = {
 # decode's measured on decode steps of BATCHED_ROWS sequences, prefill's on a
 # prompt of PREFILL_TOKENS (int8 weights favour different kernels at 8 rows and
 # at 128).
-BATCHED_LINEAR_FORMS = {None: ("mm", "onednn"), "rows": ("mm", "int8pack"), "blocks32": ("mm", "blocked")}
+BATCHED_LINEAR_FORMS = {
+    None: ("mm", "onednn"),
+    "rows": ("mm", "int8pack"),
+    "blocks32": ("mm", "blocked"),
+    "blocks64": ("mm", "int4pack"),
+}
 COMPILED_FORMS = ("reduction", "blocked")  # Inductor's code: measured compiled
 BATCHED_ROWS = 8
 PREFILL_TOKENS = 128
@@ -81,7 +88,7 @@ def graph_linear_forms(model: GPT, graph: str) -> tuple:
         raise ValueError(f"graph {graph!r} is not one of {', '.join(GRAPHS)}")
     if graph == "decode_one" and model.quantization == "int8":
         return tuple(dict.fromkeys(f for layout in INT8_LAYOUTS for f in DECODE_ONE_LINEAR_FORMS[layout]))
-    return (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.int8_layout]
+    return (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.weight_layout]
 
 
 def int8_layout_for(decode_one_form: str) -> str:
@@ -110,7 +117,7 @@ def choose_linear(
         return {"form": requested, "selected_by": "user"}
     if [f for f in forms if f != "mm" and linear_form_runs_on(f, target.torch_device, weight_dtype)] == []:
         return {"form": "mm", "selected_by": "only form with a kernel"}
-    saved, layout = model.attention, model.int8_layout
+    saved, layout = model.attention, model.int8_layout  # only int8 weights change layout here
     model.set_attention(attention)
     try:
         if graph == "prefill":

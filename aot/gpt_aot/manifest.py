@@ -27,7 +27,10 @@ FORMAT_NAME = "gpt-aot"
 #     (<linear>.weight_scale); the int8pack linear form.
 # 11: weights.quantization.layout: int8 weights as rows ([rows, cols]) or in blocks of 32 rows
 #     ([ceil(rows / 32), cols, 32]); the blocked linear form reads the latter.
-FORMAT_VERSION = 11
+# 12: weights.quantization.scheme "int4" (CPU): each linear weight uint8 [ceil(rows / 64) * 64, cols / 2]
+#     (layout "blocks64", aten's CPU int4 packing), <linear>.weight_scale_zero [cols / group, padded rows, 2]
+#     and <linear>.weight_group_size (int64 scalar, = weights.quantization.group_size); the int4pack form.
+FORMAT_VERSION = 12
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

@@ -7,8 +7,9 @@ load unchanged. Three entry points share one set of weights:
   decode(idx, pos, kv)       one token per row b at position pos[b], its logits
 Rows of a batch are independent sequences, each at its own position. Every
 linear layer can run as aten's matrix product, oneDNN's (CPU) or, for one row,
-as a reduction (`set_linear_form`); with int8 weights (quantize.py) as the
-matrix product or reduction over the dequantised weight, or aten's int8 kernel.
+as a reduction (`set_linear_form`); with int8 or int4 weights (quantize.py)
+as the matrix product over the dequantised weight or a quantized kernel
+(linear.py).
 The KV cache is one tensor (n_layer, 2, B, n_head, block_size + 1, head_dim), and
 the compiled graphs take it as 2 * n_layer inputs, each layer's K and V a view
 of it (`layer_caches`). A cache each graph writes once is one Inductor updates
@@ -18,7 +19,6 @@ row's pos), so a step reads the context it attends to, not the whole block.
 """
 
 import math
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -26,6 +26,7 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from .attention import attend
+from .linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
 VOCAB_MULTIPLE = 64
 # The MLP's activation: "exact" is the erf GELU nanoGPT trains with (nn.GELU()); "tanh" is the
@@ -78,138 +79,6 @@ class GPTConfig:
 def layer_caches(kv: torch.Tensor, span: int) -> list[torch.Tensor]:
     """Views of the KV cache's positions [0, span), k and v of each layer in turn: the graphs' cache inputs."""
     return [kv[layer, i, :, :, :span] for layer in range(kv.shape[0]) for i in (0, 1)]
-
-
-LINEAR_FORMS = ("mm", "reduction", "onednn", "int8pack", "blocked")
-# The forms a model's weights allow: oneDNN's reads float weights; int8 weights
-# by their layout (quantize.py): aten's int8 kernel and the reduction over rows
-# read "rows", the blocked reduction "blocks32"; mm reads any.
-FLOAT_LINEAR_FORMS = ("mm", "reduction", "onednn")
-INT8_LINEAR_FORMS = {"rows": ("mm", "reduction", "int8pack"), "blocks32": ("mm", "blocked")}
-BLOCK_ROWS = 32  # output rows per block of the "blocks32" layout
-
-
-def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
-    """(rows, cols) → (ceil(rows / BLOCK_ROWS), cols, BLOCK_ROWS), the last block padded with zero rows."""
-    rows, cols = q.shape
-    padded = torch.zeros(-(-rows // BLOCK_ROWS) * BLOCK_ROWS, cols, dtype=q.dtype, device=q.device)
-    padded[:rows] = q
-    return padded.view(-1, BLOCK_ROWS, cols).transpose(1, 2).contiguous()
-
-
-def from_row_blocks(blocks: torch.Tensor, rows: int) -> torch.Tensor:
-    """The inverse of to_row_blocks: the (rows, cols) weight (a copy)."""
-    return blocks.transpose(1, 2).reshape(-1, blocks.shape[1])[:rows]
-
-
-def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
-    """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
-    kernel (CPU and CUDA) and the blocked reduction are for int8 weights; mm and
-    the reduction run anywhere."""
-    int8_forms = {f for forms in INT8_LINEAR_FORMS.values() for f in forms}
-    if form not in (int8_forms if weight_dtype == torch.int8 else FLOAT_LINEAR_FORMS):
-        return False
-    return form != "onednn" or (device.type == "cpu" and torch.backends.mkldnn.is_available())
-
-
-class Linear(nn.Linear):
-    """nn.Linear (same parameters and names) that can also run as oneDNN's
-    matrix product or as a reduction. Inference only: neither has a backward.
-
-    "onednn" calls oneDNN's linear. A compiled graph names the plain weight
-    and the runtime binds it packed in oneDNN's blocked layout (once, at load):
-    with few rows, aten's fp32 product on CPU (MKL) reads the weight at a
-    fraction of the memory's bandwidth, and oneDNN's on a plain weight reorders
-    it on every call (bf16). Eagerly, `packed_linear_weights` packs them here.
-    "reduction": with one token per step a linear reads its whole weight for one
-    dot product per output; written as `(x * W).sum(-1)`, Inductor emits a
-    vectorised, threaded reduction that streams the weight, where the CPU's
-    matrix product at one row runs on one thread. Only worth it for a single
-    row: for a batch the reduction reads the weight once per row.
-
-    With an int8 weight and its per-row `weight_scale` (quantize.py), "mm" and
-    "reduction" read the dequantised weight (int8 × scale, in the activations'
-    dtype; Inductor fuses the conversion into the reduction's loads), and
-    "int8pack" is aten's weight-only int8 product, the scale applied to its
-    output rows. The scale is the buffer `weight_scale` that quantize.py adds.
-    "blocked" reads the int8 weight laid out in blocks of 32 rows
-    (to_row_blocks): the reduction runs over each block's inputs with 32
-    outputs in one vector, rows of a batch inside a block, so a block is read
-    from memory once per call however many rows.
-    """
-
-    form = "mm"
-    packed = None  # the weight in oneDNN's layout, for the onednn form run eagerly
-
-    def forward(self, x):
-        if self.weight.dtype == torch.int8:
-            return self._forward_int8(x)
-        if self.form == "mm":
-            return super().forward(x)
-        if self.form == "onednn":
-            weight = self.weight if self.packed is None else self.packed
-            return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, "none", [], "")
-        # as_strided pins x as a stored buffer; otherwise Inductor inlines x's
-        # producer (layer norm, GELU) and recomputes it for every output row.
-        x = x.as_strided(x.shape, x.stride())
-        y = (x.unsqueeze(-2) * self.weight).sum(-1)
-        return y if self.bias is None else y + self.bias
-
-    def _forward_int8(self, x):
-        scale = self.weight_scale
-        if self.weight.dim() == 3:
-            y = self._forward_row_blocks(x, scale)
-        elif self.form == "int8pack":
-            rows = x.reshape(-1, x.shape[-1])
-            y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
-        elif self.form == "reduction":
-            x = x.as_strided(x.shape, x.stride())  # as the float reduction: x stays one stored buffer
-            y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1) * scale
-        elif self.form == "mm":
-            y = F.linear(x, self.weight.to(x.dtype) * scale.unsqueeze(-1))
-        else:
-            raise ValueError(f"linear form {self.form!r} has no kernel for int8 rows")
-        return y if self.bias is None else y + self.bias
-
-    def _forward_row_blocks(self, x, scale):
-        blocks, cols, block_rows = self.weight.shape
-        if self.form == "mm":
-            # Dequantised as (cols, rows): each block's runs of 32 rows stay whole, where (rows, cols) would
-            # transpose every block.
-            w = self.weight.permute(1, 0, 2).reshape(cols, blocks * block_rows)[:, : self.out_features]
-            return x @ (w.to(x.dtype) * scale)
-        if self.form != "blocked":
-            raise ValueError(f"linear form {self.form!r} has no kernel for int8 row blocks")
-        rows = x.reshape(-1, cols)
-        rows = rows.as_strided(rows.shape, rows.stride())  # one stored buffer, as the reduction's x
-        # (blocks, rows, 32), summed over the inputs in fp32: the block's loop is outermost.
-        y = (rows.view(1, -1, cols, 1).float() * self.weight.float().view(blocks, 1, cols, block_rows)).sum(2)
-        y = y.permute(1, 0, 2).reshape(rows.shape[0], blocks * block_rows)[:, : self.out_features]
-        return (y.to(x.dtype) * scale).view(*x.shape[:-1], -1)
-
-
-def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
-    """A linear's weight in the layout oneDNN's product reads fastest (opaque,
-    for its linear only), as runtime/exec/packed_weights.cpp packs it."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
-
-
-@contextmanager
-def packed_linear_weights(gpt: nn.Module):
-    """Runs the onednn form on packed weights, as the runtime's graphs do."""
-    linears = [m for m in gpt.modules() if isinstance(m, Linear)]
-    for linear in linears:
-        linear.packed = pack_for_onednn(linear.weight)
-    try:
-        yield
-    finally:
-        for linear in linears:
-            linear.packed = None
-
-
-def linear_weight_names(gpt: nn.Module) -> list[str]:
-    """Names of the weights the linears read: those the runtime packs for the onednn form."""
-    return [f"{name}.weight" for name, m in gpt.named_modules() if isinstance(m, Linear)]
 
 
 class LayerNorm(nn.Module):
@@ -312,7 +181,7 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     embedding_untied = False
-    quantization = None  # "int8" once quantize.quantize_int8 has run
+    quantization = None  # "int8" or "int4" once quantize.py has run
 
     def __init__(self, config: GPTConfig, attention: str = "math"):
         super().__init__()
@@ -363,16 +232,25 @@ class GPT(nn.Module):
         return self.lm_head.form
 
     @property
+    def weight_layout(self) -> str | None:
+        """How the linears' weights are laid out (linear.WEIGHT_LAYOUTS): None for
+        float weights, int8 "rows" or "blocks32" (quantize.set_int8_layout), int4 "blocks64"."""
+        weight = self.lm_head.weight
+        if weight.dtype == torch.uint8:
+            return "blocks64"
+        if weight.dtype == torch.int8:
+            return "blocks32" if weight.dim() == 3 else "rows"
+        return None
+
+    @property
     def int8_layout(self) -> str | None:
-        """How the int8 weights are laid out (quantize.set_int8_layout); None unquantized."""
-        if self.quantization != "int8":
-            return None
-        return "blocks32" if self.lm_head.weight.dim() == 3 else "rows"
+        """The int8 weights' layout; None for any other weights."""
+        return self.weight_layout if self.quantization == "int8" else None
 
     @property
     def linear_forms(self) -> tuple:
         """The linear forms these weights allow."""
-        return INT8_LINEAR_FORMS[self.int8_layout] if self.quantization == "int8" else FLOAT_LINEAR_FORMS
+        return LAYOUT_LINEAR_FORMS[self.weight_layout]
 
     def set_linear_form(self, form: str):
         if form not in self.linear_forms:
@@ -398,7 +276,9 @@ class GPT(nn.Module):
         # one parameter (and one gradient) for the shared tensor, unless export gave
         # wte its own copy (graphs.untied_lm_head).
         table = self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight
-        if table.dim() == 3:  # int8 row blocks: token t is column t % 32 of block t // 32
+        if self.quantization == "int4":  # the gathered rows dequantised (quantize.py)
+            tok = int4_embedding(table, self.lm_head.weight_scale_zero, idx, self.dtype)
+        elif table.dim() == 3:  # int8 row blocks: token t is column t % 32 of block t // 32
             tok = table[idx // BLOCK_ROWS, :, idx % BLOCK_ROWS]
         else:
             tok = F.embedding(idx, table)

@@ -17,14 +17,27 @@ adjacent. The reduction over that layout (model.Linear's "blocked" form) loads
 with no horizontal sum per row: one-row decode streams the weights at nearly
 the memory's bandwidth, where the reduction over rows spends its time converting
 and summing (issue #27's profile, bench/int8_gemv.py).
+
+Weight-only int4 (quantize_int4): every linear's weight in groups of
+`group_size` inputs per output row, each group with a scale and a zero in the
+model's dtype (asymmetric: the group's range [min, max] over 16 levels), a
+weight q (0..15) standing for (q - 8) * scale + zero; two weights a byte, in
+aten's CPU packing of 64 rows a block (linear.to_int4_blocks). Each linear
+holds `weight_scale_zero` (cols / group_size, padded rows, 2) and
+`weight_group_size` (the one number aten's int4 kernel takes as a tensor).
+A quarter of bf16's bytes plus a scale and a zero per group (1/16 of bf16's at 32).
+The tied embedding gathers lm_head's int4 rows, as with int8.
 """
 
 import torch
 import torch.nn as nn
 
-from .model import GPT, Linear, from_row_blocks, to_row_blocks
+from .linear import INT4_ZERO, Linear, dequantize_int4, from_row_blocks, to_int4_blocks, to_row_blocks
+from .model import GPT
 
-QUANTIZATIONS = ("int8",)
+QUANTIZATIONS = ("int8", "int4")
+INT4_GROUP_SIZES = (32, 64, 128, 256)  # those aten's CPU int4 kernel takes
+INT4_LEVELS = 15  # the largest int4 value
 INT8_MAX = 127  # symmetric: -127..127, so q and -q are both representable
 INT8_LAYOUTS = ("rows", "blocks32")
 
@@ -56,6 +69,49 @@ def quantize_int8(gpt: GPT, scale_dtype: torch.dtype) -> GPT:
     return gpt.requires_grad_(False)
 
 
+def quantize_groups(weight: torch.Tensor, group_size: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int4 values (rows, cols) as uint8, (cols / group_size, rows, 2) scales
+    and zeros in `dtype`): each group's [min, max] over 16 levels, the scale
+    and zero rounded to `dtype` first, so every q is the nearest level the
+    stored pair can reconstruct. A constant group (the vocabulary's zero
+    padding) gets scale 1 and reconstructs exactly its value (as `dtype`)."""
+    rows, cols = weight.shape
+    if cols % group_size:
+        raise ValueError(f"a linear's {cols} inputs are not a whole number of groups of {group_size}")
+    w = weight.detach().float().view(rows, cols // group_size, group_size)
+    low, high = w.amin(dim=2), w.amax(dim=2)
+    constant = high == low
+    scale = torch.where(constant, 1.0, (high - low) / INT4_LEVELS).to(dtype).float()
+    zero = torch.where(constant, low, low + INT4_ZERO * scale).to(dtype).float()  # q = 8 is the constant
+    q = torch.round((w - zero.unsqueeze(2)) / scale.unsqueeze(2) + INT4_ZERO).clamp(0, INT4_LEVELS)
+    scale_zero = torch.stack([scale, zero], dim=-1).transpose(0, 1).contiguous().to(dtype)
+    return q.view(rows, cols).to(torch.uint8), scale_zero
+
+
+def quantize_int4(gpt: GPT, dtype: torch.dtype, group_size: int = 32) -> GPT:
+    """Quantize `gpt`'s linears to int4 in place, as quantize_int8 does to int8
+    (inference only). Each weight keeps its name; its scales and zeros are
+    `<linear>.weight_scale_zero` (rows padded as the weight's), its group size
+    `<linear>.weight_group_size`."""
+    if gpt.quantization is not None:
+        raise ValueError(f"the model is already quantized ({gpt.quantization})")
+    if group_size not in INT4_GROUP_SIZES:
+        raise ValueError(f"int4 group size {group_size} is not one of {', '.join(map(str, INT4_GROUP_SIZES))}")
+    for module in gpt.modules():
+        if isinstance(module, Linear):
+            q, scale_zero = quantize_groups(module.weight, group_size, dtype)
+            packed = to_int4_blocks(q)
+            padded = torch.zeros(scale_zero.shape[0], packed.shape[0], 2, dtype=dtype)
+            padded[:, : q.shape[0]] = scale_zero
+            device = module.weight.device
+            module.weight = nn.Parameter(packed.to(device), requires_grad=False)
+            module.register_buffer("weight_scale_zero", padded.to(device))
+            module.register_buffer("weight_group_size", torch.tensor(group_size, dtype=torch.int64, device=device))
+    gpt.transformer.wte.weight = gpt.lm_head.weight  # still tied: the embedding gathers the int4 rows
+    gpt.quantization = "int4"
+    return gpt.requires_grad_(False)
+
+
 def set_int8_layout(gpt: GPT, layout: str) -> GPT:
     """Lay every int8 weight out as `layout` (INT8_LAYOUTS), in place; the
     linear forms the model allows follow (GPT.linear_forms)."""
@@ -76,12 +132,24 @@ def set_int8_layout(gpt: GPT, layout: str) -> GPT:
 
 def dequantized(gpt: GPT) -> GPT:
     """The eager reference of a quantized model: an unquantized GPT of the same
-    config whose weights are the int8 weights times their scales, in the model's
-    dtype (what every int8 kernel must compute)."""
-    if gpt.quantization != "int8":
+    config whose weights are the ones the quantized weights stand for, in the
+    model's dtype (what every quantized kernel must compute): int8 weights
+    times their scales, int4 ones as linear.dequantize_int4 reads them."""
+    if gpt.quantization is None:
         raise ValueError("the model is not quantized")
     reference = GPT(gpt.config, gpt.attention).to(device=gpt.lm_head.weight.device, dtype=gpt.dtype)
     quantized, state = gpt.state_dict(), {}
+    if gpt.quantization == "int4":
+        linears = {f"{name}.weight": m for name, m in gpt.named_modules() if isinstance(m, Linear)}
+        linears["transformer.wte.weight"] = gpt.lm_head
+        for name, tensor in quantized.items():
+            if name in linears:
+                m = linears[name]
+                tensor = dequantize_int4(m.weight, m.weight_scale_zero, m.out_features, gpt.dtype)
+            if not name.endswith((".weight_scale_zero", ".weight_group_size")):
+                state[name] = tensor
+        reference.load_state_dict(state)
+        return reference.eval()
     for name, tensor in quantized.items():
         if name.endswith(".weight_scale"):
             continue
@@ -102,6 +170,6 @@ def weight_bytes(gpt: GPT, dtype: torch.dtype) -> int:
     for tensor in gpt.state_dict().values():
         if tensor.data_ptr() not in seen:
             seen.add(tensor.data_ptr())
-            size = tensor.element_size() if tensor.dtype == torch.int8 else dtype.itemsize
+            size = dtype.itemsize if tensor.is_floating_point() else tensor.element_size()
             total += tensor.numel() * size
     return total

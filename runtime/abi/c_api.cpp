@@ -65,7 +65,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         info.n_embd = m.model.n_embd;
         info.max_batch = m.prefill.max_batch;
         info.eos_token = model->impl->tokenizer().eos() >= 0 ? model->impl->tokenizer().eos() : GPT_TOKEN_NONE;
-        info.weights = m.quantization.empty() ? "unquantized" : "int8";
+        info.weights = m.quantization.empty() ? "unquantized" : m.quantization.c_str();
         *out_model = model.release();
     });
 }

@@ -27,21 +27,38 @@ struct ExpectedTensor {
     at::ScalarType dtype;
 };
 
-constexpr int64_t kBlockRows = 32;  // the "blocks32" layout's rows per block
+constexpr int64_t kBlockRows = 32;      // the int8 "blocks32" layout's rows per block
+constexpr int64_t kInt4BlockRows = 64;  // the int4 "blocks64" layout's
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 // Every parameter nanoGPT has for this config, with its shape and dtype. With int8 quantization
 // the linears' weights (lm_head's, and so the tied embedding's) are int8, as rows or in blocks of
 // 32 rows (the last padded), and each has a `<weight>_scale` of one value per output row in the
-// model's dtype (aot/gpt_aot/quantize.py).
+// model's dtype. With int4, each is two values a byte in blocks of 64 rows (the last padded), with
+// `<weight>_scale_zero` (a scale and a zero per group of inputs and padded row, in the model's
+// dtype) and `<weight>_group_size`, a scalar (aot/gpt_aot/quantize.py).
 std::map<std::string, ExpectedTensor> expected_parameters(const Manifest &manifest, at::ScalarType dtype) {
     const ModelConfig &c = manifest.model;
     const int64_t C = c.n_embd;
     std::map<std::string, ExpectedTensor> p;
     const auto add = [&](const std::string &name, std::vector<int64_t> shape) { p[name] = {std::move(shape), dtype}; };
     const auto add_linear = [&](const std::string &name, int64_t rows, int64_t cols) {
-        if (manifest.int8_layout.empty()) return add(name, {rows, cols});
-        if (manifest.int8_layout == "blocks32")
-            p[name] = {{(rows + kBlockRows - 1) / kBlockRows, cols, kBlockRows}, at::kChar};
+        if (manifest.weight_layout.empty()) return add(name, {rows, cols});
+        if (manifest.quantization == "int4") {
+            const int64_t group = manifest.int4_group_size;
+            if (cols % group != 0)
+                fail(GPT_ERR_ARTIFACT_INVALID, "'" + name + "' has " + std::to_string(cols) +
+                                                   " inputs, not a whole number of int4 groups of " +
+                                                   std::to_string(group));
+            const int64_t padded = round_up(rows, kInt4BlockRows);
+            p[name] = {{padded, cols / 2}, at::kByte};
+            add(name + "_scale_zero", {cols / group, padded, 2});
+            p[name + "_group_size"] = {{}, at::kLong};
+            return;
+        }
+        if (manifest.weight_layout == "blocks32")
+            p[name] = {{round_up(rows, kBlockRows) / kBlockRows, cols, kBlockRows}, at::kChar};
         else
             p[name] = {{rows, cols}, at::kChar};
         add(name + "_scale", {rows});
@@ -94,6 +111,11 @@ std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir,
                                                shape_string(tensor.sizes()) + " " +
                                                std::string(c10::toString(tensor.scalar_type())) + ", expected " +
                                                shape_string(want.shape) + " " + std::string(c10::toString(want.dtype)));
+        // The int4 kernel indexes the scales by it: it must be the group the shapes were checked with.
+        if (want.dtype == at::kLong && tensor.item<int64_t>() != manifest.int4_group_size)
+            fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": '" + name + "' is " +
+                                               std::to_string(tensor.item<int64_t>()) + ", the manifest's group size is " +
+                                               std::to_string(manifest.int4_group_size));
         weights.emplace(name, tensor.to(device));
     }
     for (const auto &[alias, stored] : manifest.tied) {

@@ -71,25 +71,28 @@ std::vector<std::string> string_list(const json &obj, const char *key, const std
     return out;
 }
 
-// The linear forms that read each kind of weights: float ones, int8 rows, int8 blocks of 32 rows.
-const char *linear_forms_for(const std::string &int8_layout) {
-    if (int8_layout == "rows") return "mm, reduction or int8pack (the weights are int8 rows)";
-    if (int8_layout == "blocks32") return "mm or blocked (the weights are int8 blocks of 32 rows)";
+// The linear forms that read each layout of weights: float ones (""), int8 rows, int8 blocks of 32 rows,
+// int4 blocks of 64 rows.
+const char *linear_forms_for(const std::string &weight_layout) {
+    if (weight_layout == "rows") return "mm, reduction or int8pack (the weights are int8 rows)";
+    if (weight_layout == "blocks32") return "mm or blocked (the weights are int8 blocks of 32 rows)";
+    if (weight_layout == "blocks64") return "mm or int4pack (the weights are int4 blocks of 64 rows)";
     return "mm, reduction or onednn";
 }
 
-bool form_reads_weights(const std::string &form, const std::string &int8_layout) {
-    if (int8_layout == "rows") return form == "mm" || form == "reduction" || form == "int8pack";
-    if (int8_layout == "blocks32") return form == "mm" || form == "blocked";
+bool form_reads_weights(const std::string &form, const std::string &weight_layout) {
+    if (weight_layout == "rows") return form == "mm" || form == "reduction" || form == "int8pack";
+    if (weight_layout == "blocks32") return form == "mm" || form == "blocked";
+    if (weight_layout == "blocks64") return form == "mm" || form == "int4pack";
     return form == "mm" || form == "reduction" || form == "onednn";
 }
 
-GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::string &int8_layout) {
+GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::string &weight_layout) {
     GraphSpec spec = graph_spec(graphs, name);
     const json &linear = field(field(graphs, name), "linear");
     spec.linear = string_field(linear, "form");
-    if (!form_reads_weights(spec.linear, int8_layout))
-        invalid("'graphs." + std::string(name) + ".linear.form' must be " + linear_forms_for(int8_layout));
+    if (!form_reads_weights(spec.linear, weight_layout))
+        invalid("'graphs." + std::string(name) + ".linear.form' must be " + linear_forms_for(weight_layout));
     if (spec.linear == "onednn") {
         const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
         spec.packed.insert(packed.begin(), packed.end());
@@ -247,16 +250,26 @@ Manifest parse_manifest(const Bytes &text) {
     if (weights.contains("quantization")) {
         const json &quantization = field(weights, "quantization");
         m.quantization = string_field(quantization, "scheme");
-        if (m.quantization != "int8") invalid("'weights.quantization.scheme' must be 'int8'");
-        m.int8_layout = string_field(quantization, "layout");
-        if (m.int8_layout != "rows" && m.int8_layout != "blocks32")
-            invalid("'weights.quantization.layout' must be 'rows' or 'blocks32'");
+        m.weight_layout = string_field(quantization, "layout");
+        if (m.quantization == "int8") {
+            if (m.weight_layout != "rows" && m.weight_layout != "blocks32")
+                invalid("'weights.quantization.layout' of int8 weights must be 'rows' or 'blocks32'");
+        } else if (m.quantization == "int4") {
+            if (m.weight_layout != "blocks64") invalid("'weights.quantization.layout' of int4 weights must be 'blocks64'");
+            const json &group = field(quantization, "group_size");
+            // The int4 kernel's group sizes; each linear's inputs must also split into whole groups (weights.cpp).
+            if (group != 32 && group != 64 && group != 128 && group != 256)
+                invalid("'weights.quantization.group_size' must be 32, 64, 128 or 256");
+            m.int4_group_size = group.get<int64_t>();
+        } else {
+            invalid("'weights.quantization.scheme' must be 'int8' or 'int4'");
+        }
     }
 
     const json &graphs = field(j, "graphs");
-    m.prefill = inference_graph_spec(graphs, "prefill", m.int8_layout);
-    m.decode = inference_graph_spec(graphs, "decode", m.int8_layout);
-    m.decode_one = inference_graph_spec(graphs, "decode_one", m.int8_layout);
+    m.prefill = inference_graph_spec(graphs, "prefill", m.weight_layout);
+    m.decode = inference_graph_spec(graphs, "decode", m.weight_layout);
+    m.decode_one = inference_graph_spec(graphs, "decode_one", m.weight_layout);
     if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
 
     const json &tokenizer = field(j, "tokenizer");
@@ -269,7 +282,7 @@ Manifest parse_manifest(const Bytes &text) {
     m.golden_rtol = non_negative_number(golden, "rtol");
 
     if (j.contains("training")) {
-        if (!m.quantization.empty()) invalid("a quantized artifact has no training graphs: its weights are int8");
+        if (!m.quantization.empty()) invalid("a quantized artifact has no training graphs: its weights are " + m.quantization);
         m.training = training_spec(j.at("training"));
     }
 

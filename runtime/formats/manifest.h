@@ -20,9 +20,9 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 11: weights.quantization.layout: int8 weights as rows or in blocks of 32 rows
-// (history: aot/gpt_aot/manifest.py).
-inline constexpr int kFormatVersion = 11;
+// 12: weights.quantization.scheme "int4": int4 weights in blocks of 64 rows with a scale and a zero per
+// group of inputs (history: aot/gpt_aot/manifest.py).
+inline constexpr int kFormatVersion = 12;
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -87,11 +87,14 @@ struct Manifest {
     ModelConfig model;
     std::string weights_file;
     // "" when the weights are in `dtype`; "int8": every linear's weight is int8 with a per-row
-    // `<name>_scale` in `dtype` (exec/weights.cpp), inference only, laid out as `int8_layout`:
+    // `<name>_scale` in `dtype` (exec/weights.cpp), inference only, laid out as `weight_layout`:
     // "rows" ([rows, cols]) or "blocks32" ([ceil(rows / 32), cols, 32]: 32 rows' weights of one
-    // input side by side, for the blocked linear form).
+    // input side by side, for the blocked linear form). "int4": every linear's weight is two int4
+    // values a byte in "blocks64" (aten's CPU packing: [ceil(rows / 64) * 64, cols / 2]) with
+    // `<name>_scale_zero` ([cols / group, padded rows, 2] in `dtype`) and `<name>_group_size`.
     std::string quantization;
-    std::string int8_layout;
+    std::string weight_layout;  // "" for float weights
+    int64_t int4_group_size = 0;
     std::map<std::string, std::string> tied;  // alias name -> stored name
     GraphSpec prefill;
     GraphSpec decode;

@@ -44,7 +44,7 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
         assert (directory / name).stat().st_size == entry["size"]
     assert manifest["graphs"]["decode_one"]["max_batch"] == 1
     assert manifest["graphs"]["decode_one"]["linear"] == {"form": "reduction", "selected_by": "user"}
-    from gpt_aot.model import Linear
+    from gpt_aot.linear import Linear
 
     linear_weights = [f"{n}.weight" for n, m in fixtures.tiny_model("flash").named_modules() if isinstance(m, Linear)]
     assert len(linear_weights) == 4 * fixtures.CONFIG.n_layer + 1
@@ -95,6 +95,8 @@ LINEAR_CALLS = {  # the kernel each matrix-product form calls from a compiled gr
     "mm": re.compile(r"aoti_torch_cpu_(?:add)?mm_out\("),
     "onednn": re.compile(r"aoti_torch_cpu__linear_pointwise(?:_binary)?\("),  # _binary: a residual add fused in
     "int8pack": re.compile(r"aoti_torch_cpu__weight_int8pack_mm\("),
+    # int4pack: the quantized op that takes the group size as a tensor, through the proxy executor (linear.py)
+    "int4pack": re.compile(r"aoti_torch_proxy_executor_call_function\("),
 }
 
 
@@ -105,6 +107,7 @@ LINEAR_CALLS = {  # the kernel each matrix-product form calls from a compiled gr
         ("tiny-other", {"prefill": "mm", "decode": "mm", "decode_one": "mm"}),
         ("tiny-int8", {"prefill": "int8pack", "decode": "int8pack", "decode_one": "reduction"}),
         ("tiny-int8-blocks", {"prefill": "blocked", "decode": "blocked", "decode_one": "blocked"}),
+        ("tiny-int4", {"prefill": "int4pack", "decode": "int4pack", "decode_one": "int4pack"}),
     ],
 )
 def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, name, forms):
@@ -263,9 +266,9 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
 
 
 def test_linear_forms_compute_the_same_product(fixtures):
-    from gpt_aot.model import LINEAR_FORMS, Linear, packed_linear_weights
+    from gpt_aot.linear import LINEAR_FORMS, Linear, packed_linear_weights
 
-    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack", "blocked"}
+    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack", "blocked", "int4pack"}
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):
@@ -308,7 +311,7 @@ def test_decode_linear_form_is_measured_against_mm(fixtures):
 
 
 def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
-    from gpt_aot.model import linear_form_runs_on
+    from gpt_aot.linear import linear_form_runs_on
     from gpt_aot.target import Target
 
     assert linear_form_runs_on("onednn", torch.device("cpu")) == torch.backends.mkldnn.is_available()

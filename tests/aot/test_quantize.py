@@ -11,13 +11,14 @@ from safetensors.torch import load_file
 from gpt_aot import compile as compile_mod
 from gpt_aot import linear_pick
 from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.model import GPT, GPTConfig, Linear, from_row_blocks, to_row_blocks
+from gpt_aot.linear import Linear, from_row_blocks, to_row_blocks
+from gpt_aot.model import GPT, GPTConfig
 from gpt_aot.quantize import dequantized, quantize_int8, quantize_rows, set_int8_layout, weight_bytes
 from gpt_aot.target import resolve
 from gpt_aot.training import OptimizerConfig
 
 INT8_FORMS = ("mm", "reduction", "int8pack")  # over int8 rows
-# Each layout with the forms that read it (model.INT8_LINEAR_FORMS).
+# Each layout with the forms that read it (linear.LAYOUT_LINEAR_FORMS).
 LAYOUT_FORMS = [("rows", f) for f in INT8_FORMS] + [("blocks32", "mm"), ("blocks32", "blocked")]
 # Rows that are no multiple of 32 (48 wide: c_attn 144 rows, lm_head 128): the last block is padded.
 ODD_CONFIG = GPTConfig(block_size=16, vocab_size=70, n_layer=2, n_head=2, n_embd=48, bias=True)

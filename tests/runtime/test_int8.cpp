@@ -174,7 +174,8 @@ TEST_CASE("scales or weights that do not fit the quantization are refused by the
 TEST_CASE("a manifest's quantization and linear forms must agree", "[int8][artifact]") {
     test::ScratchArtifact art(test::artifact("int8"));
     auto m = art.manifest();
-    SECTION("an unknown scheme") { m["weights"]["quantization"]["scheme"] = "int4"; }
+    SECTION("an unknown scheme") { m["weights"]["quantization"]["scheme"] = "int3"; }
+    SECTION("int4 over int8 rows") { m["weights"]["quantization"]["scheme"] = "int4"; }
     SECTION("oneDNN's float form over int8 weights") { m["graphs"]["decode"]["linear"]["form"] = "onednn"; }
     SECTION("int8 weights read as float ones") { m["weights"].erase("quantization"); }
     SECTION("no layout") { m["weights"]["quantization"].erase("layout"); }

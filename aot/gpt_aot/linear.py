@@ -1,0 +1,227 @@
+"""The model's linear layers (Linear) and the forms they run as, over float
+weights or quantized ones (quantize.py) in each weight layout.
+
+Weight layouts (WEIGHT_LAYOUTS), named by GPT.weight_layout: None, float
+weights as nn.Linear keeps them; int8 as "rows" (the same shape) or "blocks32"
+(to_row_blocks); int4 as "blocks64" (to_int4_blocks), the packing aten's CPU
+int4 kernel reads.
+"""
+
+from contextlib import contextmanager
+
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+LINEAR_FORMS = ("mm", "reduction", "onednn", "int8pack", "blocked", "int4pack")
+# The forms each weight layout allows: oneDNN's reads float weights; int8
+# weights by their layout (quantize.py): aten's int8 kernel and the reduction
+# over rows read "rows", the blocked reduction "blocks32"; aten's int4 kernel
+# reads int4 "blocks64"; mm reads any.
+LAYOUT_LINEAR_FORMS = {
+    None: ("mm", "reduction", "onednn"),
+    "rows": ("mm", "reduction", "int8pack"),
+    "blocks32": ("mm", "blocked"),
+    "blocks64": ("mm", "int4pack"),
+}
+WEIGHT_LAYOUTS = tuple(LAYOUT_LINEAR_FORMS)
+BLOCK_ROWS = 32  # output rows per block of the int8 "blocks32" layout
+INT4_BLOCK_ROWS = 64  # output rows per block of the int4 "blocks64" layout
+INT4_ZERO = 8  # an int4 weight q (0..15) stands for (q - 8) * scale + zero (aten's int4 kernels' convention)
+
+
+def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
+    """(rows, cols) → (ceil(rows / BLOCK_ROWS), cols, BLOCK_ROWS), the last block padded with zero rows."""
+    rows, cols = q.shape
+    padded = torch.zeros(-(-rows // BLOCK_ROWS) * BLOCK_ROWS, cols, dtype=q.dtype, device=q.device)
+    padded[:rows] = q
+    return padded.view(-1, BLOCK_ROWS, cols).transpose(1, 2).contiguous()
+
+
+def from_row_blocks(blocks: torch.Tensor, rows: int) -> torch.Tensor:
+    """The inverse of to_row_blocks: the (rows, cols) weight (a copy)."""
+    return blocks.transpose(1, 2).reshape(-1, blocks.shape[1])[:rows]
+
+
+def to_int4_blocks(q: torch.Tensor) -> torch.Tensor:
+    """(rows, cols) int4 values (0..15, cols even) → (ceil(rows / 64) * 64,
+    cols / 2) bytes, as aten's CPU int4 kernel reads them: block b holds output
+    rows 64b..64b+63 (zero rows pad the last) as (cols, 32) bytes, the byte of
+    input k and row j holding row j in its low four bits and row j + 32 in its
+    high four."""
+    rows, cols = q.shape
+    padded = torch.zeros(-(-rows // INT4_BLOCK_ROWS) * INT4_BLOCK_ROWS, cols, dtype=torch.uint8, device=q.device)
+    padded[:rows] = q.to(torch.uint8)
+    halves = padded.view(-1, 2, INT4_BLOCK_ROWS // 2, cols)
+    return (halves[:, 0] | (halves[:, 1] << 4)).transpose(1, 2).contiguous().view(-1, cols // 2)
+
+
+def from_int4_blocks(packed: torch.Tensor, rows: int) -> torch.Tensor:
+    """The inverse of to_int4_blocks: the (rows, cols) int4 values as uint8."""
+    cols = packed.shape[1] * 2
+    blocks = packed.view(-1, cols, INT4_BLOCK_ROWS // 2)
+    halves = torch.stack([blocks & 15, blocks >> 4], dim=1)  # (blocks, 2, cols, 32)
+    return halves.transpose(2, 3).reshape(-1, cols)[:rows]
+
+
+def int4_scales(scale_zero: torch.Tensor, rows: torch.Tensor | slice, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each weight's (scale, zero) for output `rows` (a slice or an index
+    tensor of any shape), (*rows, cols) each: `scale_zero` holds one pair per
+    group of inputs and output row, (cols / group, padded rows, 2)."""
+    group = cols // scale_zero.shape[0]
+    pairs = scale_zero[:, rows].movedim(0, -2).repeat_interleave(group, dim=-2)  # (*rows, cols, 2)
+    return pairs[..., 0], pairs[..., 1]
+
+
+def dequantize_int4(packed: torch.Tensor, scale_zero: torch.Tensor, rows: int, dtype: torch.dtype) -> torch.Tensor:
+    """The (rows, cols) weight an int4 linear stands for, computed in fp32 and rounded once to `dtype`."""
+    q = from_int4_blocks(packed, rows).float()
+    scale, zero = int4_scales(scale_zero, slice(0, rows), q.shape[1])
+    return ((q - INT4_ZERO) * scale.float() + zero.float()).to(dtype)
+
+
+def int4_embedding(packed: torch.Tensor, scale_zero: torch.Tensor, idx: torch.Tensor, dtype: torch.dtype):
+    """Rows `idx` of an int4 table in blocks of 64 (the tied embedding): (*idx.shape, cols) in `dtype`."""
+    cols = packed.shape[1] * 2
+    blocks = packed.view(-1, cols, INT4_BLOCK_ROWS // 2)
+    half = INT4_BLOCK_ROWS // 2
+    byte = blocks[idx // INT4_BLOCK_ROWS, :, idx % half]  # (*idx, cols)
+    q = (byte >> ((idx % INT4_BLOCK_ROWS) // half * 4).to(torch.uint8).unsqueeze(-1)) & 15
+    scale, zero = int4_scales(scale_zero, idx, cols)
+    return ((q.float() - INT4_ZERO) * scale.float() + zero.float()).to(dtype)
+
+
+def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
+    """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
+    kernel (CPU and CUDA) and the blocked reduction are for int8 weights, aten's
+    int4 kernel for int4 ones (CPU: the CUDA kernel reads another packing); mm
+    and the reduction run anywhere."""
+    layouts = {torch.int8: ("rows", "blocks32"), torch.uint8: ("blocks64",)}.get(weight_dtype, (None,))
+    if not any(form in LAYOUT_LINEAR_FORMS[layout] for layout in layouts):
+        return False
+    if form == "int4pack":
+        return device.type == "cpu"
+    return form != "onednn" or (device.type == "cpu" and torch.backends.mkldnn.is_available())
+
+
+class Linear(nn.Linear):
+    """nn.Linear (same parameters and names) that can also run as oneDNN's
+    matrix product or as a reduction. Inference only: neither has a backward.
+
+    "onednn" calls oneDNN's linear. A compiled graph names the plain weight
+    and the runtime binds it packed in oneDNN's blocked layout (once, at load):
+    with few rows, aten's fp32 product on CPU (MKL) reads the weight at a
+    fraction of the memory's bandwidth, and oneDNN's on a plain weight reorders
+    it on every call (bf16). Eagerly, `packed_linear_weights` packs them here.
+    "reduction": with one token per step a linear reads its whole weight for one
+    dot product per output; written as `(x * W).sum(-1)`, Inductor emits a
+    vectorised, threaded reduction that streams the weight, where the CPU's
+    matrix product at one row runs on one thread. Only worth it for a single
+    row: for a batch the reduction reads the weight once per row.
+
+    With an int8 weight and its per-row `weight_scale` (quantize.py), "mm" and
+    "reduction" read the dequantised weight (int8 × scale, in the activations'
+    dtype; Inductor fuses the conversion into the reduction's loads), and
+    "int8pack" is aten's weight-only int8 product, the scale applied to its
+    output rows. The scale is the buffer `weight_scale` that quantize.py adds.
+    "blocked" reads the int8 weight laid out in blocks of 32 rows
+    (to_row_blocks): the reduction runs over each block's inputs with 32
+    outputs in one vector, rows of a batch inside a block, so a block is read
+    from memory once per call however many rows.
+
+    With an int4 weight (uint8, two weights a byte, in blocks of 64 rows:
+    to_int4_blocks) and its `weight_scale_zero` (a scale and a zero per group
+    of inputs and output row) and `weight_group_size` (quantize.py), "mm" reads
+    the dequantised weight and "int4pack" is aten's CPU int4 kernel. It is
+    called through the quantized op that takes the group size as a tensor: the
+    aten op's lowering would add a constant of its own to the compiled graph,
+    one the weights file does not hold.
+    """
+
+    form = "mm"
+    packed = None  # the weight in oneDNN's layout, for the onednn form run eagerly
+
+    def forward(self, x):
+        if self.weight.dtype == torch.int8:
+            return self._forward_int8(x)
+        if self.weight.dtype == torch.uint8:
+            return self._forward_int4(x)
+        if self.form == "mm":
+            return super().forward(x)
+        if self.form == "onednn":
+            weight = self.weight if self.packed is None else self.packed
+            return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, "none", [], "")
+        # as_strided pins x as a stored buffer; otherwise Inductor inlines x's
+        # producer (layer norm, GELU) and recomputes it for every output row.
+        x = x.as_strided(x.shape, x.stride())
+        y = (x.unsqueeze(-2) * self.weight).sum(-1)
+        return y if self.bias is None else y + self.bias
+
+    def _forward_int8(self, x):
+        scale = self.weight_scale
+        if self.weight.dim() == 3:
+            y = self._forward_row_blocks(x, scale)
+        elif self.form == "int8pack":
+            rows = x.reshape(-1, x.shape[-1])
+            y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
+        elif self.form == "reduction":
+            x = x.as_strided(x.shape, x.stride())  # as the float reduction: x stays one stored buffer
+            y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1) * scale
+        elif self.form == "mm":
+            y = F.linear(x, self.weight.to(x.dtype) * scale.unsqueeze(-1))
+        else:
+            raise ValueError(f"linear form {self.form!r} has no kernel for int8 rows")
+        return y if self.bias is None else y + self.bias
+
+    def _forward_row_blocks(self, x, scale):
+        blocks, cols, block_rows = self.weight.shape
+        if self.form == "mm":
+            # Dequantised as (cols, rows): each block's runs of 32 rows stay whole, where (rows, cols) would
+            # transpose every block.
+            w = self.weight.permute(1, 0, 2).reshape(cols, blocks * block_rows)[:, : self.out_features]
+            return x @ (w.to(x.dtype) * scale)
+        if self.form != "blocked":
+            raise ValueError(f"linear form {self.form!r} has no kernel for int8 row blocks")
+        rows = x.reshape(-1, cols)
+        rows = rows.as_strided(rows.shape, rows.stride())  # one stored buffer, as the reduction's x
+        # (blocks, rows, 32), summed over the inputs in fp32: the block's loop is outermost.
+        y = (rows.view(1, -1, cols, 1).float() * self.weight.float().view(blocks, 1, cols, block_rows)).sum(2)
+        y = y.permute(1, 0, 2).reshape(rows.shape[0], blocks * block_rows)[:, : self.out_features]
+        return (y.to(x.dtype) * scale).view(*x.shape[:-1], -1)
+
+    def _forward_int4(self, x):
+        if self.form == "int4pack":
+            rows = x.reshape(-1, x.shape[-1])
+            y = torch.ops.quantized.int4mm_packed_weight_cpu(
+                rows, self.weight, self.weight_group_size, self.weight_scale_zero
+            )
+            y = y[:, : self.out_features].view(*x.shape[:-1], -1)
+        elif self.form == "mm":
+            y = F.linear(x, dequantize_int4(self.weight, self.weight_scale_zero, self.out_features, x.dtype))
+        else:
+            raise ValueError(f"linear form {self.form!r} has no kernel for int4 weights")
+        return y if self.bias is None else y + self.bias
+
+
+def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
+    """A linear's weight in the layout oneDNN's product reads fastest (opaque,
+    for its linear only), as runtime/exec/packed_weights.cpp packs it."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
+
+
+@contextmanager
+def packed_linear_weights(gpt: nn.Module):
+    """Runs the onednn form on packed weights, as the runtime's graphs do."""
+    linears = [m for m in gpt.modules() if isinstance(m, Linear)]
+    for linear in linears:
+        linear.packed = pack_for_onednn(linear.weight)
+    try:
+        yield
+    finally:
+        for linear in linears:
+            linear.packed = None
+
+
+def linear_weight_names(gpt: nn.Module) -> list[str]:
+    """Names of the weights the linears read: those the runtime packs for the onednn form."""
+    return [f"{name}.weight" for name, m in gpt.named_modules() if isinstance(m, Linear)]

@@ -1,0 +1,224 @@
+"""Weight-only int4 (quantize.quantize_int4): the scheme, aten's CPU packing,
+each int4 linear form against the eager reference (quantize → dequantize → the
+same model in PyTorch), the compiled int4 graphs against it, and what an int4
+artifact records."""
+
+import dataclasses
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from gpt_aot import compile as compile_mod
+from gpt_aot import linear_pick
+from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.linear import Linear, dequantize_int4, from_int4_blocks, linear_form_runs_on, to_int4_blocks
+from gpt_aot.model import GPT, GPTConfig
+from gpt_aot.quantize import dequantized, quantize_groups, quantize_int4, quantize_int8, weight_bytes
+from gpt_aot.target import resolve
+from gpt_aot.training import OptimizerConfig
+
+# Rows that are no multiple of 64 (64 wide: c_attn 192 rows, lm_head 128; n_embd 64 so that groups of 64
+# fit), and the tiny model's (32 wide: c_attn 96 rows): the last block is padded.
+ODD_CONFIG = GPTConfig(block_size=16, vocab_size=70, n_layer=2, n_head=2, n_embd=64, bias=True)
+# As for int8 (test_quantize.py): fp32 kernels only reorder sums; in bf16 each form rounds its products
+# differently from the reference's bf16 dequantised weight: 1 % of the logits' largest magnitude.
+FP32_TOL = 1e-4
+BF16_FRACTION = 1e-2
+
+
+def quantized_tiny(fixtures, dtype=torch.float32, group_size=32) -> GPT:
+    return quantize_int4(fixtures.tiny_model("math"), dtype, group_size).to(dtype=dtype)
+
+
+def assert_close_to(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str):
+    if dtype == torch.float32:
+        torch.testing.assert_close(actual, expected, atol=FP32_TOL, rtol=FP32_TOL, msg=what)
+        return
+    err = (actual.float() - expected.float()).abs().max().item()
+    assert err <= BF16_FRACTION * expected.float().abs().max().item(), f"{what}: {err}"
+
+
+def test_the_packing_is_atens_cpu_int4_packing_and_reverses():
+    """Our packing must be the one aten's CPU kernel reads (torch could change it: this catches that)."""
+    gen = torch.Generator().manual_seed(0)
+    for rows, cols in ((64, 32), (128, 96), (3072, 64)):
+        q = torch.randint(0, 16, (rows, cols), generator=gen, dtype=torch.int32)
+        packed = to_int4_blocks(q)
+        assert packed.dtype == torch.uint8 and packed.shape == (rows, cols // 2)
+        assert torch.equal(packed, torch._convert_weight_to_int4pack_for_cpu(q, 1))
+        assert torch.equal(from_int4_blocks(packed, rows), q.to(torch.uint8))
+    q = torch.randint(0, 16, (70, 32), generator=gen, dtype=torch.int32)
+    packed = to_int4_blocks(q)  # padded to 128 rows with zeros
+    assert packed.shape == (128, 16) and torch.equal(from_int4_blocks(packed, 128)[70:], torch.zeros(58, 32).byte())
+    assert torch.equal(from_int4_blocks(packed, 70), q.to(torch.uint8))
+
+
+def test_groups_are_quantized_within_half_a_step_and_constant_groups_exactly():
+    gen = torch.Generator().manual_seed(0)
+    w = torch.randn(5, 64, generator=gen) * torch.tensor([1e-3, 0.02, 1.0, 30.0, 0.5]).unsqueeze(1)
+    w[4, 32:] = 0.25  # one constant group
+    for dtype in (torch.float32, torch.bfloat16):
+        q, scale_zero = quantize_groups(w, 32, dtype)
+        assert q.dtype == torch.uint8 and int(q.max()) <= 15 and scale_zero.shape == (2, 5, 2)
+        assert scale_zero.dtype == dtype
+        scale = scale_zero[..., 0].float().t().repeat_interleave(32, 1)
+        zero = scale_zero[..., 1].float().t().repeat_interleave(32, 1)
+        restored = (q.float() - 8) * scale + zero
+        # the rounding of the stored scale and zero moves the grid by at most a step's rounding error
+        slack = 1e-6 if dtype == torch.float32 else 2**-7 * 9
+        assert ((restored - w).abs() <= scale / 2 + slack * (w.abs() + scale)).all(), dtype
+        assert torch.equal(restored[4, 32:], torch.full((32,), 0.25))
+        # each non-constant group reaches both ends of the 16 levels
+        groups = q.view(5, 2, 32)
+        assert (groups[:4].amin(2) <= 1).all() and (groups[:4].amax(2) >= 14).all()
+    with pytest.raises(ValueError, match="whole number of groups"):
+        quantize_groups(torch.randn(4, 48), 32, torch.float32)
+
+
+def test_quantizing_keeps_names_and_ties_and_takes_under_a_third_of_gpt2_124m_bf16s_bytes():
+    config = GPTConfig(vocab_size=50257)  # GPT-2 124M
+    model = GPT(config).init_weights(1337)
+    bf16_bytes = weight_bytes(model, torch.bfloat16)
+    names = set(model.state_dict())
+    quantize_int4(model, torch.bfloat16, 32)
+    model = model.to(dtype=torch.bfloat16)
+    linears = {f"{n}.weight" for n, m in model.named_modules() if isinstance(m, Linear)}
+    state = model.state_dict()
+    assert set(state) == names | {f"{n}_scale_zero" for n in linears} | {f"{n}_group_size" for n in linears}
+    assert all(state[n].dtype == torch.uint8 and state[f"{n}_scale_zero"].dtype == torch.bfloat16 for n in linears)
+    assert all(int(state[f"{n}_group_size"]) == 32 for n in linears)
+    assert model.transformer.wte.weight is model.lm_head.weight and model.weight_layout == "blocks64"
+    assert model.linear_forms == ("mm", "int4pack") and model.int8_layout is None
+    int4_bytes = weight_bytes(model, torch.bfloat16)
+    # int4 is 1/4 of bf16's bytes plus a bf16 scale and zero per 32 weights (1/16 of bf16's): 0.3125 of the
+    # linears' bytes; the layer norms, biases and the position table stay bf16 (measured: 0.3175).
+    assert 0.3125 <= int4_bytes / bf16_bytes <= 0.32, (int4_bytes, bf16_bytes)
+    with pytest.raises(ValueError, match="already quantized"):
+        quantize_int4(model, torch.bfloat16)
+    with pytest.raises(ValueError, match="group size 48"):
+        quantize_int4(GPT(ODD_CONFIG), torch.float32, 48)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("form", ["mm", "int4pack"])
+@pytest.mark.parametrize("config", ["tiny", "odd"])
+def test_each_int4_form_equals_the_dequantized_model(fixtures, dtype, form, config):
+    """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row; the odd
+    model's rows fill no whole number of blocks (and groups of 64)."""
+    if config == "tiny":
+        model = quantized_tiny(fixtures, dtype)
+    else:
+        model = quantize_int4(GPT(ODD_CONFIG, "math").init_weights(3).eval(), dtype, 64).to(dtype=dtype)
+    reference = dequantized(model)
+    assert all(p.dtype == dtype for p in reference.parameters())
+    model.set_linear_form(form)
+    idx = torch.randint(0, model.config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(1))
+    kv, kv_ref = model.new_kv_cache(3), reference.new_kv_cache(3)
+    with torch.no_grad():
+        assert_close_to(model.prefill(idx, kv), reference.prefill(idx, kv_ref), dtype, "prefill")
+        for t in range(7, 10):
+            tok, pos = torch.full((3, 1), t), torch.tensor([t, t + 3, t - 5])
+            assert_close_to(model.decode(tok, pos, kv), reference.decode(tok, pos, kv_ref), dtype, f"decode {t}")
+            one, one_pos = tok[:1], pos[:1]
+            assert_close_to(
+                model.decode(one, one_pos, kv[:, :, :1]), reference.decode(one, one_pos, kv_ref[:, :, :1]), dtype, "one"
+            )
+        logits, _ = model(idx)
+        expected, _ = reference(idx)
+        assert_close_to(logits, expected, dtype, "forward")
+
+
+def test_the_reference_is_the_int4_weights_not_the_float_or_int8_ones(fixtures):
+    model = quantized_tiny(fixtures)
+    lm_head = model.lm_head
+    weight = dequantize_int4(lm_head.weight, lm_head.weight_scale_zero, lm_head.out_features, torch.float32)
+    assert torch.equal(dequantized(model).lm_head.weight, weight)
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 9))
+    with torch.no_grad():
+        float_logits, _ = fixtures.tiny_model("math")(idx)
+        int8_logits, _ = dequantized(quantize_int8(fixtures.tiny_model("math"), torch.float32))(idx)
+        int4_logits, _ = dequantized(model)(idx)
+    # int4 is coarser than int8: further from the float model, and not int8's model either
+    assert (float_logits - int4_logits).abs().max() > 2 * (float_logits - int8_logits).abs().max()
+
+
+def test_int4_forms_are_measured_on_the_cpu_only(fixtures):
+    model = quantized_tiny(fixtures)
+    assert linear_pick.graph_linear_forms(model, "decode_one") == ("mm", "int4pack")
+    assert linear_pick.graph_linear_forms(model, "decode") == ("mm", "int4pack")
+    assert linear_form_runs_on("int4pack", torch.device("cpu"), torch.uint8)
+    assert not linear_form_runs_on("int4pack", torch.device("cuda"), torch.uint8)  # another packing there
+    assert not linear_form_runs_on("int4pack", torch.device("cpu"), torch.int8)
+    cpu = resolve("cpu", "auto", "fp32")
+    for graph in ("decode_one", "decode", "prefill"):
+        pick = linear_pick.choose_linear(model, cpu, "auto", "math", graph)
+        assert set(pick["candidates"]) == {"mm", "int4pack"}, graph
+        assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values()), graph
+    with pytest.raises(ValueError, match="not one of"):
+        linear_pick.choose_linear(model, cpu, "blocked", "math", "decode")
+
+
+def test_compiled_int4_graphs_equal_the_eager_int4_reference(artifacts, fixtures):
+    """tiny-int4's prefill, batched decode and decode_one (all int4pack), at batch 3 and 1, prompt
+    length 7 and rows at their own positions (none an export example)."""
+    graphs = ArtifactGraphs(artifacts / "tiny-int4" / "cpu")
+    reference = dequantized(quantized_tiny(fixtures))
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
+    kv_c, kv_e = graphs.new_kv_cache(3), reference.new_kv_cache(3)
+    with torch.no_grad():
+        assert_close_to(graphs.prefill(idx, kv_c), reference.prefill(idx, kv_e), torch.float32, "prefill")
+        for t in range(7, 12):
+            tok, pos = torch.full((3, 1), t), torch.tensor([t, t + 3, t - 5])
+            assert_close_to(graphs.decode(tok, pos, kv_c), reference.decode(tok, pos, kv_e), torch.float32, f"{t}")
+        kv_c1, kv_e1 = graphs.new_kv_cache(1), reference.new_kv_cache(1)
+        graphs.prefill(idx[:1], kv_c1)
+        reference.prefill(idx[:1], kv_e1)
+        for t in range(7, 12):
+            tok, pos = torch.full((1, 1), t), torch.tensor([t])
+            assert_close_to(graphs.decode(tok, pos, kv_c1), reference.decode(tok, pos, kv_e1), torch.float32, "one")
+    torch.testing.assert_close(kv_c, kv_e, atol=FP32_TOL, rtol=FP32_TOL)
+
+
+def test_an_int4_artifact_records_its_quantization_and_stores_int4_weights(artifacts, fixtures):
+    directory = artifacts / "tiny-int4" / "cpu"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["format_version"] == 12
+    record = manifest["weights"]["quantization"]
+    assert record["scheme"] == "int4" and record["group_size"] == 32 and record["layout"] == "blocks64"
+    model = quantized_tiny(fixtures)
+    assert record["weight_bytes"] == weight_bytes(model, torch.float32)
+    assert record["unquantized_weight_bytes"] == weight_bytes(fixtures.tiny_model("math"), torch.float32)
+    stored = load_file(str(directory / "weights.safetensors"))
+    assert stored["transformer.h.0.attn.c_attn.weight"].shape == (128, 16)  # 96 rows padded to 128, 32 inputs
+    for name, tensor in model.state_dict().items():
+        key = manifest["weights"]["tied"].get(name, name)
+        assert torch.equal(stored[key], tensor), name
+    # The golden vector comes from the quantized reference, not the float model.
+    golden = load_file(str(directory / "golden.safetensors"))
+    kv = model.new_kv_cache(1)
+    with torch.no_grad():
+        expected = dequantized(model).prefill(golden["tokens"], kv)
+    torch.testing.assert_close(golden["prefill_logits"], expected, atol=FP32_TOL, rtol=FP32_TOL)
+
+
+@pytest.mark.parametrize(
+    "device,train,message",
+    [("cpu", True, "inference only"), ("cuda", False, "CUDA's reads another packing")],
+)
+def test_int4_is_refused_for_training_and_for_cuda(tmp_path, fixtures, device, train, message):
+    target = resolve("cpu", "auto", "fp32")
+    if device == "cuda":
+        target = dataclasses.replace(target, device="cuda")
+    with pytest.raises(ValueError, match=message):
+        compile_mod.compile_artifact(
+            fixtures.tiny_model("math"),
+            target,
+            tmp_path / "cpu",
+            name="t",
+            tokenizer=fixtures.tokenizer(),
+            train=OptimizerConfig() if train else None,
+            quantize="int4",
+        )
+    assert not (tmp_path / "cpu").exists()

@@ -1,0 +1,156 @@
+// Weight-only int4 artifacts through the C ABI (tiny-int4: tiny-math's model compiled with
+// --quantize int4, groups of 32 inputs, every graph aten's CPU int4 kernel): it loads and matches
+// its golden vector, says what it is, holds fewer bytes than int8, refuses a trainer, and a
+// damaged or reshaped scale, weight or group size never reaches the kernel.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "test_support.h"
+
+namespace {
+
+using nlohmann::json;
+
+const std::string kScaleZero = "transformer.h.0.attn.c_attn.weight_scale_zero";
+const std::string kGroupSize = "transformer.h.0.attn.c_attn.weight_group_size";
+
+uint64_t weights_bytes(const std::filesystem::path &dir) {
+    test::Model model(dir);
+    REQUIRE(model.status == GPT_OK);
+    gpt_memory_stats stats{};
+    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
+    return stats.weights_bytes;
+}
+
+// Loads `art` after its weights file was rewritten (and rehashed): only the loader's checks stand between
+// the changed tensors and the kernel.
+void expect_refused_by_loader(test::ScratchArtifact &art, const std::map<std::string, at::Tensor> &weights,
+                              const std::string &mention) {
+    test::write_safetensors(art.file("weights.safetensors"), weights);
+    art.rehash("weights.safetensors");
+    gpt_model *model = nullptr;
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(model == nullptr);
+    CHECK(test::error_mentions(mention));
+}
+
+}  // namespace
+
+TEST_CASE("an int4 artifact loads, matches its golden vector and says its weights are int4", "[int4]") {
+    test::Model model(test::artifact("int4"));
+    REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.weights) == "int4");
+    CHECK(std::string(model.info.dtype) == "float32");  // the activations' dtype
+    double err = -1;
+    CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);  // prefill, decode_one and the batched decode
+    CHECK(err >= 0);
+    CHECK(err < 1e-4);
+}
+
+TEST_CASE("an int4 model's weights are its file's packed bytes, scales and zeros, under int8's", "[int4][memory]") {
+    const auto dir = test::artifact("int4");
+    std::ifstream manifest_file(dir / "manifest.json");
+    const auto manifest = json::parse(manifest_file);
+    const auto weights = test::read_safetensors(dir / "weights.safetensors");
+    uint64_t stored = 0;
+    for (const auto &[name, tensor] : weights) stored += tensor.nbytes();
+    // lm_head's table, stored once under the embedding's name (tied): 128 rows, two weights a byte.
+    CHECK(manifest["weights"]["tied"]["lm_head.weight"] == "transformer.wte.weight");
+    CHECK(weights.at("transformer.wte.weight").scalar_type() == at::kByte);
+    CHECK(weights.at("transformer.wte.weight").sizes() == at::IntArrayRef({128, 16}));
+    CHECK(weights.at(kScaleZero).sizes() == at::IntArrayRef({1, 128, 2}));  // c_attn's 96 rows padded to 128
+    CHECK(weights.at(kGroupSize).item<int64_t>() == 32);
+    const uint64_t int4_bytes = weights_bytes(dir);
+    CHECK(int4_bytes == stored);
+    CHECK(int4_bytes == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
+    CHECK(int4_bytes < weights_bytes(test::artifact("int8")));
+}
+
+TEST_CASE("a trainer on an int4 artifact is refused: quantized weights are for inference only", "[int4][train]") {
+    test::Model model(test::artifact("int4"));
+    REQUIRE(model.status == GPT_OK);
+    gpt_trainer *trainer = nullptr;
+    const gpt_trainer_params params = test::default_trainer_params();
+    CHECK(gpt_trainer_create(model.handle, &params, &trainer) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(trainer == nullptr);
+    CHECK(test::error_mentions("int4, quantized for inference only"));
+}
+
+TEST_CASE("int4 scales, weights or group sizes that do not fit the quantization are refused by the loader",
+          "[int4][artifact]") {
+    const auto source = test::artifact("int4");
+    const auto original = test::read_safetensors(source / "weights.safetensors");
+    struct Case {
+        std::string what, name, expected;
+        std::function<at::Tensor(const at::Tensor &)> change;
+    };
+    const std::vector<Case> cases = {
+        {"scales and zeros of the unpadded rows", kScaleZero, "expected [1, 128, 2] Float",
+         [](const at::Tensor &t) { return t.narrow(1, 0, 96).contiguous(); }},
+        {"scales without zeros", kScaleZero, "expected [1, 128, 2] Float",
+         [](const at::Tensor &t) { return t.select(2, 0).contiguous(); }},
+        {"scales in another dtype", kScaleZero, "expected [1, 128, 2] Float",
+         [](const at::Tensor &t) { return t.to(at::kBFloat16); }},
+        {"unpacked int4 weights", "transformer.h.1.mlp.c_fc.weight", "expected [128, 16] Byte",
+         [](const at::Tensor &t) { return at::cat({t, t}, 1); }},
+        {"a group size as a vector", kGroupSize, "expected [] Long",
+         [](const at::Tensor &t) { return t.reshape({1}); }},
+        {"another group size", kGroupSize, "the manifest's group size is 32",
+         [](const at::Tensor &t) { return t * 2; }},
+    };
+    for (const Case &c : cases) {
+        DYNAMIC_SECTION(c.what) {
+            test::ScratchArtifact art(source);
+            auto changed = original;
+            changed[c.name] = c.change(original.at(c.name));
+            expect_refused_by_loader(art, changed, c.name);
+            CHECK(test::error_mentions(c.expected));
+        }
+    }
+    SECTION("a missing group size") {
+        test::ScratchArtifact art(source);
+        auto changed = original;
+        changed.erase(kGroupSize);
+        expect_refused_by_loader(art, changed, "lacks '" + kGroupSize + "'");
+    }
+}
+
+TEST_CASE("a manifest's int4 quantization must be whole and agree with the linear forms", "[int4][artifact]") {
+    test::ScratchArtifact art(test::artifact("int4"));
+    auto m = art.manifest();
+    std::string mention;
+    SECTION("no group size") {
+        m["weights"]["quantization"].erase("group_size");
+        mention = "group_size";
+    }
+    SECTION("a group size the kernel has not") {
+        m["weights"]["quantization"]["group_size"] = 16;
+        mention = "must be 32, 64, 128 or 256";
+    }
+    SECTION("a larger group than the shapes were written for: every scale's shape is wrong") {
+        m["weights"]["quantization"]["group_size"] = 64;
+        mention = "inputs, not a whole number of int4 groups of 64";  // tiny's linears read 32 inputs
+    }
+    SECTION("int8's layout") {
+        m["weights"]["quantization"]["layout"] = "rows";
+        mention = "layout' of int4 weights must be 'blocks64'";
+    }
+    SECTION("aten's int8 kernel over int4 weights") {
+        m["graphs"]["decode"]["linear"]["form"] = "int8pack";
+        mention = "must be mm or int4pack (the weights are int4 blocks of 64 rows)";
+    }
+    SECTION("the int4 kernel over float weights") {
+        m["weights"].erase("quantization");
+        mention = "must be mm, reduction or onednn";
+    }
+    art.write_manifest(m);
+    gpt_model *model = nullptr;
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(model == nullptr);
+    CHECK(test::error_mentions(mention));
+}
