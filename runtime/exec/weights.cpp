@@ -113,9 +113,9 @@ std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir,
                                                shape_string(want.shape) + " " + std::string(c10::toString(want.dtype)));
         // The int4 kernel indexes the scales by it: it must be the group the shapes were checked with.
         if (want.dtype == at::kLong && tensor.item<int64_t>() != manifest.int4_group_size)
-            fail(GPT_ERR_ARTIFACT_INVALID, manifest.weights_file + ": '" + name + "' is " +
-                                               std::to_string(tensor.item<int64_t>()) + ", the manifest's group size is " +
-                                               std::to_string(manifest.int4_group_size));
+            fail(GPT_ERR_ARTIFACT_INVALID,
+                 manifest.weights_file + ": '" + name + "' is " + std::to_string(tensor.item<int64_t>()) +
+                     ", the manifest's group size is " + std::to_string(manifest.int4_group_size));
         weights.emplace(name, tensor.to(device));
     }
     for (const auto &[alias, stored] : manifest.tied) {

@@ -255,7 +255,8 @@ Manifest parse_manifest(const Bytes &text) {
             if (m.weight_layout != "rows" && m.weight_layout != "blocks32")
                 invalid("'weights.quantization.layout' of int8 weights must be 'rows' or 'blocks32'");
         } else if (m.quantization == "int4") {
-            if (m.weight_layout != "blocks64") invalid("'weights.quantization.layout' of int4 weights must be 'blocks64'");
+            if (m.weight_layout != "blocks64")
+                invalid("'weights.quantization.layout' of int4 weights must be 'blocks64'");
             const json &group = field(quantization, "group_size");
             // The int4 kernel's group sizes; each linear's inputs must also split into whole groups (weights.cpp).
             if (group != 32 && group != 64 && group != 128 && group != 256)
@@ -282,7 +283,8 @@ Manifest parse_manifest(const Bytes &text) {
     m.golden_rtol = non_negative_number(golden, "rtol");
 
     if (j.contains("training")) {
-        if (!m.quantization.empty()) invalid("a quantized artifact has no training graphs: its weights are " + m.quantization);
+        if (!m.quantization.empty())
+            invalid("a quantized artifact has no training graphs: its weights are " + m.quantization);
         m.training = training_spec(j.at("training"));
     }
 

@@ -97,7 +97,9 @@ TEST_CASE("int4 scales, weights or group sizes that do not fit the quantization 
         {"scales in another dtype", kScaleZero, "expected [1, 128, 2] Float",
          [](const at::Tensor &t) { return t.to(at::kBFloat16); }},
         {"unpacked int4 weights", "transformer.h.1.mlp.c_fc.weight", "expected [128, 16] Byte",
-         [](const at::Tensor &t) { return at::cat({t, t}, 1); }},
+         [](const at::Tensor &t) {
+             return at::cat({t, t}, 1);
+         }},
         {"a group size as a vector", kGroupSize, "expected [] Long",
          [](const at::Tensor &t) { return t.reshape({1}); }},
         {"another group size", kGroupSize, "the manifest's group size is 32",
