@@ -48,14 +48,24 @@ def _naive(q, k, v, mask, dropout_p):
     return att @ v
 
 
-def attention_runs_on(kind: str, device: torch.device, dtype: torch.dtype) -> bool:
-    """True if `kind` has a kernel for this device and dtype, for both the causal
-    (prefill) and the masked (decode) call."""
+# The two calls the model makes (model.py): "causal", a prompt or training window attending to itself
+# (prefill, forward, training), and "masked", one query per row over a cache with a mask of the
+# positions it sees (decode). Kernels differ: FlashAttention takes no mask on CUDA, so it runs the
+# first and never the second.
+ATTENTION_CALLS = ("causal", "masked")
+
+
+def attention_runs_on(kind: str, device: torch.device, dtype: torch.dtype, call: str = "causal") -> bool:
+    """True if `kind` has a kernel for this device and dtype for `call` (ATTENTION_CALLS), probed
+    with that call's shape and arguments."""
+    if call not in ATTENTION_CALLS:
+        raise ValueError(f"attention call {call!r} is not one of {', '.join(ATTENTION_CALLS)}")
     q = torch.randn(1, 2, 4, 16, device=device, dtype=dtype)
-    mask = torch.ones(1, 1, 1, 4, dtype=torch.bool, device=device)
     try:
-        attend(kind, q, q, q)
-        attend(kind, q[:, :, :1], q, q, mask=mask)
+        if call == "causal":
+            attend(kind, q, q, q)
+        else:
+            attend(kind, q[:, :, :1], q, q, mask=torch.ones(1, 1, 1, 4, dtype=torch.bool, device=device))
     except RuntimeError:
         return False
     return True

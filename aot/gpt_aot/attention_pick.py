@@ -60,10 +60,15 @@ def measure_training(model: GPT, seq: int | None = None, repeats: int = 3) -> di
 
 def choose_attention(model: GPT, target: Target, requested: str, measure=measure) -> dict:
     """The pinned kernel, or the fastest correct one by `measure` (measure for
-    the prefill, measure_decode, measure_training)."""
+    the prefill, measure_decode, measure_training). A pinned kernel must run the
+    call the graph makes (attention.ATTENTION_CALLS: masked for decode)."""
     if requested != "auto":
-        if not attention_runs_on(requested, target.torch_device, target.dtype):
-            raise ValueError(f"attention {requested!r} has no kernel for {target.device}/{target.dtype}")
+        call = "masked" if measure is measure_decode else "causal"
+        if not attention_runs_on(requested, target.torch_device, target.dtype, call):
+            raise ValueError(
+                f"attention {requested!r} has no kernel for the {call} call "
+                f"({'decode' if call == 'masked' else 'prefill, training'}) on {target.device}/{target.dtype}"
+            )
         return {"backend": requested, "selected_by": "user"}
     candidates = measure(model)
     return {

@@ -39,11 +39,14 @@ def tokens(model: GPT, seq: int | None, rows: int) -> list[torch.Tensor]:
     return [torch.randint(0, model.config.vocab_size, shape, generator=gen).to(device) for _ in range(rows)]
 
 
-def each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, repeats: int) -> dict:
+def each_choice(
+    model: GPT, setting: str, choices: tuple, reference: str, run, repeats: int, attention_call: str = "causal"
+) -> dict:
     """{choice: {"runs", "ms", "max_abs_err"}}: `run(model)` (a list of tensors)
     with the model's `setting` ("attention" or "linear_form") at each choice,
-    against its result at `reference`. A choice without a kernel here is
-    recorded as not running."""
+    against its result at `reference`. A choice without a kernel here (for
+    attention: for `attention_call`, the call `run` makes) is recorded as not
+    running."""
     weight = model.lm_head.weight  # int8 when quantized: the linear forms depend on it, attention on model.dtype
     use = getattr(model, f"set_{setting}")
     saved = getattr(model, setting)
@@ -52,7 +55,7 @@ def each_choice(model: GPT, setting: str, choices: tuple, reference: str, run, r
     results = {}
     for choice in choices:
         runs_here = (
-            attention_runs_on(choice, weight.device, model.dtype)
+            attention_runs_on(choice, weight.device, model.dtype, attention_call)
             if setting == "attention"
             else linear_form_runs_on(choice, weight.device, weight.dtype)
         )
@@ -105,7 +108,7 @@ def each_choice_decoding(
         model.prefill(idx[:, :n], kv)
         model.set_attention(saved)
         try:
-            return each_choice(model, setting, choices, reference, run, repeats)
+            return each_choice(model, setting, choices, reference, run, repeats, attention_call="masked")
         finally:
             torch._dynamo.reset()
 

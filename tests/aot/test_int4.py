@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from quantized_checks import FP32_TOL, assert_compiled_graphs_match, assert_eager_model_matches
 from safetensors.torch import load_file
 
 from gpt_aot import compile as compile_mod
@@ -22,22 +23,10 @@ from gpt_aot.training import OptimizerConfig
 # Rows that are no multiple of 64 (64 wide: c_attn 192 rows, lm_head 128; n_embd 64 so that groups of 64
 # fit), and the tiny model's (32 wide: c_attn 96 rows): the last block is padded.
 ODD_CONFIG = GPTConfig(block_size=16, vocab_size=70, n_layer=2, n_head=2, n_embd=64, bias=True)
-# As for int8 (test_quantize.py): fp32 kernels only reorder sums; in bf16 each form rounds its products
-# differently from the reference's bf16 dequantised weight: 1 % of the logits' largest magnitude.
-FP32_TOL = 1e-4
-BF16_FRACTION = 1e-2
 
 
 def quantized_tiny(fixtures, dtype=torch.float32, group_size=32) -> GPT:
     return quantize_int4(fixtures.tiny_model("math"), dtype, group_size).to(dtype=dtype)
-
-
-def assert_close_to(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype, what: str):
-    if dtype == torch.float32:
-        torch.testing.assert_close(actual, expected, atol=FP32_TOL, rtol=FP32_TOL, msg=what)
-        return
-    err = (actual.float() - expected.float()).abs().max().item()
-    assert err <= BF16_FRACTION * expected.float().abs().max().item(), f"{what}: {err}"
 
 
 def test_the_packing_is_atens_cpu_int4_packing_and_reverses():
@@ -114,20 +103,7 @@ def test_each_int4_form_equals_the_dequantized_model(fixtures, dtype, form, conf
     reference = dequantized(model)
     assert all(p.dtype == dtype for p in reference.parameters())
     model.set_linear_form(form)
-    idx = torch.randint(0, model.config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(1))
-    kv, kv_ref = model.new_kv_cache(3), reference.new_kv_cache(3)
-    with torch.no_grad():
-        assert_close_to(model.prefill(idx, kv), reference.prefill(idx, kv_ref), dtype, "prefill")
-        for t in range(7, 10):
-            tok, pos = torch.full((3, 1), t), torch.tensor([t, t + 3, t - 5])
-            assert_close_to(model.decode(tok, pos, kv), reference.decode(tok, pos, kv_ref), dtype, f"decode {t}")
-            one, one_pos = tok[:1], pos[:1]
-            assert_close_to(
-                model.decode(one, one_pos, kv[:, :, :1]), reference.decode(one, one_pos, kv_ref[:, :, :1]), dtype, "one"
-            )
-        logits, _ = model(idx)
-        expected, _ = reference(idx)
-        assert_close_to(logits, expected, dtype, "forward")
+    assert_eager_model_matches(model, reference, dtype)
 
 
 def test_the_reference_is_the_int4_weights_not_the_float_or_int8_ones(fixtures):
@@ -164,21 +140,7 @@ def test_compiled_int4_graphs_equal_the_eager_int4_reference(artifacts, fixtures
     """tiny-int4's prefill, batched decode and decode_one (all int4pack), at batch 3 and 1, prompt
     length 7 and rows at their own positions (none an export example)."""
     graphs = ArtifactGraphs(artifacts / "tiny-int4" / "cpu")
-    reference = dequantized(quantized_tiny(fixtures))
-    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(2))
-    kv_c, kv_e = graphs.new_kv_cache(3), reference.new_kv_cache(3)
-    with torch.no_grad():
-        assert_close_to(graphs.prefill(idx, kv_c), reference.prefill(idx, kv_e), torch.float32, "prefill")
-        for t in range(7, 12):
-            tok, pos = torch.full((3, 1), t), torch.tensor([t, t + 3, t - 5])
-            assert_close_to(graphs.decode(tok, pos, kv_c), reference.decode(tok, pos, kv_e), torch.float32, f"{t}")
-        kv_c1, kv_e1 = graphs.new_kv_cache(1), reference.new_kv_cache(1)
-        graphs.prefill(idx[:1], kv_c1)
-        reference.prefill(idx[:1], kv_e1)
-        for t in range(7, 12):
-            tok, pos = torch.full((1, 1), t), torch.tensor([t])
-            assert_close_to(graphs.decode(tok, pos, kv_c1), reference.decode(tok, pos, kv_e1), torch.float32, "one")
-    torch.testing.assert_close(kv_c, kv_e, atol=FP32_TOL, rtol=FP32_TOL)
+    assert_compiled_graphs_match(graphs, dequantized(quantized_tiny(fixtures)), fixtures.CONFIG.vocab_size)
 
 
 def test_an_int4_artifact_records_its_quantization_and_stores_int4_weights(artifacts, fixtures):

@@ -19,14 +19,6 @@ using nlohmann::json;
 const std::string kScaleZero = "transformer.h.0.attn.c_attn.weight_scale_zero";
 const std::string kGroupSize = "transformer.h.0.attn.c_attn.weight_group_size";
 
-uint64_t weights_bytes(const std::filesystem::path &dir) {
-    test::Model model(dir);
-    REQUIRE(model.status == GPT_OK);
-    gpt_memory_stats stats{};
-    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
-    return stats.weights_bytes;
-}
-
 // Loads `art` after its weights file was rewritten (and rehashed): only the loader's checks stand between
 // the changed tensors and the kernel.
 void expect_refused_by_loader(test::ScratchArtifact &art, const std::map<std::string, at::Tensor> &weights,
@@ -45,9 +37,8 @@ TEST_CASE("an int4 artifact loads, matches its golden vector and says its weight
     test::Model model(test::artifact("int4"));
     REQUIRE(model.status == GPT_OK);
     CHECK(std::string(model.info.weights) == "int4");
-    CHECK(std::string(model.info.dtype) == "float32");  // the activations' dtype
-    double err = -1;
-    CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);  // prefill, decode_one and the batched decode
+    CHECK(std::string(model.info.dtype) == "float32");    // the activations' dtype
+    const double err = test::golden_error(model.handle);  // prefill, decode_one and the batched decode
     CHECK(err >= 0);
     CHECK(err < 1e-4);
 }
@@ -65,10 +56,10 @@ TEST_CASE("an int4 model's weights are its file's packed bytes, scales and zeros
     CHECK(weights.at("transformer.wte.weight").sizes() == at::IntArrayRef({128, 16}));
     CHECK(weights.at(kScaleZero).sizes() == at::IntArrayRef({1, 128, 2}));  // c_attn's 96 rows padded to 128
     CHECK(weights.at(kGroupSize).item<int64_t>() == 32);
-    const uint64_t int4_bytes = weights_bytes(dir);
+    const uint64_t int4_bytes = test::loaded_weights_bytes(dir);
     CHECK(int4_bytes == stored);
     CHECK(int4_bytes == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
-    CHECK(int4_bytes < weights_bytes(test::artifact("int8")));
+    CHECK(int4_bytes < test::loaded_weights_bytes(test::artifact("int8")));
 }
 
 TEST_CASE("a trainer on an int4 artifact is refused: quantized weights are for inference only", "[int4][train]") {

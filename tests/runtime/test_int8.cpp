@@ -28,23 +28,14 @@ std::streamoff tensor_offset(const std::filesystem::path &file, const std::strin
     return static_cast<std::streamoff>(8 + header_len + offsets.at(0).get<uint64_t>());
 }
 
-uint64_t weights_bytes(const std::filesystem::path &dir) {
-    test::Model model(dir);
-    REQUIRE(model.status == GPT_OK);
-    gpt_memory_stats stats{};
-    REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
-    return stats.weights_bytes;
-}
-
 }  // namespace
 
 TEST_CASE("an int8 artifact loads, matches its golden vector and says its weights are int8", "[int8]") {
     test::Model model(test::artifact("int8"));
     REQUIRE(model.status == GPT_OK);
     CHECK(std::string(model.info.weights) == "int8");
-    CHECK(std::string(model.info.dtype) == "float32");  // the activations' dtype
-    double err = -1;
-    CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);  // prefill, decode_one and the batched decode
+    CHECK(std::string(model.info.dtype) == "float32");    // the activations' dtype
+    const double err = test::golden_error(model.handle);  // prefill, decode_one and the batched decode
     CHECK(err >= 0);
     CHECK(err < 1e-4);
 
@@ -58,8 +49,7 @@ TEST_CASE("an int8 artifact in blocks of 32 rows loads and matches its golden ve
     test::Model model(dir);
     REQUIRE(model.status == GPT_OK);
     CHECK(std::string(model.info.weights) == "int8");
-    double err = -1;
-    CHECK(gpt_model_verify(model.handle, &err) == GPT_OK);  // every graph's linears are the blocked form
+    const double err = test::golden_error(model.handle);  // every graph's linears are the blocked form
     CHECK(err >= 0);
     CHECK(err < 1e-4);
     // c_attn's 96 rows are 3 blocks of 32 rows of the 32 inputs; the rows artifact holds the same numbers.
@@ -68,7 +58,9 @@ TEST_CASE("an int8 artifact in blocks of 32 rows loads and matches its golden ve
     const at::Tensor blocked = blocks.at("transformer.h.0.attn.c_attn.weight");
     CHECK(blocked.sizes() == at::IntArrayRef({3, 32, 32}));
     CHECK(at::equal(blocked.transpose(1, 2).reshape({96, 32}), rows.at("transformer.h.0.attn.c_attn.weight")));
-    CHECK(weights_bytes(dir) == weights_bytes(test::artifact("int8")));
+    const uint64_t blocks_bytes = test::loaded_weights_bytes(dir);
+    CHECK(blocks_bytes > 0);
+    CHECK(blocks_bytes == test::loaded_weights_bytes(test::artifact("int8")));
 }
 
 TEST_CASE("an int8 model's weights are the int8 tensors and scales of its file, under a third of fp32's",
@@ -85,12 +77,12 @@ TEST_CASE("an int8 model's weights are the int8 tensors and scales of its file, 
     CHECK(weights.at("transformer.wte.weight").scalar_type() == at::kChar);
     CHECK(weights.at("lm_head.weight_scale").sizes() == at::IntArrayRef({128}));
     CHECK(weights.at(kScale).scalar_type() == at::kFloat);
-    const uint64_t int8_bytes = weights_bytes(dir);
+    const uint64_t int8_bytes = test::loaded_weights_bytes(dir);
     CHECK(int8_bytes == stored);  // int8 graphs pack nothing
     CHECK(int8_bytes == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
     // tiny-other has the same config in fp32 with mm linears (nothing packed). The tiny model's
     // position embedding and norms stay fp32; GPT-2 124M's bf16 halves (tests/aot/test_quantize.py).
-    const uint64_t fp32_bytes = weights_bytes(test::artifact("other"));
+    const uint64_t fp32_bytes = test::loaded_weights_bytes(test::artifact("other"));
     CHECK(fp32_bytes == manifest["weights"]["quantization"]["unquantized_weight_bytes"].get<uint64_t>());
     CHECK(int8_bytes * 3 < fp32_bytes);
 }

@@ -118,6 +118,20 @@ void ScratchArtifact::rehash(const std::string &name) const {
     write_manifest(m);
 }
 
+uint64_t loaded_weights_bytes(const std::filesystem::path &dir) {
+    gpt_model *model = nullptr;
+    if (gpt_model_load(dir.c_str(), nullptr, &model) != GPT_OK) return 0;
+    gpt_memory_stats stats{};
+    const gpt_status status = gpt_model_get_memory(model, &stats, sizeof stats);
+    gpt_model_free(model);
+    return status == GPT_OK ? stats.weights_bytes : 0;
+}
+
+double golden_error(gpt_model *model) {
+    double err = -1;
+    return gpt_model_verify(model, &err) == GPT_OK ? err : -1;
+}
+
 bool error_mentions(const std::string &needle) {
     return std::string(gpt_runtime_last_error()).find(needle) != std::string::npos;
 }

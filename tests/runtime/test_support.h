@@ -68,6 +68,11 @@ gpt_trainer_params default_trainer_params();
 // The schedule of the eager reference run (TRAIN in tests/fixtures/build_artifacts.py).
 gpt_trainer_params reference_trainer_params();
 
+// The weights bytes gpt_model_get_memory reports for the artifact in `dir`; 0 if it does not load.
+uint64_t loaded_weights_bytes(const std::filesystem::path &dir);
+// gpt_model_verify's largest error against the golden vector; -1 if verification fails.
+double golden_error(gpt_model *model);
+
 // Whether this thread's gpt_runtime_last_error() contains `needle`.
 bool error_mentions(const std::string &needle);
 // Flips one bit (0x20) of the byte at `offset` in place.
