@@ -43,10 +43,11 @@ def write_artifact_files(
     `attention` is the inference attention choice, `graphs` the graphs'
     specs, `training` the training section (None without training graphs),
     `quantization` the weights' (None when they are in the artifact's dtype).
-    The golden vector comes from the model as it is: quantized, if it is."""
+    The golden vector comes from the model as it is (quantized, if it is), its
+    prefill with the prefill's attention kernel."""
     tensors, tied = weights_for_runtime(model)
     save_file(tensors, str(directory / "weights.safetensors"))
-    save_file(golden_vector(model), str(directory / "golden.safetensors"))
+    save_file(golden_vector(model, attention["backend"]), str(directory / "golden.safetensors"))
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
     atol, rtol = GOLDEN_TOLERANCE[target.dtype]
     quantized = {"quantization": quantization} if quantization else {}

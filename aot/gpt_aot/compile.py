@@ -188,7 +188,8 @@ def compile_artifact(
                 "unquantized_weight_bytes": unquantized_bytes,
             }
         with progress.stage("write weights, golden vector, manifest"):
-            # The golden vector runs the model as export_graphs left it: decode's kind, mm linears.
+            # The golden vector runs the model as export_graphs left it (decode's kind, mm linears), its prefill
+            # with prefill's kind.
             manifest = write_artifact_files(
                 work, model, target, name, tokenizer, choice, specs, training_section, quantization
             )

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from gpt_aot import attention_pick, inductor, linear_pick, measure
 from gpt_aot import compile as compile_mod
@@ -370,6 +371,12 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
     assert set(pick["candidates"]) == {"mm", "onednn"}
     assert pick["form"] == min(pick["candidates"], key=lambda f: pick["candidates"][f]["ms"])
     assert flash_kernel not in inductor.wrapper_source(out / "decode_one.pt2")  # decode's kernel
+    # The golden prefill is the prefill kernel's (flash), not decode's (math): the two differ in the last bits.
+    golden = load_file(str(out / "golden.safetensors"))
+    with torch.no_grad():
+        by_kind = {kind: fixtures.tiny_model(kind).prefill(golden["tokens"], eager.new_kv_cache(1)) for kind in KINDS}
+    assert torch.equal(golden["prefill_logits"], by_kind["flash"])
+    assert not torch.equal(golden["prefill_logits"], by_kind["math"])
 
 
 def test_no_cpu_graph_hard_codes_a_thread_count(artifacts):
