@@ -10,13 +10,20 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+# Each suite's JUnit files: ctest writes two (gpu_check.sh runs the out-of-memory case alone).
+JUNIT_FILES = {"pytest": ("pytest.xml",), "ctest": ("ctest.xml", "ctest-oom.xml")}
 
-def junit_counts(path: Path) -> dict:
-    if not path.exists():
+
+def junit_counts(paths: list[Path]) -> dict:
+    """Passed, skipped and failed test cases over `paths` (those present), with the names of the
+    failed and skipped ones."""
+    paths = [p for p in paths if p.exists()]
+    if not paths:
         return {"missing": True}
     counts = {"passed": 0, "skipped": 0, "failed": 0}
     skipped, failed = [], []
-    for case in ET.parse(path).getroot().iter("testcase"):
+    cases = [case for path in paths for case in ET.parse(path).getroot().iter("testcase")]
+    for case in cases:
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
         if case.find("skipped") is not None:
             counts["skipped"] += 1
@@ -80,7 +87,7 @@ def main(out: Path, failed_steps: list[str]) -> None:
     summary = {
         "machine": (out / "machine.txt").read_text() if (out / "machine.txt").exists() else "",
         "failed_steps": failed_steps,
-        "tests": {suite: junit_counts(out / f"{suite}.xml") for suite in ("pytest", "ctest")},
+        "tests": {suite: junit_counts([out / f for f in files]) for suite, files in JUNIT_FILES.items()},
         "attention": attention_pick(out / "gpt2-manifest.json"),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
