@@ -16,7 +16,14 @@ using nlohmann::json;
 
 const json kSm90 = {{"device", "cuda"}, {"arch", "sm_90"}, {"compute_capability", "9.0"}};
 
-gpt::Host cpu_host() { return gpt::detect_host(); }
+// This machine's CPU without its GPUs, if it has any: the "CPU host" of these tests stays one on a GPU machine.
+gpt::Host cpu_host() {
+    gpt::Host host = gpt::detect_host();
+    host.cuda_devices = 0;
+    host.gpu_arch.clear();
+    host.gpu_name.clear();
+    return host;
+}
 
 gpt::Host gpu_host(const std::string &arch, const std::string &name) {
     gpt::Host host = gpt::detect_host();
