@@ -39,6 +39,10 @@ Host detect_host() {
     if (uname(&u) == 0) host.cpu_arch = u.machine;
     host.cpu_flags = read_cpu_flags();
 #ifdef GPT_WITH_CUDA
+    // The runtime library's version needs no device: cudaRuntimeGetVersion answers without a GPU.
+    int runtime_version = 0;
+    if (cudaRuntimeGetVersion(&runtime_version) == cudaSuccess && runtime_version > 0)
+        host.cuda_version = std::to_string(runtime_version / 1000) + "." + std::to_string(runtime_version % 1000 / 10);
     int count = 0;
     if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0) {
         cudaDeviceProp prop{};
@@ -76,6 +80,15 @@ void check_target(const TargetSpec &target, const Host &host) {
             fail(GPT_ERR_DEVICE_UNAVAILABLE, "artifact is for " + target.arch +
                                                  " but no CUDA GPU is present (or the driver is missing): "
                                                  "use the model's cpu artifact or run on a GPU machine");
+        // AOTInductor's CUDA code calls the CUDA runtime of the torch that compiled it: under another major
+        // it fails to load with an undefined symbol, which would read as a damaged artifact.
+        const auto major = [](const std::string &version) { return version.substr(0, version.find('.')); };
+        if (!target.cuda_version.empty() && !host.cuda_version.empty() &&
+            major(target.cuda_version) != major(host.cuda_version))
+            fail(GPT_ERR_TORCH_VERSION, "artifact was compiled with CUDA " + target.cuda_version +
+                                            ", this runtime's torch uses CUDA " + host.cuda_version +
+                                            ": recompile the artifact with a torch built for CUDA " +
+                                            major(host.cuda_version) + ".x");
         if (target.arch != host.gpu_arch)
             fail(GPT_ERR_DEVICE_MISMATCH, "artifact is " + target.arch + ", this GPU is " + host.gpu_arch + " (" +
                                               host.gpu_name + "): use the artifact built for " + host.gpu_arch);

@@ -16,11 +16,13 @@ struct Host {
     int cuda_devices = 0;
     std::string gpu_arch;  // "sm_90" for device 0, "" without a GPU
     std::string gpu_name;
+    std::string cuda_version;  // the CUDA runtime this process links (torch's), e.g. "13.0"; "" without CUDA
 };
 
 Host detect_host();
 
-// Throws GPT_ERR_DEVICE_MISMATCH / _UNAVAILABLE with expected vs found.
+// Throws GPT_ERR_DEVICE_MISMATCH / _UNAVAILABLE with expected vs found, and GPT_ERR_TORCH_VERSION for
+// a CUDA artifact compiled with another CUDA major than this process's.
 void check_target(const TargetSpec &target, const Host &host);
 
 // Artifacts run only under the torch major.minor they were compiled with.

@@ -220,6 +220,8 @@ Manifest parse_manifest(const Bytes &text) {
         m.target.isa_level = isa_word(field(target, "isa_level"), "target.isa_level");
         m.target.isa_extensions = isa_words(target, "isa_extensions");
         m.target.isa_flags = isa_words(target, "isa_flags");
+    } else if (target.contains("cuda_version")) {
+        m.target.cuda_version = isa_word(field(target, "cuda_version"), "target.cuda_version");
     }
 
     const json &model = field(j, "model");

@@ -49,6 +49,8 @@ struct TargetSpec {
     std::string isa_level;                    // "native" or an x86-64 psABI level, e.g. "x86-64-v3"
     std::vector<std::string> isa_extensions;  // /proc/cpuinfo flags the code may need, sorted: "avx2", "fma", ...
     std::vector<std::string> isa_flags;       // the compiler's -march/-m flags they were derived from
+    // CUDA only: the CUDA version of the torch that compiled the artifact, e.g. "13.0" ("" if not recorded).
+    std::string cuda_version;
 };
 
 // Bounds on the CPU target's lists: a real one holds some dozens of short words.

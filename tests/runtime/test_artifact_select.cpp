@@ -71,7 +71,7 @@ gpt_status target_status(const gpt::TargetSpec &target, const gpt::Host &host, s
 }  // namespace
 
 TEST_CASE("a CPU lacking any recorded extension is refused, every missing one named") {
-    gpt::TargetSpec target{"cpu", "x86_64", "avx2", "x86-64-v3", {"avx", "avx2", "bmi2", "fma", "sse2"}, {}};
+    gpt::TargetSpec target{"cpu", "x86_64", "avx2", "x86-64-v3", {"avx", "avx2", "bmi2", "fma", "sse2"}, {}, ""};
     gpt::Host host;
     host.cpu_arch = "x86_64";
     host.cpu_flags = {"avx", "avx2", "bmi2", "fma", "sse2", "avx512f"};
@@ -87,6 +87,30 @@ TEST_CASE("a CPU lacking any recorded extension is refused, every missing one na
     host.cpu_flags.erase("fma");
     CHECK(target_status(target, host, &message) == GPT_ERR_DEVICE_MISMATCH);
     CHECK(message.find("bmi2 fma") != std::string::npos);
+}
+
+TEST_CASE("a CUDA artifact compiled with another CUDA major is refused with both versions named") {
+    gpt::TargetSpec target;
+    target.device = "cuda";
+    target.arch = "sm_90";
+    target.cuda_version = "12.4";
+    gpt::Host host = gpu_host("sm_90", "NVIDIA H100");
+    host.cuda_version = "13.0";
+    std::string message;
+    CHECK(target_status(target, host, &message) == GPT_ERR_TORCH_VERSION);
+    CHECK(message.find("compiled with CUDA 12.4, this runtime's torch uses CUDA 13.0") != std::string::npos);
+    CHECK(message.find("CUDA 13.x") != std::string::npos);
+    target.cuda_version = "13.2";  // the same major: the artifact runs
+    CHECK(target_status(target, host, &message) == GPT_OK);
+    target.cuda_version.clear();  // not recorded: nothing to compare
+    CHECK(target_status(target, host, &message) == GPT_OK);
+
+    // Read from the manifest: a faked sm_90 target of CUDA 12 in a model directory, on an H100 host of CUDA 13.
+    test::ScratchArtifact art(test::artifact("flash"));
+    art.add_target("sm_90", {{"device", "cuda"}, {"arch", "sm_90"}, {"cuda_version", "12.4"}});
+    std::filesystem::remove_all(art.dir());  // the CUDA artifact alone: nothing to fall back to
+    CHECK(select_status(art.model_dir(), host, false, &message) == GPT_ERR_TORCH_VERSION);
+    CHECK(message.find("CUDA 12.4") != std::string::npos);
 }
 
 TEST_CASE("without a GPU the CPU artifact is selected") {
