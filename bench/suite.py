@@ -239,12 +239,18 @@ def bench_inference(device: str, work: Path, threads: int, bandwidth: float, spe
     return rows
 
 
+def compile_inference_artifact(name: str, m: dict, device: str, dtype: str, work: Path) -> tuple[Path, float]:
+    """Our artifact for the inference rows, attention and linear forms measured; its compile seconds."""
+    art = work / f"{name}-infer-{dtype}"
+    return art, compile_artifact(m, "auto", art, device, dtype, False, None)
+
+
 def bench_inference_model(
     spec: dict, name: str, m: dict, device: str, dtype: str, work: Path, threads: int, bandwidth: float
 ) -> list[dict]:
     rows = []
-    art = work / f"{name}-infer-{dtype}"
-    compile_s = {"gpt-aot runtime": compile_artifact(m, "auto", art, device, dtype, False, None)}
+    art, seconds = compile_inference_artifact(name, m, device, dtype, work)
+    compile_s = {"gpt-aot runtime": seconds}
     # Every row runs the kernels the artifact's measurement picked, for prefill and for decode.
     manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
     picked = manifest["attention"]
@@ -286,6 +292,10 @@ def bench_inference_model(
                     row["roofline_fraction"] = floor_ms / row["decode_ms"]
                     prefill = statistics.median(row["prefill_ms"][1:] or row["prefill_ms"])
                     row["prefill_tokens_per_s"] = batch * prompt / (prefill / 1e3)
+                    # In the log as it runs: a run stopped early still leaves its rows.
+                    print(f"  decode {row['decode_ms']:.3f} ms/step, prefill {prefill:.2f} ms", flush=True)
+                else:
+                    print(f"  {row.get('error')}", flush=True)
                 rows.append(
                     {"model": name, "dtype": dtype, "batch": batch, "context": context, **kernels,
                      "linears": linears, "impl": impl, "compile_s": compile_s.get(impl),
@@ -301,15 +311,24 @@ def main() -> None:
     p.add_argument("--out", help="results directory (default bench/results/<device>-<date>)")
     p.add_argument("--models", nargs="+", choices=list(INFER["models"]), help="inference: these models only")
     p.add_argument("--batches", nargs="+", type=int, help="inference: these batch sizes only")
+    p.add_argument("--compile-only", action="store_true", help="inference: compile our artifacts, stop (reused later)")
     args = p.parse_args()
     info = machine()
     device = info["device"]
     threads = args.threads or os.cpu_count()
     torch.set_num_threads(threads)  # the peak and bandwidth figures use the rows' threads
     info["threads"] = threads
+    work = ROOT / "bench" / "work" / device
+    infer = {**INFER, "batches": tuple(args.batches or INFER["batches"])}
+    infer["models"] = {k: v for k, v in INFER["models"].items() if not args.models or k in args.models}
+    if args.compile_only:  # e.g. beside a GPU lease's tests, so that the rows later run on a quiet device
+        for name, model in infer["models"].items():
+            for dtype in infer["dtypes"][device]:
+                _, seconds = compile_inference_artifact(name, model, device, dtype, work)
+                print(f"compiled {name} {dtype} in {seconds:.0f} s", flush=True)
+        return
     out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"{device}-{info['date']}"
     out.mkdir(parents=True, exist_ok=True)
-    work = ROOT / "bench" / "work" / device
     data = ROOT / "data" / "bible_char"
     peak, bandwidth = peak_matmul_flops(device), read_bandwidth(device)
     print(
@@ -317,8 +336,6 @@ def main() -> None:
         f"read bandwidth {bandwidth / 1e9:.1f} GB/s"
     )
     results = {"machine": info, "matmul_peak_flops": peak, "read_bandwidth": bandwidth, "scaled": device == "cpu"}
-    infer = {**INFER, "batches": tuple(args.batches or INFER["batches"])}
-    infer["models"] = {k: v for k, v in INFER["models"].items() if not args.models or k in args.models}
     results["config"] = {"train": CPU_TRAIN if device == "cpu" else GPU_TRAIN, "infer": infer}
     if args.only in (None, "train"):
         results["training"] = bench_training(device, work, data, data / "meta.json", threads, peak)

@@ -5,9 +5,16 @@
 # its GPU tests, measure the attention pick for GPT-2 124M on this GPU, and
 # write logs and a summary under $OUT (./gpu-results when unset).
 # Lint, fuzzing and TSan stay with the CPU suite (scripts/test.sh).
-# Arguments name the steps to run (default: all, in this order), so a machine
-# that limits one command's time can take them in several calls over one build:
-#   build fixtures pytest ctest pick
+# Arguments name the steps to run (default: the whole suite, in this order), so a
+# machine that limits one command's time can take them in several calls over one build:
+#   build fixtures pytest ctest pick     the whole suite, the GPT-2 attention pick
+#   fixtures-cuda pytest-cuda ctest-cuda the GPU's fixtures and tests alone (the CPU
+#                                        suite's run on CI), for a short lease
+#   decode                               GPT-2 124M bf16 decode rows (bench/suite.py): its
+#                                        artifact compiles beside the other steps
+# With build and a fixtures step, the build runs beside the fixtures (they need none).
+# GPT_GPU_DEADLINE=S: no step starts after S seconds, and the pick and decode steps
+# stop at S, so a leased machine's time limit still leaves the summary and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 ROOT=$PWD
@@ -47,15 +54,26 @@ export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}" PYTHONUNBUFFERE
 ARTIFACTS=$ROOT/build/test_artifacts
 
 STEPS=" ${*:-build fixtures pytest ctest pick} "
+DEADLINE=${GPT_GPU_DEADLINE:-0}
 failed=()
+asked() { [[ $STEPS == *" $1 "* ]]; }
+left() { echo $((DEADLINE - SECONDS)); }  # seconds to the deadline
 step() {  # step NAME LOG COMMAND...: runs COMMAND if NAME was asked for, appends to LOG, records a failure
   local name=$1 log=$2
   shift 2
-  [[ $STEPS == *" $name "* ]] || return 0
+  asked "$name" || return 0
+  if ((DEADLINE && $(left) <= 0)); then
+    echo "== $name: not reached (deadline)" | tee -a "$log"
+    failed+=("$name:not-reached")
+    return 0
+  fi
   echo "== $name" | tee -a "$log"
   local t0=$SECONDS
   "$@" >>"$log" 2>&1 || failed+=("$name")
   echo "   $name: $((SECONDS - t0)) s" | tee -a "$log"
+}
+until_deadline() {  # until_deadline COMMAND...: COMMAND, stopped at the deadline if one is set
+  if ((DEADLINE)); then timeout --kill-after=10 "$(left)" "$@"; else "$@"; fi
 }
 
 {
@@ -68,22 +86,60 @@ torch.backends.cudnn.version(), 'gpu', torch.cuda.get_device_name() if torch.cud
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
+# The decode rows' artifact compiles from the start, beside the build and the tests (mostly
+# CPU work); its rows run last, on a quiet GPU.
+DECODE=(.venv/bin/python bench/suite.py --only infer --models gpt2-124M)
+if asked decode; then
+  (echo "== decode: compile" && until_deadline "${DECODE[@]}" --compile-only) >>"$OUT/decode.log" 2>&1 &
+  decode_compile_job=$!
+fi
+
 # A newer compiler than CI's may warn where CI's does not: warnings stay visible, not fatal.
-step build "$OUT/setup.log" env GPT_CMAKE_ARGS="-DGPT_WERROR=OFF" scripts/build.sh -j "$(nproc)"
-step fixtures "$OUT/setup.log" bash -c "rm -rf '$ARTIFACTS' && .venv/bin/python tests/fixtures/build_artifacts.py '$ARTIFACTS'"
+# CMAKE_POLICY_VERSION_MINIMUM: a CMake 4 still reads the carried packages' older config files.
+build() { env GPT_CMAKE_ARGS="-DGPT_WERROR=OFF" CMAKE_POLICY_VERSION_MINIMUM=3.5 scripts/build.sh -j "$(nproc)"; }
+if asked build && { asked fixtures || asked fixtures-cuda; }; then
+  # Beside the fixtures, in its own log; its status is the background job's.
+  (step build "$OUT/build.log" build; ((${#failed[@]} == 0))) &
+  build_job=$!
+  STEPS=${STEPS/ build / }
+fi
+step fixtures "$OUT/fixtures.log" bash -c "rm -rf '$ARTIFACTS' && .venv/bin/python tests/fixtures/build_artifacts.py '$ARTIFACTS'"
+step fixtures-cuda "$OUT/fixtures.log" bash -c "rm -rf '$ARTIFACTS' && .venv/bin/python tests/fixtures/build_artifacts.py '$ARTIFACTS' --cuda-only"
+if [ -n "${build_job:-}" ]; then
+  wait "$build_job" || failed+=("build")
+else
+  step build "$OUT/build.log" build
+fi
 step pytest "$OUT/pytest.log" env GPT_TEST_ARTIFACTS="$ARTIFACTS" .venv/bin/python -m pytest -q -rs \
   --junitxml="$OUT/pytest.xml" tests/aot tests/deploy
-# The out-of-memory case takes every byte of the GPU: it runs alone, after the others (in parallel
-# beside it, any CUDA case would fail for want of memory).
+# The out-of-memory case takes every byte of the GPU: it runs alone, after all other GPU work
+# (beside it, any CUDA case or compile would fail for want of memory), at the end.
 HOG="out of GPU memory is GPT_ERR_OUT_OF_MEMORY"
 step ctest "$OUT/ctest.log" ctest --test-dir build --output-on-failure -j 8 -E "$HOG" --output-junit "$OUT/ctest.xml"
-step ctest "$OUT/ctest.log" ctest --test-dir build --output-on-failure -R "$HOG" --output-junit "$OUT/ctest-oom.xml"
+# The GPU's cases alone: the Catch2 cases tagged [cuda] (and the host and target checks of CUDA
+# artifacts), then the GPU's pytest cases (-v: each outcome is in the log even when the deadline
+# stops the run before the JUnit file).
+step ctest-cuda "$OUT/ctest.log" ctest --test-dir build --output-on-failure -j 4 -R "CUDA|GPU" -E "$HOG" \
+  --output-junit "$OUT/ctest.xml"
+step pytest-cuda "$OUT/pytest.log" until_deadline env GPT_TEST_ARTIFACTS="$ARTIFACTS" .venv/bin/python -m pytest -v \
+  -rs --junitxml="$OUT/pytest.xml" tests/aot/test_cuda.py
 # The attention pick: every kernel timed on GPT-2 124M's shapes, bf16, for inference and for
 # training (forward + backward), recorded in the manifest.
 PICK=$ROOT/build/gpu_check/gpt2
-step pick "$OUT/setup.log" .venv/bin/python -m gpt_aot compile --config gpt2 --target cuda --arch auto \
+step pick "$OUT/pick.log" until_deadline .venv/bin/python -m gpt_aot compile --config gpt2 --target cuda --arch auto \
   --dtype bf16 --attention auto --train -o "$PICK"
 cp "$PICK"/sm_*/manifest.json "$OUT/gpt2-manifest.json" 2>/dev/null
+# Decode rows for GPT-2 124M bf16: eager, torch.compile and the runtime on one artifact whose
+# attention the compile measured (bench/suite.py; bench/results/ has the CPU tables).
+if [ -n "${decode_compile_job:-}" ] && ! wait "$decode_compile_job"; then
+  failed+=("decode-compile")
+else
+  step decode "$OUT/decode.log" until_deadline "${DECODE[@]}" --out "$OUT/decode"
+fi
+[ -f "$OUT/gpt2-manifest.json" ] || cp bench/work/cuda/gpt2-124M-infer-bf16/sm_*/manifest.json "$OUT/gpt2-manifest.json" 2>/dev/null
+for suite in ctest ctest-cuda; do
+  step "$suite" "$OUT/ctest.log" ctest --test-dir build --output-on-failure -R "$HOG" --output-junit "$OUT/ctest-oom.xml"
+done
 
 .venv/bin/python scripts/gpu_summary.py "$OUT" "${failed[@]}"
 ((${#failed[@]} == 0))
