@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/check_layers.py  # runtime/'s folders include only the layers below them
+# libtorch exports a static copy of std::filesystem::remove_all (pytorch#133437) that crashes with a
+# newer libstdc++; which copy a binary calls depends on load order (runtime/formats/files.h, test::remove_tree).
+if git grep -n 'filesystem::remove_all(' -- '*.c' '*.cpp' '*.h'; then
+  echo "lint: std::filesystem::remove_all above: use gpt::files (runtime) or test::remove_tree (tests)" >&2
+  exit 1
+fi
 .venv/bin/ruff check aot tests bench scripts
 .venv/bin/ruff format --check aot tests bench scripts
 git ls-files '*.c' '*.cpp' '*.h' | xargs clang-format --dry-run --Werror

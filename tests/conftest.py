@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import gpt_aot  # noqa: F401  before torch: it binds torch's std::filesystem calls to libstdc++ (see there)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 
 import build_artifacts  # noqa: E402

@@ -108,7 +108,7 @@ TEST_CASE("a CUDA artifact compiled with another CUDA major is refused with both
     // Read from the manifest: a faked sm_90 target of CUDA 12 in a model directory, on an H100 host of CUDA 13.
     test::ScratchArtifact art(test::artifact("flash"));
     art.add_target("sm_90", {{"device", "cuda"}, {"arch", "sm_90"}, {"cuda_version", "12.4"}});
-    std::filesystem::remove_all(art.dir());  // the CUDA artifact alone: nothing to fall back to
+    test::remove_tree(art.dir());  // the CUDA artifact alone: nothing to fall back to
     CHECK(select_status(art.model_dir(), host, false, &message) == GPT_ERR_TORCH_VERSION);
     CHECK(message.find("CUDA 12.4") != std::string::npos);
 }
@@ -147,7 +147,7 @@ TEST_CASE("a GPU without its arch's artifact falls back to the CPU one only when
 TEST_CASE("GPU-only model directory on a machine without a GPU is DEVICE_UNAVAILABLE") {
     test::ScratchArtifact art(test::artifact("flash"));
     art.add_target("sm_90", kSm90);
-    std::filesystem::remove_all(art.dir());
+    test::remove_tree(art.dir());
     std::string message;
     CHECK(select_status(art.model_dir(), cpu_host(), true, &message) == GPT_ERR_DEVICE_UNAVAILABLE);
     CHECK(message.find("sm_90") != std::string::npos);

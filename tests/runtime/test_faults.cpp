@@ -131,7 +131,7 @@ TEST_CASE("ArtifactChangedOnDiskAfterLoadDoesNotAffectTheModelAndReloadDetectsIt
     CHECK(reloaded == nullptr);
 
     // Even with the directory gone, the loaded model keeps working from its verified copy.
-    std::filesystem::remove_all(art.dir());
+    test::remove_tree(art.dir());
     CHECK(greedy(model.handle, prompt) == before);
 }
 

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "exec/safetensors.h"
 #include "formats/integrity.h"
+#include "test_support.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ struct ListedDir {
     gpt::Manifest manifest;
 
     ListedDir() { std::filesystem::create_directories(dir); }
-    ~ListedDir() { std::filesystem::remove_all(dir); }
+    ~ListedDir() { test::remove_tree(dir); }
 
     // Writes `name` and lists it with its true size and hash.
     void put(const std::string &name, const gpt::Bytes &bytes) {

@@ -3,6 +3,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <ftw.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -80,6 +84,13 @@ bool LogCapture::saw(const std::string &needle) {
     return false;
 }
 
+void remove_tree(const std::filesystem::path &path) {
+    // Depth first, so each directory is empty when its turn comes; FTW_PHYS: a link is removed, not followed.
+    const auto remove_one = [](const char *entry, const struct stat *, int, struct FTW *) { return std::remove(entry); };
+    if (::access(path.c_str(), F_OK) != 0) return;
+    REQUIRE(::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0);
+}
+
 ScratchArtifact::ScratchArtifact(const std::filesystem::path &source) {
     std::string templ = (std::filesystem::temp_directory_path() / "gpt_test.XXXXXX").string();
     REQUIRE(mkdtemp(templ.data()) != nullptr);
@@ -87,10 +98,7 @@ ScratchArtifact::ScratchArtifact(const std::filesystem::path &source) {
     std::filesystem::copy(source, dir_, std::filesystem::copy_options::recursive);
 }
 
-ScratchArtifact::~ScratchArtifact() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_.parent_path(), ec);
-}
+ScratchArtifact::~ScratchArtifact() { remove_tree(dir_.parent_path()); }
 
 std::filesystem::path ScratchArtifact::add_target(const std::string &name, const nlohmann::json &target) const {
     const std::filesystem::path other = model_dir() / name;

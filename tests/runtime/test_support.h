@@ -28,6 +28,12 @@ std::map<std::string, at::Tensor> reference();
 std::map<std::string, at::Tensor> read_safetensors(const std::filesystem::path &path);
 void write_safetensors(const std::filesystem::path &path, const std::map<std::string, at::Tensor> &tensors);
 
+// Removes `path` and everything below it (nftw; links are removed, not followed); missing is fine.
+// Never std::filesystem::remove_all: libtorch exports a static copy of it (pytorch#133437) that
+// crashes with a newer libstdc++ (seen: torch 2.11 on Ubuntu 24.04), and which copy a test binary
+// gets depends on the order its libraries load in.
+void remove_tree(const std::filesystem::path &path);
+
 // A private copy of an artifact directory, removed at scope exit. It sits in a
 // model directory as its `cpu` target: <tmp>/cpu.
 class ScratchArtifact {
