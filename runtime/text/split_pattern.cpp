@@ -97,27 +97,21 @@ SplitPattern::~SplitPattern() = default;
 
 bool SplitPattern::next_match(std::string_view text, size_t at, size_t *begin, size_t *end) const {
     thread_local MatchState state;
-    if (text.empty()) return false;
-    while (at <= text.size()) {
-        // The caller checked the text is UTF-8; PCRE2 need not check it again on every call.
-        const int rc = pcre2_match(compiled_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at,
-                                   PCRE2_NO_UTF_CHECK, state.data, state.context);
-        if (rc == PCRE2_ERROR_NOMATCH) return false;
-        if (rc < 0) {
-            PCRE2_UCHAR message[256];
-            pcre2_get_error_message(rc, message, sizeof message);
-            fail(GPT_ERR_INVALID_ARGUMENT,
-                 std::string("text cannot be split by the tokenizer's pattern: ") + reinterpret_cast<char *>(message));
-        }
-        const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(state.data);
-        *begin = ovector[0];
-        *end = ovector[1];
-        if (*end > *begin) return true;
-        // An empty match: go on from the next character.
-        at = *begin + 1;
-        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+    if (text.empty() || at > text.size()) return false;
+    // The caller checked the text is UTF-8; PCRE2 need not check it again on every call.
+    const int rc = pcre2_match(compiled_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), at,
+                               PCRE2_NO_UTF_CHECK, state.data, state.context);
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
+    if (rc < 0) {
+        PCRE2_UCHAR message[256];
+        pcre2_get_error_message(rc, message, sizeof message);
+        fail(GPT_ERR_INVALID_ARGUMENT,
+             std::string("text cannot be split by the tokenizer's pattern: ") + reinterpret_cast<char *>(message));
     }
-    return false;
+    const PCRE2_SIZE *ovector = pcre2_get_ovector_pointer(state.data);
+    *begin = ovector[0];
+    *end = ovector[1];
+    return true;
 }
 
 }  // namespace gpt

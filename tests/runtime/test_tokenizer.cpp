@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "text/split_pattern.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -132,4 +133,31 @@ TEST_CASE("the split pattern reads \\s as tiktoken does, NEL included", "[tokeni
         "a\xC2\x85"
         "b");
     CHECK(ids == std::vector<gpt_token>{'a', 0xC2, 0x85, 'b'});
+}
+
+TEST_CASE("text no match of the split pattern covers stays, as pieces of its own", "[tokenizer]") {
+    // The pieces Hugging Face tokenizers' Split(pattern, behavior="isolated") gives (tokenizers 0.23).
+    const auto pieces = [](const char *pattern, std::string_view text) {
+        std::vector<std::string> out;
+        gpt::SplitPattern(pattern).split(text, [&](std::string_view piece) { out.emplace_back(piece); });
+        return out;
+    };
+    using Pieces = std::vector<std::string>;
+    CHECK(pieces("[a-z]+", "ab, cd!") == Pieces{"ab", ", ", "cd", "!"});
+    CHECK(pieces("[a-z]+", " a b ") == Pieces{" ", "a", " ", "b", " "});
+    CHECK(pieces("[a-z]+", "!!") == Pieces{"!!"});
+    CHECK(pieces("[a-z]+", "").empty());
+    // An empty match ends the stretch before it: "a" and "b", not "ab".
+    CHECK(pieces("x*", "abxxc") == Pieces{"a", "b", "xx", "c"});
+    CHECK(pieces("x*", "\xC3\xA9\xE2\x82\xAC") == Pieces{"\xC3\xA9", "\xE2\x82\xAC"});
+
+    // Through the tokenizer, every byte is encoded and decodes back.
+    json j = small_bpe();
+    j["pattern"] = R"( ?\p{L}+)";
+    const gpt::Tokenizer t(j.dump(), "bpe", 300);
+    const std::string text = "ab, 42 ab!";
+    const auto ids = t.encode(text);
+    // Pieces "ab", ", 42", " ab", "!", as HF splits them; skipping the stretches would give {257, 258}.
+    CHECK(ids == std::vector<gpt_token>{257, ',', ' ', '4', '2', 258, '!'});
+    CHECK(t.decode(ids.data(), ids.size()) == text);
 }
