@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .golden import GOLDEN_TOLERANCE, golden_vector
+from .golden import golden_tolerance, golden_vector
 from .manifest import write_manifest
 from .model import GPT
 from .target import Target
@@ -47,9 +47,10 @@ def write_artifact_files(
     prefill with the prefill's attention kernel."""
     tensors, tied = weights_for_runtime(model)
     save_file(tensors, str(directory / "weights.safetensors"))
-    save_file(golden_vector(model, attention["backend"]), str(directory / "golden.safetensors"))
+    golden = golden_vector(model, attention["backend"])
+    save_file(golden, str(directory / "golden.safetensors"))
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
-    atol, rtol = GOLDEN_TOLERANCE[target.dtype]
+    atol, rtol = golden_tolerance(model, golden, target.dtype)
     quantized = {"quantization": quantization} if quantization else {}
     c = model.config
     return write_manifest(
