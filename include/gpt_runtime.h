@@ -97,7 +97,7 @@ extern "C" {
  *    (gpt_sampler_*, gpt_sampler_sample_batch with log-probabilities), stop strings
  *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings),
  *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
- *    int8 artifacts (gpt_model_info.weights). */
+ *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index. */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -180,6 +180,12 @@ struct gpt_model_params {
      * manifest.sig is verified before its manifest is parsed, and only targets
      * whose signature verifies are selected (see gpt_artifact_select). */
     const char *trusted_keys;
+    /* The GPU a CUDA artifact runs on, as a CUDA device index. Default -1 = the
+     * LOCAL_RANK environment variable when it is set (each process of a
+     * data-parallel job, as `gpt train --nproc N` or torchrun starts them, takes its
+     * own GPU), else 0. A GPU the machine lacks is GPT_ERR_DEVICE_UNAVAILABLE, a
+     * LOCAL_RANK that is no index GPT_ERR_INVALID_ARGUMENT. CPU artifacts ignore it. */
+    int32_t device_index;
 };
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
 

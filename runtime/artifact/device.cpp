@@ -4,6 +4,10 @@
 #include <sys/utsname.h>
 #include <torch/headeronly/version.h>
 
+#include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -114,8 +118,30 @@ void check_torch_version(const std::string &artifact_torch_version) {
                                         ": recompile the artifact with torch " + runtime_minor + ".x");
 }
 
-c10::Device torch_device(const TargetSpec &target) {
-    return target.device == "cuda" ? c10::Device(c10::DeviceType::CUDA, 0) : c10::Device(c10::DeviceType::CPU);
+int cuda_device_index(int32_t requested, const char *local_rank) {
+    if (requested >= 0) return requested;
+    if (requested != -1)
+        fail(GPT_ERR_INVALID_ARGUMENT,
+             "device_index " + std::to_string(requested) + " is no CUDA device: -1 (LOCAL_RANK, else 0) or >= 0");
+    if (local_rank == nullptr) return 0;
+    char *end = nullptr;
+    errno = 0;
+    const long index = std::strtol(local_rank, &end, 10);
+    const bool digits_only = std::isdigit(static_cast<unsigned char>(*local_rank)) != 0 && *end == '\0';
+    if (!digits_only || errno != 0 || index > INT16_MAX)
+        fail(GPT_ERR_INVALID_ARGUMENT,
+             std::string("LOCAL_RANK=\"") + local_rank +
+                 "\" is no device index: unset it or set it to this process's GPU (0, 1, ...)");
+    return static_cast<int>(index);
+}
+
+c10::Device torch_device(const TargetSpec &target, int cuda_index, const Host &host) {
+    if (target.device != "cuda") return c10::Device(c10::DeviceType::CPU);
+    if (cuda_index >= host.cuda_devices)
+        fail(GPT_ERR_DEVICE_UNAVAILABLE, "CUDA device " + std::to_string(cuda_index) +
+                                             " was asked for; this machine has " + std::to_string(host.cuda_devices) +
+                                             " (device_index, or LOCAL_RANK)");
+    return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(cuda_index));
 }
 
 }  // namespace gpt

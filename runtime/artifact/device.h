@@ -31,6 +31,13 @@ void check_torch_version(const std::string &artifact_torch_version);
 
 std::string runtime_torch_version();
 
-c10::Device torch_device(const TargetSpec &target);
+// The CUDA device index a model's params ask for: `requested` when >= 0; -1 = `local_rank` (the
+// LOCAL_RANK environment variable's value, nullptr when unset) when set, else 0. Throws
+// GPT_ERR_INVALID_ARGUMENT for requested < -1 and for a LOCAL_RANK that is no index.
+int cuda_device_index(int32_t requested, const char *local_rank);
+
+// Where a model of `target` runs: the CPU, or the CUDA device `cuda_index` (which must exist:
+// GPT_ERR_DEVICE_UNAVAILABLE names it and the count).
+c10::Device torch_device(const TargetSpec &target, int cuda_index, const Host &host);
 
 }  // namespace gpt

@@ -11,14 +11,15 @@
 
 namespace gpt {
 
-Graph::Graph(std::string name, const Bytes &package, int num_runners, int num_threads)
+Graph::Graph(std::string name, const Bytes &package, c10::Device device, int num_runners, int num_threads)
     : name_(std::move(name)), num_threads_(num_threads) {
     // The loader reads a path, so the verified bytes go to a file no one else can write.
     PrivateTempDir dir;
     const std::string file = dir.write(name_ + ".pt2", package);
     try {
-        loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(file, "model", false,
-                                                                            static_cast<size_t>(num_runners));
+        loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+            file, "model", /*run_single_threaded=*/false, static_cast<size_t>(num_runners),
+            device.is_cuda() ? device.index() : c10::DeviceIndex{-1});
     } catch (const std::exception &e) {
         fail(GPT_ERR_ARTIFACT_INVALID, "graph '" + name_ + "' failed to load: " + e.what());
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/core/Device.h>
 
 #include <map>
 #include <memory>
@@ -20,9 +21,10 @@ namespace gpt {
 
 class Graph {
 public:
-    // Loads the package from already verified bytes (via a private temporary copy).
-    // Each run uses `num_threads` CPU threads (ScopedThreads; <= 0: the caller's count).
-    Graph(std::string name, const Bytes &package, int num_runners, int num_threads);
+    // Loads the package from already verified bytes (via a private temporary copy), for `device`
+    // (a CUDA graph's kernels and constants go to that GPU). Each run uses `num_threads` CPU
+    // threads (ScopedThreads; <= 0: the caller's count).
+    Graph(std::string name, const Bytes &package, c10::Device device, int num_runners, int num_threads);
     ~Graph();
     Graph(const Graph &) = delete;
     Graph &operator=(const Graph &) = delete;

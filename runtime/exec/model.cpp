@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -56,9 +57,13 @@ void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, 
 }  // namespace
 
 Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
-    : manifest_(read_manifest(dir, load_trusted_keys(params.trusted_keys))), device_(torch_device(manifest_.target)) {
+    : manifest_(read_manifest(dir, load_trusted_keys(params.trusted_keys))), device_(c10::kCPU) {
     check_torch_version(manifest_.torch_version);
-    check_target(manifest_.target, detect_host());
+    const Host host = detect_host();
+    check_target(manifest_.target, host);
+    const bool cuda = manifest_.target.device == "cuda";
+    device_ = torch_device(manifest_.target,
+                           cuda ? cuda_device_index(params.device_index, std::getenv("LOCAL_RANK")) : -1, host);
     const int runners = params.num_runners > 0 ? params.num_runners : 1;
     const int threads = params.num_threads;
 
@@ -72,9 +77,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     tokenizer_ = std::make_shared<const Tokenizer>(as_string(files.at(manifest_.tokenizer_file)),
                                                    manifest_.tokenizer_kind, manifest_.model.vocab_size);
 
-    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), runners, threads);
-    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), runners, threads);
-    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), runners, threads);
+    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), device_, runners, threads);
+    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), device_, runners, threads);
+    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, runners, threads);
     std::set<std::string> packed;
     for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
         packed.insert(spec->packed.begin(), spec->packed.end());
@@ -87,9 +92,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)
                 fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
-        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), runners, threads);
-        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), runners, threads);
-        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), 1, threads);
+        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), device_, runners, threads);
+        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), device_, runners, threads);
+        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), device_, 1, threads);
         for (Graph *g : {train_step_.get(), eval_loss_.get(), adamw_.get()}) g->bind(weights_);
     }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +

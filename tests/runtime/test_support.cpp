@@ -86,7 +86,9 @@ bool LogCapture::saw(const std::string &needle) {
 
 void remove_tree(const std::filesystem::path &path) {
     // Depth first, so each directory is empty when its turn comes; FTW_PHYS: a link is removed, not followed.
-    const auto remove_one = [](const char *entry, const struct stat *, int, struct FTW *) { return std::remove(entry); };
+    const auto remove_one = [](const char *entry, const struct stat *, int, struct FTW *) {
+        return std::remove(entry);
+    };
     if (::access(path.c_str(), F_OK) != 0) return;
     REQUIRE(::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0);
 }
