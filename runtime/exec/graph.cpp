@@ -11,8 +11,9 @@
 
 namespace gpt {
 
-Graph::Graph(std::string name, const Bytes &package, c10::Device device, int num_runners, int num_threads)
-    : name_(std::move(name)), num_threads_(num_threads) {
+Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceHealth &health, int num_runners,
+             int num_threads)
+    : name_(std::move(name)), health_(health), num_threads_(num_threads) {
     // The loader reads a path, so the verified bytes go to a file no one else can write.
     PrivateTempDir dir;
     const std::string file = dir.write(name_ + ".pt2", package);
@@ -45,6 +46,7 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const 
     // The compiled code reports a failed allocation as a generic error; the
     // allocator's count of failures tells the caller it was memory (another
     // thread's failure in the same instant could be taken for this one's).
+    health_.check();
     const c10::Device device = inputs.empty() ? c10::Device(c10::kCPU) : inputs.front().device();
     const int64_t ooms_before = device_oom_count(device);
     const ScopedThreads threads(num_threads_);
@@ -55,6 +57,12 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const 
     } catch (const std::exception &e) {
         if (device_oom_count(device) != ooms_before)
             fail(GPT_ERR_OUT_OF_MEMORY, "graph " + name_ + " ran out of device memory: " + e.what());
+        if (const auto cuda = take_cuda_error(device)) {
+            const std::string what = "graph " + name_ + " on " + device.str() + ": " + cuda->text;
+            if (!cuda->sticky) fail(GPT_ERR_CUDA, what);
+            health_.record_sticky(what);
+            health_.check();  // throws the sticky failure, in the words every later call gets
+        }
         throw;
     }
 }

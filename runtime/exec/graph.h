@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/device_health.h"
 #include "formats/integrity.h"
 
 namespace torch::inductor {
@@ -23,8 +24,10 @@ class Graph {
 public:
     // Loads the package from already verified bytes (via a private temporary copy), for `device`
     // (a CUDA graph's kernels and constants go to that GPU). Each run uses `num_threads` CPU
-    // threads (ScopedThreads; <= 0: the caller's count).
-    Graph(std::string name, const Bytes &package, c10::Device device, int num_runners, int num_threads);
+    // threads (ScopedThreads; <= 0: the caller's count). `health` is the model's record of its
+    // device, which outlives the graph: checked before each run, told of a sticky CUDA error.
+    Graph(std::string name, const Bytes &package, c10::Device device, DeviceHealth &health, int num_runners,
+          int num_threads);
     ~Graph();
     Graph(const Graph &) = delete;
     Graph &operator=(const Graph &) = delete;
@@ -33,13 +36,15 @@ public:
     // tensors must outlive the graph; later in-place updates are seen by it.
     void bind(const std::map<std::string, at::Tensor> &weights);
 
-    // Thread-safe: concurrent calls share num_runners instances and queue for them.
+    // Thread-safe: concurrent calls share num_runners instances and queue for them. A failure with
+    // a CUDA error pending is GPT_ERR_CUDA (and, when sticky, fails every later run of the model).
     std::vector<at::Tensor> run(const std::vector<at::Tensor> &inputs) const;
 
     const std::string &name() const { return name_; }
 
 private:
     std::string name_;
+    DeviceHealth &health_;
     int num_threads_;
     std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
 };

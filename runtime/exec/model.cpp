@@ -77,9 +77,10 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     tokenizer_ = std::make_shared<const Tokenizer>(as_string(files.at(manifest_.tokenizer_file)),
                                                    manifest_.tokenizer_kind, manifest_.model.vocab_size);
 
-    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), device_, runners, threads);
-    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), device_, runners, threads);
-    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, runners, threads);
+    prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), device_, health_, runners, threads);
+    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), device_, health_, runners, threads);
+    decode_one_ =
+        std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, health_, runners, threads);
     std::set<std::string> packed;
     for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
         packed.insert(spec->packed.begin(), spec->packed.end());
@@ -92,9 +93,11 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)
                 fail(GPT_ERR_ARTIFACT_INVALID, "training parameter '" + name + "' is no weight");
-        train_step_ = std::make_unique<Graph>("train_step", files.at(t->train_step.file), device_, runners, threads);
-        eval_loss_ = std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), device_, runners, threads);
-        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), device_, 1, threads);
+        train_step_ =
+            std::make_unique<Graph>("train_step", files.at(t->train_step.file), device_, health_, runners, threads);
+        eval_loss_ =
+            std::make_unique<Graph>("eval_loss", files.at(t->eval_loss.file), device_, health_, runners, threads);
+        adamw_ = std::make_unique<Graph>("adamw", files.at(t->adamw.file), device_, health_, 1, threads);
         for (Graph *g : {train_step_.get(), eval_loss_.get(), adamw_.get()}) g->bind(weights_);
     }
     log(GPT_LOG_INFO, "loaded " + manifest_.name + " (" + manifest_.target.device + " " + manifest_.target.arch + " " +

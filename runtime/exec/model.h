@@ -35,6 +35,8 @@ public:
     // Shared with whatever must outlive the model (a streaming detokenizer).
     std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
     c10::Device device() const { return device_; }
+    // Whether the model's GPU failed with a sticky CUDA error (the graphs record it; every later run fails).
+    DeviceHealth &device_health() const { return health_; }
 
     at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size + 1, head_dim)
     // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
@@ -71,6 +73,7 @@ public:
 private:
     Manifest manifest_;
     c10::Device device_;
+    mutable DeviceHealth health_;
     std::map<std::string, at::Tensor> weights_;
     PackedWeights packed_;  // copies of the linear weights that onednn-form graphs read
     std::map<std::string, at::Tensor> golden_;
