@@ -121,8 +121,11 @@ step ctest "$OUT/ctest.log" ctest --test-dir build --output-on-failure -j 8 -E "
 # stops the run before the JUnit file).
 step ctest-cuda "$OUT/ctest.log" ctest --test-dir build --output-on-failure -j 4 -R "CUDA|GPU" -E "$HOG" \
   --output-junit "$OUT/ctest.xml"
+# With pytest-xdist (the GPU image has it), one worker per artifact group compiles them side by side.
+XDIST=()
+.venv/bin/python -c "import xdist" 2>/dev/null && XDIST=(-n 4 --dist loadgroup)
 step pytest-cuda "$OUT/pytest.log" until_deadline env GPT_TEST_ARTIFACTS="$ARTIFACTS" .venv/bin/python -m pytest -v \
-  -rs --junitxml="$OUT/pytest.xml" tests/aot/test_cuda.py
+  -rs "${XDIST[@]}" --junitxml="$OUT/pytest.xml" tests/aot/test_cuda.py
 # The attention pick: every kernel timed on GPT-2 124M's shapes, bf16, for inference and for
 # training (forward + backward), recorded in the manifest.
 PICK=$ROOT/build/gpu_check/gpt2

@@ -17,6 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures"))
 import build_artifacts  # noqa: E402
 
 
+def pytest_configure(config):
+    # pytest-xdist's mark (tests/aot/test_cuda.py), known also where xdist is not installed.
+    config.addinivalue_line("markers", "xdist_group(name): run in one xdist worker with the rest of its group")
+
+
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory) -> Path:
     given = os.environ.get("GPT_TEST_ARTIFACTS")

@@ -46,40 +46,48 @@ def no_tf32():
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+def grouped(*values, group: str):
+    """A parametrize entry in xdist group `group`: under `pytest -n N --dist loadgroup`
+    (scripts/gpu_check.sh) every test of one artifact runs in one worker, which compiles it once."""
+    return pytest.param(*values, marks=pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="module")
-def cuda_artifacts(tmp_path_factory, fixtures) -> dict:
-    """(attention, dtype) -> artifact directory; kernels this GPU lacks are left out."""
+def cuda_artifact(tmp_path_factory, fixtures):
+    """cuda_artifact(attention, dtype) -> the tiny model's artifact for this GPU, compiled on first
+    use (with training graphs in fp32); skips the test for a kernel this GPU lacks."""
     out = tmp_path_factory.mktemp("cuda")
     built = {}
-    for attention, dtype in CASES:
-        target = resolve("cuda", "auto", dtype)
-        if not attention_runs_on(attention, torch.device("cuda"), target.dtype):
-            continue
-        train = fixtures.OPTIMIZER if dtype == "fp32" else None
-        directory = out / f"tiny-{attention}-{dtype}" / target.dir_name
-        compile_artifact(
-            fixtures.tiny_model(attention),
-            target,
-            directory,
-            f"tiny-{attention}-{dtype}",
-            fixtures.tokenizer(),
-            attention=attention,
-            max_batch=4,
-            quiet=True,
-            train=train,
-        )
-        built[(attention, dtype)] = directory
-    return built
+
+    def get(attention: str, dtype: str) -> Path:
+        if (attention, dtype) not in built:
+            target = resolve("cuda", "auto", dtype)
+            if not attention_runs_on(attention, torch.device("cuda"), target.dtype):
+                pytest.skip(f"{torch.cuda.get_device_name()} has no {attention} attention kernel for {dtype}")
+            directory = out / f"tiny-{attention}-{dtype}" / target.dir_name
+            compile_artifact(
+                fixtures.tiny_model(attention),
+                target,
+                directory,
+                f"tiny-{attention}-{dtype}",
+                fixtures.tokenizer(),
+                attention=attention,
+                max_batch=4,
+                quiet=True,
+                train=fixtures.OPTIMIZER if dtype == "fp32" else None,
+            )
+            built[(attention, dtype)] = directory
+        return built[(attention, dtype)]
+
+    return get
 
 
-def artifact(cuda_artifacts, attention: str, dtype: str) -> Path:
-    if (attention, dtype) not in cuda_artifacts:
-        pytest.skip(f"{torch.cuda.get_device_name()} has no {attention} attention kernel for {dtype}")
-    return cuda_artifacts[(attention, dtype)]
+MATH_FP32 = pytest.mark.xdist_group("math-fp32")  # the artifact most tests use
 
 
-def test_manifest_records_the_gpu_and_its_versions(cuda_artifacts):
-    manifest = json.loads((artifact(cuda_artifacts, "math", "fp32") / "manifest.json").read_text())
+@MATH_FP32
+def test_manifest_records_the_gpu_and_its_versions(cuda_artifact):
+    manifest = json.loads((cuda_artifact("math", "fp32") / "manifest.json").read_text())
     major, minor = torch.cuda.get_device_capability()
     t = manifest["target"]
     assert t["device"] == "cuda" and t["arch"] == f"sm_{major}{minor}"
@@ -87,9 +95,9 @@ def test_manifest_records_the_gpu_and_its_versions(cuda_artifacts):
     assert t["cuda_version"] == torch.version.cuda and t["cudnn_version"] == torch.backends.cudnn.version()
 
 
-@pytest.mark.parametrize("attention,dtype", CASES)
-def test_cuda_prefill_and_decode_match_eager_on_the_gpu(cuda_artifacts, fixtures, attention, dtype):
-    graphs = ArtifactGraphs(artifact(cuda_artifacts, attention, dtype))
+@pytest.mark.parametrize("attention,dtype", [grouped(a, d, group=f"{a}-{d}") for a, d in CASES])
+def test_cuda_prefill_and_decode_match_eager_on_the_gpu(cuda_artifact, fixtures, attention, dtype):
+    graphs = ArtifactGraphs(cuda_artifact(attention, dtype))
     torch_dtype = resolve("cuda", "auto", dtype).dtype
     eager = eager_on_gpu(fixtures, attention, torch_dtype)
     tol = TOL[torch_dtype]
@@ -137,9 +145,9 @@ def test_cuda_int8_graphs_match_the_eager_int8_reference_on_the_gpu(tmp_path, fi
                 torch.testing.assert_close(got, want, atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("attention", ["math", "efficient"])
-def test_cuda_train_step_gives_eager_loss_and_every_gradient(cuda_artifacts, fixtures, attention):
-    directory = artifact(cuda_artifacts, attention, "fp32")
+@pytest.mark.parametrize("attention", [grouped(a, group=f"{a}-fp32") for a in ("math", "efficient")])
+def test_cuda_train_step_gives_eager_loss_and_every_gradient(cuda_artifact, fixtures, attention):
+    directory = cuda_artifact(attention, "fp32")
     manifest = json.loads((directory / "manifest.json").read_text())
     package = torch._inductor.aoti_load_package(str(directory / manifest["training"]["train_step"]["file"]))
     model = eager_on_gpu(fixtures, attention, torch.float32).train()
@@ -154,8 +162,9 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(CLI), *args], capture_output=True, text=True, timeout=300, env=env)
 
 
-def test_runtime_generates_the_eager_greedy_tokens_on_the_gpu(cuda_artifacts, fixtures):
-    directory = artifact(cuda_artifacts, "math", "fp32")
+@MATH_FP32
+def test_runtime_generates_the_eager_greedy_tokens_on_the_gpu(cuda_artifact, fixtures):
+    directory = cuda_artifact("math", "fp32")
     done = run_cli("generate", str(directory), "-p", fixtures.PROMPT, "-n", "24", "--temperature", "0")
     assert done.returncode == 0, done.stderr
     model = eager_on_gpu(fixtures, "math", torch.float32)
@@ -169,8 +178,9 @@ def test_runtime_generates_the_eager_greedy_tokens_on_the_gpu(cuda_artifacts, fi
     assert expected in done.stdout
 
 
-def test_runtime_refuses_an_artifact_for_another_arch(cuda_artifacts, tmp_path):
-    source = artifact(cuda_artifacts, "math", "fp32")
+@MATH_FP32
+def test_runtime_refuses_an_artifact_for_another_arch(cuda_artifact, tmp_path):
+    source = cuda_artifact("math", "fp32")
     foreign = tmp_path / "sm_10"
     shutil.copytree(source, foreign)
     manifest = json.loads((foreign / "manifest.json").read_text())
@@ -183,9 +193,10 @@ def test_runtime_refuses_an_artifact_for_another_arch(cuda_artifacts, tmp_path):
     assert "GPT_ERR_DEVICE_MISMATCH" in done.stderr and f"artifact is {other}, this GPU is {present}" in done.stderr
 
 
-def test_nccl_with_world_size_1_trains_like_the_plain_trainer(cuda_artifacts, artifacts):
+@MATH_FP32
+def test_nccl_with_world_size_1_trains_like_the_plain_trainer(cuda_artifact, artifacts):
     """The distributed path on one GPU: c10d's TCPStore and NCCL, an all-reduce over one rank."""
-    directory = artifact(cuda_artifacts, "math", "fp32")
+    directory = cuda_artifact("math", "fp32")
     args = ["train", str(directory), "--data", str(artifacts / "corpus"), "--iters", "4", "--warmup", "1"]
     args += ["--batch", "4", "--eval-every", "2", "--eval-iters", "2", "--seed", "3"]
     plain = run_cli(*args, env={k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK")})
