@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -81,11 +83,30 @@ int listen_on(const std::string &host, int port) {
     return fd;
 }
 
+}  // namespace
+
+void use_nccl_error_handling() {
+    static constexpr std::pair<const char *, const char *> kSettings[] = {
+        {"TORCH_NCCL_BLOCKING_WAIT", "1"},
+        {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "2"},
+        {"TORCH_NCCL_ENABLE_MONITORING", "0"},
+    };
+    std::string used;
+    for (const auto &[name, value] : kSettings) {
+        if (std::getenv(name) == nullptr) setenv(name, value, /*overwrite=*/0);
+        used += std::string(used.empty() ? "" : " ") + name + "=" + std::getenv(name);
+    }
+    log(GPT_LOG_DEBUG, "NCCL error handling: " + used);
+}
+
+namespace {
+
 c10::intrusive_ptr<c10d::Backend> make_group(const c10::intrusive_ptr<c10d::Store> &store, const DistConfig &c,
                                              c10::Device device) {
     const std::chrono::milliseconds timeout(c.timeout_ms);
     if (device.is_cuda()) {
 #ifdef GPT_WITH_CUDA
+        use_nccl_error_handling();  // read by ProcessGroupNCCL's constructor
         auto options = c10d::ProcessGroupNCCL::Options::create();
         options->timeout = timeout;
         return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, c.rank, c.world_size, options);

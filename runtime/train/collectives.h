@@ -26,6 +26,15 @@ struct DistConfig {
 // Throws GPT_ERR_INVALID_ARGUMENT on an impossible configuration.
 DistConfig validate_dist_params(const gpt_dist_params &params);
 
+// torch's NCCL settings under which a dead or hung peer is GPT_ERR_PEER_FAILED within the timeout
+// instead of NCCL's watchdog ending the process: each (variable, value), set before an NCCL group
+// is made unless the environment already sets the variable (an operator's choice wins).
+//   TORCH_NCCL_BLOCKING_WAIT=1         wait() blocks and throws at the timeout (the default only
+//                                      orders streams; a timeout is then the watchdog's to handle)
+//   TORCH_NCCL_ASYNC_ERROR_HANDLING=2  on an error, abort the communicators, not the process
+//   TORCH_NCCL_ENABLE_MONITORING=0     no second watchdog that ends a process whose first is stuck
+void use_nccl_error_handling();
+
 // One rank's view of the job. Collectives are started in the same order on every
 // rank and complete at wait_all(); a peer that dies or outlives the timeout turns
 // into GPT_ERR_PEER_FAILED, after which every call fails fast.

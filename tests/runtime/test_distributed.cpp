@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <random>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "dataset.h"
 #include "test_support.h"
+#include "train/collectives.h"
 
 extern char **environ;
 
@@ -405,4 +407,16 @@ TEST_CASE("a busy master port is refused with GPT_ERR_INVALID_ARGUMENT", "[distr
     CHECK(gpt_trainer_create_distributed(model.handle, nullptr, &dist, &trainer) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(std::string(gpt_runtime_last_error()).find("MASTER_PORT") != std::string::npos);
     close(busy);
+}
+
+TEST_CASE("an NCCL group is made with torch's error handling that fails the call, not the process", "[distributed]") {
+    for (const char *name :
+         {"TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ENABLE_MONITORING"})
+        ::unsetenv(name);
+    ::setenv("TORCH_NCCL_ENABLE_MONITORING", "1", 1);  // an operator's own choice stays
+    gpt::use_nccl_error_handling();
+    CHECK(std::string(std::getenv("TORCH_NCCL_BLOCKING_WAIT")) == "1");
+    CHECK(std::string(std::getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING")) == "2");  // CleanUpOnly
+    CHECK(std::string(std::getenv("TORCH_NCCL_ENABLE_MONITORING")) == "1");
+    ::unsetenv("TORCH_NCCL_ENABLE_MONITORING");
 }
