@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -195,11 +196,25 @@ def write_batches(tokens: Path, out: Path, spec: dict) -> None:
     np.concatenate([x.ravel(), y.ravel()]).tofile(out)
 
 
-def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int, peak: float) -> list[dict]:
+def training_model(device: str, meta: Path) -> tuple[dict, dict, Path | None]:
+    """The training table's spec, model config and tokenizer for `device`."""
     spec = GPU_TRAIN if device == "cuda" else CPU_TRAIN
     vocab = json.loads(meta.read_text())["vocab_size"] if device == "cpu" else 50304
-    model = {**spec["model"], "vocab_size": vocab}
-    tokenizer = meta if device == "cpu" else None
+    return spec, {**spec["model"], "vocab_size": vocab}, (meta if device == "cpu" else None)
+
+
+def compile_training_artifact(model: dict, attention: str, work: Path, device: str, tokenizer) -> tuple[Path, float]:
+    """Our artifact for one training row (bf16 on a GPU, as the peers' autocast); its compile seconds."""
+    art = work / f"train-{attention}"
+    dtype = "bf16" if device == "cuda" else "fp32"  # the peers train fp32 with bf16 autocast on a GPU
+    return art, compile_artifact(model, attention, art, device, dtype, True, tokenizer)
+
+
+def bench_training(
+    device: str, work: Path, data: Path, meta: Path, threads: int, peak: float, kernels: tuple
+) -> list[dict]:
+    spec, model, tokenizer = training_model(device, meta)
+    vocab = model["vocab_size"]
     flops = train_flops_per_iter(model, spec["batch"], spec["seq"], spec["accum"], vocab)
     tokens = spec["batch"] * spec["seq"] * spec["accum"]
     common = ["--batch", str(spec["batch"]), "--seq", str(spec["seq"]), "--accum", str(spec["accum"])]
@@ -207,14 +222,12 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
     write_batches(data / "train.bin", batches, spec)
     common += ["--iters", str(spec["iters"]), "--threads", str(threads), "--batches", str(batches)]
     rows = []
-    for attention in spec["attention"]:
+    for attention in kernels or spec["attention"]:
         for impl in ("eager", "torch.compile", "gpt-aot runtime"):
             print(f"train {attention:9} {impl}", flush=True)
             compile_s = None
             if impl == "gpt-aot runtime":
-                art = work / f"train-{attention}"
-                dtype = "bf16" if device == "cuda" else "fp32"  # the peers train fp32 with bf16 autocast on a GPU
-                compile_s = compile_artifact(model, attention, art, device, dtype, True, tokenizer)
+                art, compile_s = compile_training_artifact(model, attention, work, device, tokenizer)
                 row = run_row([str(RUNTIME_BENCH), "train", str(art), *common])
                 # Compile falls back to another kernel when this one's compiled backward is wrong.
                 manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
@@ -227,6 +240,9 @@ def bench_training(device: str, work: Path, data: Path, meta: Path, threads: int
                 row.update(summarize(row["iter_ms"]))
                 row["tokens_per_s"] = tokens / (row["median_ms"] / 1e3)
                 row["mfu"] = flops / (row["median_ms"] / 1e3) / peak
+                print(f"  {row['median_ms']:.1f} ms/iter, MFU {row['mfu']:.3f}", flush=True)  # kept if stopped early
+            else:
+                print(f"  {row.get('error')}", flush=True)
             rows.append({"attention": attention, "impl": impl, "compile_s": compile_s, **row})
     return rows
 
@@ -304,6 +320,24 @@ def bench_inference_model(
     return rows
 
 
+def compile_only(only: str | None, infer: dict, device: str, work: Path, meta: Path, kernels: list | None) -> None:
+    """Every artifact the asked tables' rows of ours run, compiled side by side (each compile is
+    one process, mostly single-threaded); a later run without --compile-only reuses them."""
+    jobs = []
+    if only in (None, "infer"):
+        for name, model in infer["models"].items():
+            jobs += [(f"{name} {dtype}", compile_inference_artifact, (name, model, device, dtype, work))
+                     for dtype in infer["dtypes"][device]]  # fmt: skip
+    if only in (None, "train"):
+        spec, model, tokenizer = training_model(device, meta)
+        jobs += [(f"train {kind}", compile_training_artifact, (model, kind, work, device, tokenizer))
+                 for kind in kernels or spec["attention"]]  # fmt: skip
+    with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), (os.cpu_count() or 1) // 2))) as pool:
+        done = {label: pool.submit(fn, *fn_args) for label, fn, fn_args in jobs}
+        for label, future in done.items():
+            print(f"compiled {label} in {future.result()[1]:.0f} s", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--only", choices=["train", "infer"], help="run one table")
@@ -311,7 +345,8 @@ def main() -> None:
     p.add_argument("--out", help="results directory (default bench/results/<device>-<date>)")
     p.add_argument("--models", nargs="+", choices=list(INFER["models"]), help="inference: these models only")
     p.add_argument("--batches", nargs="+", type=int, help="inference: these batch sizes only")
-    p.add_argument("--compile-only", action="store_true", help="inference: compile our artifacts, stop (reused later)")
+    p.add_argument("--attention", nargs="+", help="training: these attention kernels only")
+    p.add_argument("--compile-only", action="store_true", help="compile our artifacts, side by side, and stop")
     args = p.parse_args()
     info = machine()
     device = info["device"]
@@ -322,10 +357,7 @@ def main() -> None:
     infer = {**INFER, "batches": tuple(args.batches or INFER["batches"])}
     infer["models"] = {k: v for k, v in INFER["models"].items() if not args.models or k in args.models}
     if args.compile_only:  # e.g. beside a GPU lease's tests, so that the rows later run on a quiet device
-        for name, model in infer["models"].items():
-            for dtype in infer["dtypes"][device]:
-                _, seconds = compile_inference_artifact(name, model, device, dtype, work)
-                print(f"compiled {name} {dtype} in {seconds:.0f} s", flush=True)
+        compile_only(args.only, infer, device, work, ROOT / "data" / "bible_char" / "meta.json", args.attention)
         return
     out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"{device}-{info['date']}"
     out.mkdir(parents=True, exist_ok=True)
@@ -338,7 +370,7 @@ def main() -> None:
     results = {"machine": info, "matmul_peak_flops": peak, "read_bandwidth": bandwidth, "scaled": device == "cpu"}
     results["config"] = {"train": CPU_TRAIN if device == "cpu" else GPU_TRAIN, "infer": infer}
     if args.only in (None, "train"):
-        results["training"] = bench_training(device, work, data, data / "meta.json", threads, peak)
+        results["training"] = bench_training(device, work, data, data / "meta.json", threads, peak, args.attention)
     if args.only in (None, "infer"):
         results["inference"] = bench_inference(device, work, threads, bandwidth, infer)
     (out / "results.json").write_text(json.dumps(results, indent=2))

@@ -10,10 +10,10 @@
 #   build fixtures pytest ctest pick     the whole suite, the GPT-2 attention pick
 #   fixtures-cuda pytest-cuda ctest-cuda the GPU's fixtures and tests alone (the CPU
 #                                        suite's run on CI), for a short lease
-#   decode                               GPT-2 124M bf16 decode rows (bench/suite.py): its
-#                                        artifact compiles beside the other steps
+#   decode train                         GPT-2 124M bf16 decode rows, seed-config training rows
+#                                        (bench/suite.py): their artifacts compile beside the rest
 # With build and a fixtures step, the build runs beside the fixtures (they need none).
-# GPT_GPU_DEADLINE=S: no step starts after S seconds, and the pick and decode steps
+# GPT_GPU_DEADLINE=S: no step starts after S seconds, and the pick and benchmark steps
 # stop at S, so a leased machine's time limit still leaves the summary and logs.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -86,12 +86,19 @@ torch.backends.cudnn.version(), 'gpu', torch.cuda.get_device_name() if torch.cud
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
-# The decode rows' artifact compiles from the start, beside the build and the tests (mostly
-# CPU work); its rows run last, on a quiet GPU.
-DECODE=(.venv/bin/python bench/suite.py --only infer --models gpt2-124M)
-if asked decode; then
-  (echo "== decode: compile" && until_deadline "${DECODE[@]}" --compile-only) >>"$OUT/decode.log" 2>&1 &
-  decode_compile_job=$!
+# The benchmark rows' artifacts compile from the start, side by side and beside the build and the
+# tests (mostly CPU work); the rows run last, on a quiet GPU. GPT_GPU_TRAIN_KERNELS: the training
+# rows' attention kernels (each is one compile of the seed model with training graphs).
+read -r -a TRAIN_KERNELS <<<"${GPT_GPU_TRAIN_KERNELS:-cudnn flash}"
+BENCH=(.venv/bin/python bench/suite.py --models gpt2-124M --attention "${TRAIN_KERNELS[@]}")
+ONLY=()
+if asked decode && ! asked train; then ONLY=(--only infer); fi
+if asked train && ! asked decode; then ONLY=(--only train); fi
+seed_data() { [ -f data/bible_char/train.bin ] || .venv/bin/python -m gpt_aot prepare-data --out data/bible_char; }
+if asked decode || asked train; then
+  (echo "== bench: compile" && seed_data && until_deadline "${BENCH[@]}" "${ONLY[@]}" --compile-only) \
+    >>"$OUT/bench.log" 2>&1 &
+  bench_compile_job=$!
 fi
 
 # A newer compiler than CI's may warn where CI's does not: warnings stay visible, not fatal.
@@ -132,12 +139,14 @@ PICK=$ROOT/build/gpu_check/gpt2
 step pick "$OUT/pick.log" until_deadline .venv/bin/python -m gpt_aot compile --config gpt2 --target cuda --arch auto \
   --dtype bf16 --attention auto --train -o "$PICK"
 cp "$PICK"/sm_*/manifest.json "$OUT/gpt2-manifest.json" 2>/dev/null
-# Decode rows for GPT-2 124M bf16: eager, torch.compile and the runtime on one artifact whose
-# attention the compile measured (bench/suite.py; bench/results/ has the CPU tables).
-if [ -n "${decode_compile_job:-}" ] && ! wait "$decode_compile_job"; then
-  failed+=("decode-compile")
+# Decode rows for GPT-2 124M bf16 (eager, torch.compile and the runtime on one artifact whose
+# attention the compile measured), then training rows on the seed config for TRAIN_KERNELS
+# (bench/suite.py; bench/results/ has the CPU tables).
+if [ -n "${bench_compile_job:-}" ] && ! wait "$bench_compile_job"; then
+  failed+=("bench-compile")
 else
-  step decode "$OUT/decode.log" until_deadline "${DECODE[@]}" --out "$OUT/decode"
+  step decode "$OUT/bench.log" until_deadline "${BENCH[@]}" --only infer --out "$OUT/decode"
+  step train "$OUT/bench.log" until_deadline "${BENCH[@]}" --only train --out "$OUT/train"
 fi
 [ -f "$OUT/gpt2-manifest.json" ] || cp bench/work/cuda/gpt2-124M-infer-bf16/sm_*/manifest.json "$OUT/gpt2-manifest.json" 2>/dev/null
 for suite in ctest ctest-cuda; do
