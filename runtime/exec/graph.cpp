@@ -1,7 +1,10 @@
 // graph.cpp — AOTIModelPackageLoader behind a small interface.
 #include "exec/graph.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+
+#include <optional>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -50,6 +53,9 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const 
     const c10::Device device = inputs.empty() ? c10::Device(c10::kCPU) : inputs.front().device();
     const int64_t ooms_before = device_oom_count(device);
     const ScopedThreads threads(num_threads_);
+    // The model's GPU is the current device for the call, whichever the calling thread had: a model on
+    // cuda:1 (device_index, LOCAL_RANK) runs its kernels and allocates there. A no-op on the CPU.
+    const c10::OptionalDeviceGuard device_guard(device.is_cuda() ? std::optional<c10::Device>(device) : std::nullopt);
     try {
         return loader_->run(inputs);
     } catch (const c10::OutOfMemoryError &) {
