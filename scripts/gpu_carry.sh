@@ -30,6 +30,12 @@ for part in root fallback; do
   for deb in "$CARRY/debs/$part"/*.deb; do dpkg -x "$deb" "$CARRY/$part"; done
 done
 rm -rf "$CARRY/debs" "$CARRY"/*/usr/share/doc "$CARRY"/*/usr/share/man
+# Python packages the tests use that the GPU image lacks (the official openai client, for
+# tests/deploy), as wheels for its python3.12 with what they need; gpu_check.sh installs them
+# beside the image's own packages only where `import openai` fails there.
+python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+  -d "$CARRY/wheels" "$(grep -o '^openai[^ ]*' requirements.txt)"
 # pkg-config files say prefix=/usr: make them relative to where they lie, so the
 # folder works wherever it is copied (a sysroot would also move the install's own .pc).
 sed -i -E 's#^([A-Za-z_]+)=/usr(/|$)#\1=${pcfiledir}/../../..\2#' "$CARRY"/root/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc

@@ -46,9 +46,24 @@ printf '#!/bin/sh\nexec "%s" -p "%s" "$@"\n' "$SYSROOT/usr/bin/bible" "$SYSROOT/
 chmod +x "$CARRY/bin/pkg-config" "$CARRY/bin/bible"
 export PATH=$CARRY/bin:$PATH
 
-# The project's scripts use .venv/bin/python: here it is the machine's python3 with aot/ on its path.
+# The carried wheels (gpu_carry.sh) of packages the machine's python3 lacks, into a folder of their
+# own: the packages it has stay its own versions.
+SITE=$CARRY/site
+if [ -d "$CARRY/wheels" ]; then
+  mapfile -t missing_wheels < <("$PY" -c '
+import importlib.metadata as md, pathlib, sys
+for wheel in sorted(pathlib.Path(sys.argv[1]).glob("*.whl")):
+    try:
+        md.version(wheel.name.split("-")[0])
+    except md.PackageNotFoundError:
+        print(wheel)' "$CARRY/wheels")
+  ((${#missing_wheels[@]} == 0)) ||
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" "${missing_wheels[@]}"
+fi
+# The project's scripts use .venv/bin/python: here it is the machine's python3 with aot/ and the
+# carried packages on its path.
 mkdir -p .venv/bin
-printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "$@"\n' "$ROOT/aot" "$PY" >.venv/bin/python
+printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}:%s" exec "%s" "$@"\n' "$ROOT/aot" "$SITE" "$PY" >.venv/bin/python
 chmod +x .venv/bin/python
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}" PYTHONUNBUFFERED=1
 ARTIFACTS=$ROOT/build/test_artifacts
