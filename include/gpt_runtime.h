@@ -97,7 +97,8 @@ extern "C" {
  *    (gpt_sampler_*, gpt_sampler_sample_batch with log-probabilities), stop strings
  *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings),
  *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
- *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index. */
+ *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index,
+ *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch. */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -186,7 +187,14 @@ struct gpt_model_params {
      * own GPU), else 0. A GPU the machine lacks is GPT_ERR_DEVICE_UNAVAILABLE, a
      * LOCAL_RANK that is no index GPT_ERR_INVALID_ARGUMENT. CPU artifacts ignore it. */
     int32_t device_index;
+    uint64_t flags; /* GPT_MODEL_* bits; default 0. An unknown bit is GPT_ERR_INVALID_ARGUMENT. */
 };
+/* On a GPU, each session runs its decode steps as CUDA graphs: the first step of each shape
+ * (sequences stepped, cache positions read, rounded up to a power of two) is captured once
+ * over the session's own buffers and replayed from then on, one launch instead of one per
+ * kernel. Replays give the same logits as the plain steps. This bit turns that off: every
+ * step launches its kernels one by one (no capture, no memory for captured steps). */
+#define GPT_MODEL_NO_CUDA_GRAPHS (1u << 0)
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
 
 /* Load the artifact in `artifact_dir`: a directory holding manifest.json, or a
@@ -459,6 +467,23 @@ struct gpt_token_logprob {
 GPT_API gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t n_seq, const float *logits,
                                             int32_t vocab_size, gpt_token *out_tokens, int32_t n_top_logprobs,
                                             struct gpt_token_logprob *out_logprobs);
+
+/* gpt_session_decode_batch and gpt_sampler_sample_batch in one call, sampled where the
+ * logits are: on a GPU only the chosen ids come back to the host (4 bytes a sequence,
+ * not vocab_size floats), and its decode steps can run as CUDA graphs end to end.
+ * tokens[i] (n_seq of the session) steps sequence i as in gpt_session_decode_batch and
+ * samplers[i] draws its next token into out_tokens[i]; a sequence that sits out
+ * (GPT_TOKEN_NONE) needs no sampler and gets GPT_TOKEN_NONE. The tokens are those
+ * gpt_sampler_sample_batch would draw from the same logits with the same samplers (the
+ * same rule and random stream; on a GPU its sums in double may round differently, which
+ * changes a token only when a draw falls within about 1e-15 of a boundary). `logits`
+ * (NULL = not wanted; copying them costs what this call saves) receives the rows as
+ * gpt_session_decode_batch writes them, e.g. for log-probabilities. Logits that cannot be
+ * sampled (NaN, +inf, all -inf) are GPT_ERR_NON_FINITE after the step is taken (the
+ * tokens are in the caches), with no sampler's stream moved. */
+GPT_API gpt_status gpt_session_decode_sample_batch(struct gpt_session *session, const gpt_token *tokens,
+                                                   struct gpt_sampler *const *samplers, gpt_token *out_tokens,
+                                                   float *logits);
 
 /* ---- training --------------------------------------------------------------- */
 

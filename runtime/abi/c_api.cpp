@@ -44,6 +44,9 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         const gpt_model_params p = read_versioned(params);
         require(p.num_threads >= 0 && p.num_runners >= 0, "num_threads and num_runners must be >= 0");
         require(p.device_index >= -1, "device_index must be -1 (LOCAL_RANK, else 0) or a CUDA device index");
+        if ((p.flags & ~static_cast<uint64_t>(GPT_MODEL_NO_CUDA_GRAPHS)) != 0)
+            gpt::fail(GPT_ERR_INVALID_ARGUMENT,
+                      "flags holds a bit this library does not know: " + std::to_string(p.flags));
         const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false, gpt::load_trusted_keys(p.trusted_keys));
         auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(dir, p));
         const gpt::Manifest &m = model->impl->manifest();

@@ -83,6 +83,18 @@ gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token
     });
 }
 
+gpt_status gpt_session_decode_sample_batch(struct gpt_session *session, const gpt_token *tokens,
+                                           struct gpt_sampler *const *samplers, gpt_token *out_tokens, float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && tokens != nullptr && samplers != nullptr && out_tokens != nullptr,
+                "session, tokens, samplers and out_tokens must not be NULL");
+        std::vector<gpt::Sampler *> rows(static_cast<size_t>(session->impl.n_seq()), nullptr);
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (samplers[i] != nullptr) rows[i] = &samplers[i]->impl;
+        session->impl.decode_sample_batch(tokens, rows.data(), out_tokens, logits);
+    });
+}
+
 gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
                                 const struct gpt_generate_params *params, gpt_token *out_tokens, int32_t capacity,
                                 int32_t *out_count) {

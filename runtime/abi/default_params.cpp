@@ -9,8 +9,8 @@ namespace gpt::c_api {
 // Each struct's fields in order, so that a field added to the header without a default here fails to compile
 // (-Wmissing-field-initializers).
 gpt_model_params Versioned<gpt_model_params>::defaults() {
-    return {sizeof(gpt_model_params), /*num_threads=*/0,  /*num_runners=*/1, /*verify_golden=*/false,
-            /*trusted_keys=*/nullptr, /*device_index=*/-1};
+    return {sizeof(gpt_model_params), /*num_threads=*/0,   /*num_runners=*/1, /*verify_golden=*/false,
+            /*trusted_keys=*/nullptr, /*device_index=*/-1, /*flags=*/0};
 }
 
 gpt_generate_params Versioned<gpt_generate_params>::defaults() {

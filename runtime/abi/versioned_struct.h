@@ -76,7 +76,7 @@ T read_versioned(const T *params) {
 // The layouts of ABI 3 on LP64 targets. A failing assert means a struct changed:
 // add fields only at the end, then update its size here.
 #if defined(__LP64__)
-static_assert(sizeof(gpt_model_params) == 40);
+static_assert(sizeof(gpt_model_params) == 48);
 static_assert(sizeof(gpt_model_info) == 104);
 static_assert(sizeof(gpt_memory_stats) == 48);
 static_assert(sizeof(gpt_generate_params) == 88);

@@ -2,6 +2,7 @@
 #include "exec/device_health.h"
 
 #ifdef GPT_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 #endif
 
@@ -18,6 +19,15 @@ std::optional<CudaError> take_cuda_error(c10::Device device) {
     cudaSetDevice(device.index());
     // cudaGetLastError returns and clears an ordinary error; a sticky one comes back from every call after it.
     const cudaError_t pending = cudaGetLastError();
+    // A failure while this thread captures a CUDA graph: a synchronize would itself fail (and
+    // end the capture), so only the pending error counts, never as a lost context.
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device.index()).stream(), &capturing) == cudaSuccess &&
+        capturing != cudaStreamCaptureStatusNone) {
+        if (previous >= 0) cudaSetDevice(previous);
+        if (pending == cudaSuccess) return std::nullopt;
+        return CudaError{std::string(cudaGetErrorName(pending)) + ": " + cudaGetErrorString(pending), false};
+    }
     cudaError_t now = cudaDeviceSynchronize();
     if (now == cudaSuccess) now = cudaGetLastError();
     if (previous >= 0) cudaSetDevice(previous);

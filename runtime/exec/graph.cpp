@@ -15,14 +15,14 @@
 namespace gpt {
 
 Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceHealth &health, int num_runners,
-             int num_threads)
-    : name_(std::move(name)), health_(health), num_threads_(num_threads) {
+             int num_threads, bool capturable)
+    : name_(std::move(name)), health_(health), num_threads_(num_threads), capturable_(capturable) {
     // The loader reads a path, so the verified bytes go to a file no one else can write.
     PrivateTempDir dir;
     const std::string file = dir.write(name_ + ".pt2", package);
     try {
         loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-            file, "model", /*run_single_threaded=*/false, static_cast<size_t>(num_runners),
+            file, "model", /*run_single_threaded=*/capturable_, static_cast<size_t>(num_runners),
             device.is_cuda() ? device.index() : c10::DeviceIndex{-1});
     } catch (const std::exception &e) {
         fail(GPT_ERR_ARTIFACT_INVALID, "graph '" + name_ + "' failed to load: " + e.what());
@@ -56,6 +56,8 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const 
     // The model's GPU is the current device for the call, whichever the calling thread had: a model on
     // cuda:1 (device_index, LOCAL_RANK) runs its kernels and allocates there. A no-op on the CPU.
     const c10::OptionalDeviceGuard device_guard(device.is_cuda() ? std::optional<c10::Device>(device) : std::nullopt);
+    std::unique_lock<std::mutex> turn(capturable_turn_, std::defer_lock);
+    if (capturable_) turn.lock();
     try {
         return loader_->run(inputs);
     } catch (const c10::OutOfMemoryError &) {

@@ -64,6 +64,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     const bool cuda = manifest_.target.device == "cuda";
     device_ = torch_device(manifest_.target,
                            cuda ? cuda_device_index(params.device_index, std::getenv("LOCAL_RANK")) : -1, host);
+    cuda_graphs_ = device_.is_cuda() && (params.flags & GPT_MODEL_NO_CUDA_GRAPHS) == 0;
     const int runners = params.num_runners > 0 ? params.num_runners : 1;
     const int threads = params.num_threads;
 
@@ -78,9 +79,11 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
                                                    manifest_.tokenizer_kind, manifest_.model.vocab_size);
 
     prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), device_, health_, runners, threads);
-    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), device_, health_, runners, threads);
-    decode_one_ =
-        std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, health_, runners, threads);
+    // Captured decode steps replay without the graphs' runners; the runs they capture take turns.
+    decode_ = std::make_unique<Graph>("decode", files.at(manifest_.decode.file), device_, health_, runners, threads,
+                                      cuda_graphs_);
+    decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, health_, runners,
+                                          threads, cuda_graphs_);
     std::set<std::string> packed;
     for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
         packed.insert(spec->packed.begin(), spec->packed.end());
@@ -104,7 +107,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
                           manifest_.dtype + ", attention " + manifest_.attention + ", decode attention " +
                           manifest_.decode_attention + ", linears: prefill " + manifest_.prefill.linear + ", decode " +
                           manifest_.decode.linear + ", single-sequence decode " + manifest_.decode_one.linear +
-                          ") from " + dir.string());
+                          (cuda_graphs_ ? ", decode steps as CUDA graphs" : "") + ") from " + dir.string());
     if (params.verify_golden) {
         const VerifyResult result = verify();
         if (!result.failure.empty()) fail(GPT_ERR_VERIFY_FAILED, result.failure);

@@ -27,6 +27,17 @@ public:
     // As sample, for logits check_logits has passed, with the argmax it returned (a batch checks every row first).
     gpt_token sample_checked(const float *logits, int32_t vocab_size, gpt_token argmax);
 
+    // For sampling elsewhere (device_sampling.h) from the same random stream: the settings, and the one
+    // uniform draw in [0, 1) that sample() makes for a token when temperature > 0 (greedy draws none).
+    float temperature() const { return temperature_; }
+    int32_t top_k() const { return top_k_; }
+    float top_p() const { return top_p_; }
+    double draw() { return uniform(); }
+    // The random stream's state, to put back when a draw made for a refused step must not count.
+    using Stream = std::mt19937_64;
+    const Stream &stream() const { return rng_; }
+    void restore(const Stream &stream) { rng_ = stream; }
+
 private:
     using Candidate = std::pair<float, gpt_token>;  // (logit / temperature - max, id)
 
@@ -37,10 +48,15 @@ private:
     float temperature_;
     int32_t top_k_;
     float top_p_;
-    std::mt19937_64 rng_;
+    Stream rng_;
     std::vector<double> weights_;        // softmax numerators, reused across calls
     std::vector<Candidate> candidates_;  // reused across calls
 };
+
+// One token per row of `logits` (n_rows rows of vocab_size floats), drawn by samplers[row]; a
+// NULL sampler leaves its row out (GPT_TOKEN_NONE). Every sampled row is checked before any
+// sampler draws (GPT_ERR_NON_FINITE naming the row), so a refused call moves no random stream.
+std::vector<gpt_token> sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size);
 
 // out[0] = `chosen` with its log-probability, then the `n_top` most likely tokens
 // (most likely first, equal ones by smaller id): log-softmax of the raw logits.

@@ -2,13 +2,15 @@
 #include "exec/session.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
-#include "exec/sampler.h"
+#include "exec/device_sampling.h"
 #include "text/stop_strings.h"
 #include "text/utf8.h"
 
@@ -25,10 +27,25 @@ int32_t checked_n_seq(const Model &model, int32_t n_seq) {
     return n_seq;
 }
 
+// A stream from torch's pool for a GPU model: kernels of different sessions need not queue
+// behind each other on the device's default stream.
+std::optional<c10::Stream> own_stream(const Model &model) {
+    if (!model.device().is_cuda()) return std::nullopt;
+    return c10::impl::VirtualGuardImpl(model.device().type()).getStreamFromGlobalPool(model.device());
+}
+
+// Allocated on the session's stream, the only one that uses it: its memory is reused only
+// after the session's last step there.
+at::Tensor new_cache(const Model &model, int32_t n_seq, const std::optional<c10::Stream> &stream) {
+    const c10::OptionalStreamGuard on_stream(stream);
+    return model.new_kv_cache(checked_n_seq(model, n_seq));
+}
+
 }  // namespace
 
 Session::Session(Model &model, int32_t n_seq)
-    : model_(model), kv_(model.new_kv_cache(checked_n_seq(model, n_seq))), positions_(n_seq, 0) {
+    : model_(model), stream_(own_stream(model)), kv_(new_cache(model, n_seq, stream_)), positions_(n_seq, 0) {
+    if (model.cuda_graphs()) captured_ = std::make_unique<CapturedDecode>(model, kv_, *stream_);
     ++model_.live_sessions();
 }
 
@@ -83,6 +100,7 @@ void Session::prefill(int32_t seq, const gpt_token *tokens, int32_t n_tokens, fl
     check_seq(seq);
     const Prompt prompt{seq, tokens, n_tokens, logits};
     check_prompt(prompt);
+    const c10::OptionalStreamGuard on_stream(stream_);
     run_prefill({prompt});
 }
 
@@ -96,6 +114,7 @@ void Session::prefill_batch(const gpt_token *const *prompts, const int32_t *n_to
         check_prompt(given.back());
     }
     if (given.empty()) fail(GPT_ERR_INVALID_ARGUMENT, "every n_tokens is 0: no sequence to prefill");
+    const c10::OptionalStreamGuard on_stream(stream_);
     run_prefill(given);
 }
 
@@ -155,7 +174,7 @@ void Session::decode(gpt_token token, float *logits) {
     decode_batch(tokens.data(), logits);  // only sequence 0 steps: only the first row is written
 }
 
-void Session::decode_batch(const gpt_token *tokens, float *logits) {
+void Session::check_step(const gpt_token *tokens) const {
     const int32_t block = model_.config().block_size;
     bool any = false;
     for (int32_t seq = 0; seq < n_seq(); ++seq) {
@@ -171,6 +190,11 @@ void Session::decode_batch(const gpt_token *tokens, float *logits) {
         any = true;
     }
     if (!any) fail(GPT_ERR_INVALID_ARGUMENT, "every token is GPT_TOKEN_NONE: no sequence to decode");
+}
+
+void Session::decode_batch(const gpt_token *tokens, float *logits) {
+    check_step(tokens);
+    const c10::OptionalStreamGuard on_stream(stream_);
     const at::Tensor all = step(tokens);
     const int64_t vocab = model_.config().vocab_size;
     for (int32_t seq = 0; seq < all.size(0); ++seq) {
@@ -180,12 +204,41 @@ void Session::decode_batch(const gpt_token *tokens, float *logits) {
     }
 }
 
+void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *samplers, gpt_token *out_tokens,
+                                  float *logits) {
+    check_step(tokens);
+    for (int32_t seq = 0; seq < n_seq(); ++seq)
+        if (tokens[seq] != GPT_TOKEN_NONE && samplers[seq] == nullptr)
+            fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "a sequence that steps needs a sampler");
+    const c10::OptionalStreamGuard on_stream(stream_);
+    const at::Tensor all = device_step(tokens);
+    const auto rows = static_cast<int32_t>(all.size(0));
+    const int32_t vocab = model_.config().vocab_size;
+    std::vector<Sampler *> stepping(static_cast<size_t>(rows), nullptr);
+    for (int32_t seq = 0; seq < rows; ++seq)
+        if (tokens[seq] != GPT_TOKEN_NONE) stepping[static_cast<size_t>(seq)] = samplers[seq];
+    // On the CPU the logits are in host memory already and the host sampler needs no sort;
+    // on a GPU they stay there and only the ids come back.
+    const bool on_host = !all.is_cuda();
+    const at::Tensor host = on_host || logits != nullptr ? host_logits(all) : at::Tensor();
+    for (int32_t seq = 0; seq < rows; ++seq) {  // the step is taken, whatever sampling says
+        if (tokens[seq] == GPT_TOKEN_NONE) continue;
+        ++positions_[static_cast<size_t>(seq)];
+        if (logits != nullptr)
+            std::copy_n(host.data_ptr<float>() + int64_t{seq} * vocab, vocab, logits + int64_t{seq} * vocab);
+    }
+    const std::vector<gpt_token> chosen = on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
+                                                  : sample_on_device(all, vocab, stepping);
+    std::fill(out_tokens, out_tokens + n_seq(), GPT_TOKEN_NONE);
+    std::copy(chosen.begin(), chosen.end(), out_tokens);
+}
+
 // One decode pass over every row up to the last stepping sequence (decode costs
 // about the same for one row or many), tokens already checked; a row that sits
 // out gets a harmless write at a cache position it has not filled yet, or at the
 // last one of a full sequence, which can only be prefilled again. Returns the
-// rows' host logits; positions are the caller's to advance.
-at::Tensor Session::step(const gpt_token *tokens) {
+// rows' logits on the device; positions are the caller's to advance.
+at::Tensor Session::device_step(const gpt_token *tokens) {
     const int32_t block = model_.config().block_size;
     int32_t rows = 0;
     for (int32_t seq = 0; seq < n_seq(); ++seq)
@@ -197,9 +250,9 @@ at::Tensor Session::step(const gpt_token *tokens) {
     }
     // The step reads the cache up to the furthest row's position, not the whole context.
     const int64_t span = *std::max_element(pos.begin(), pos.end()) + 1;
+    if (captured_) return captured_->step(ids, pos, span);
     const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
-    return host_logits(
-        model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span));
+    return model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span);
 }
 
 Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {
@@ -220,6 +273,7 @@ Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, 
         fail(GPT_ERR_INVALID_ARGUMENT, "stop strings need a text tokenizer; this artifact has none");
     Utf8Stream text;
 
+    const c10::OptionalStreamGuard on_stream(stream_);
     const int32_t block = model_.config().block_size;
     const int32_t vocab = model_.config().vocab_size;
     std::vector<float> logits(static_cast<size_t>(vocab));
@@ -228,8 +282,13 @@ Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, 
     Generated result;
     std::vector<gpt_token> &out = result.tokens;
     const gpt_token eos = model_.tokenizer().eos();  // -1 when there is none: never sampled
+    // Decode steps sample where the logits are; their logits come back only for the log-probabilities.
+    std::vector<gpt_token> step_tokens(positions_.size(), GPT_TOKEN_NONE), drawn(positions_.size());
+    std::vector<Sampler *> step_samplers(positions_.size(), nullptr);
+    step_samplers[0] = &sampler;
+    float *step_logits = params.token_logprobs != nullptr ? logits.data() : nullptr;
+    gpt_token next = sampler.sample(logits.data(), vocab);
     while (true) {
-        const gpt_token next = sampler.sample(logits.data(), vocab);
         if (params.stop_at_eos && next == eos) break;  // the end of the text, not a part of it
         out.push_back(next);
         if (params.token_logprobs != nullptr) {
@@ -249,12 +308,15 @@ Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, 
             if (stop.stopped() >= 0) break;
         }
         if (positions_[0] < block) {
-            decode(next, logits.data());
+            step_tokens[0] = next;
+            decode_sample_batch(step_tokens.data(), step_samplers.data(), drawn.data(), step_logits);
+            next = drawn[0];
         } else {
             // Context full: keep the most recent half window and continue from it,
             // one prefill instead of a recompute per token.
             const int32_t keep = std::max(1, block / 2);
             prefill(0, history.data() + history.size() - keep, keep, logits.data());
+            next = sampler.sample(logits.data(), vocab);
         }
     }
     return result;

@@ -2,11 +2,16 @@
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/core/Stream.h>
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "exec/captured_decode.h"
 #include "exec/model.h"
+#include "exec/sampler.h"
 #include "gpt_runtime.h"
 
 namespace gpt {
@@ -14,6 +19,9 @@ namespace gpt {
 // n_seq independent sequences in one KV cache, so one decode call steps them all
 // (decode reads every weight once per call whatever the batch). The single-sequence
 // calls (prefill without a sequence, decode, generate) act on sequence 0.
+// On a GPU a session has a CUDA stream of its own, where its cache lives and all its
+// work runs: sessions of one model run at once (as many as the model's num_runners),
+// and its decode steps run as CUDA graphs unless the model says not to.
 class Session {
 public:
     Session(Model &model, int32_t n_seq);
@@ -34,6 +42,11 @@ public:
     // tokens[n_seq]; GPT_TOKEN_NONE leaves that sequence (and its logits row) as it is.
     // `logits` receives n_seq rows of vocab_size floats.
     void decode_batch(const gpt_token *tokens, float *logits);
+    // decode_batch, then sequence i's next token drawn by samplers[i] into out_tokens[i]
+    // (GPT_TOKEN_NONE for a sequence that sat out), where the logits are: on a GPU only the
+    // ids come back. `logits` (NULL: not wanted) receives the rows as decode_batch writes them.
+    // Logits that cannot be sampled (GPT_ERR_NON_FINITE) leave the step taken, no stream moved.
+    void decode_sample_batch(const gpt_token *tokens, Sampler *const *samplers, gpt_token *out_tokens, float *logits);
 
     struct Generated {
         std::vector<gpt_token> tokens;  // at most params.max_new_tokens
@@ -58,12 +71,18 @@ private:
     void check_prompt_length(int32_t n_tokens, int32_t seq = -1) const;
     void check_prompt(const Prompt &prompt) const;
     void run_prefill(const std::vector<Prompt> &prompts);
-    at::Tensor step(const gpt_token *tokens);
+    // Throws what a decode step of `tokens` refuses, before anything runs.
+    void check_step(const gpt_token *tokens) const;
+    // One step of the rows up to the last stepping sequence: their logits on the device.
+    at::Tensor device_step(const gpt_token *tokens);
+    at::Tensor step(const gpt_token *tokens) { return host_logits(device_step(tokens)); }
     at::Tensor host_logits(const at::Tensor &logits) const;
 
     Model &model_;
-    at::Tensor kv_;                   // (n_layer, 2, n_seq, n_head, block_size + 1, head_dim)
-    std::vector<int32_t> positions_;  // tokens in each sequence's cache
+    std::optional<c10::Stream> stream_;         // the session's own CUDA stream; none on the CPU
+    at::Tensor kv_;                             // (n_layer, 2, n_seq, n_head, block_size + 1, head_dim)
+    std::vector<int32_t> positions_;            // tokens in each sequence's cache
+    std::unique_ptr<CapturedDecode> captured_;  // decode steps as CUDA graphs; null when not used
 };
 
 }  // namespace gpt

@@ -198,11 +198,12 @@ gpt_trainer_params reference_trainer_params() {
     return p;
 }
 
-Model::Model(const std::filesystem::path &dir, int num_runners, int num_threads) {
+Model::Model(const std::filesystem::path &dir, int num_runners, int num_threads, uint64_t flags) {
     gpt_model_params params;
     gpt_model_default_params(&params, sizeof params);
     params.num_runners = num_runners;
     params.num_threads = num_threads;
+    params.flags = flags;
     status = gpt_model_load(dir.c_str(), &params, &handle);
     if (status == GPT_OK) REQUIRE(gpt_model_get_info(handle, &info, sizeof info) == GPT_OK);
 }

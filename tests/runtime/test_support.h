@@ -93,7 +93,7 @@ struct Model {
     gpt_model *handle = nullptr;
     gpt_status status = GPT_OK;
     gpt_model_info info{};  // filled when the load succeeds
-    explicit Model(const std::filesystem::path &dir, int num_runners = 1, int num_threads = 0);
+    explicit Model(const std::filesystem::path &dir, int num_runners = 1, int num_threads = 0, uint64_t flags = 0);
     ~Model() { gpt_model_free(handle); }
 };
 

@@ -1,0 +1,144 @@
+// Sampling where the logits are (device_sampling.h) against the host Sampler: the same tokens for
+// the same settings, seeds and logits, row by row and step after step, and a refused step that
+// moves no sampler's stream. On the CPU the tensor path runs on CPU tensors; [cuda] on the GPU.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "base/error.h"
+#include "exec/device_sampling.h"
+#include "exec/sampler.h"
+
+namespace {
+
+struct Settings {
+    float temperature;
+    int32_t top_k;
+    float top_p;
+};
+
+// Logits with what makes sampling hard: ties (values on a coarse grid), tokens ruled out (-inf),
+// a sharp or a flat distribution.
+at::Tensor hard_logits(int64_t rows, int64_t vocab, std::mt19937 &rng) {
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    at::Tensor l = at::empty({rows, vocab}, at::kFloat);
+    float *p = l.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+        const float spread = unit(rng) < 0.5f ? 1.0f : 12.0f;
+        for (int64_t i = 0; i < vocab; ++i) {
+            float v = std::round(unit(rng) * spread * 8.0f) / 8.0f;  // many equal values
+            if (unit(rng) < 0.05f) v = -INFINITY;
+            p[r * vocab + i] = v;
+        }
+        p[r * vocab + static_cast<int64_t>(unit(rng) * static_cast<float>(vocab - 1))] = spread;  // never all -inf
+    }
+    return l;
+}
+
+std::vector<Settings> settings_grid(int32_t vocab) {
+    std::vector<Settings> grid;
+    for (const float t : {0.0f, 0.3f, 1.0f, 1.7f})
+        for (const int32_t k : {0, 1, 5, vocab - 1, vocab, vocab + 3})
+            for (const float p : {1.0f, 0.9f, 0.5f, 1e-6f}) grid.push_back({t, k, p});
+    return grid;
+}
+
+// Steps every row `steps` times with both paths, each from its own sampler of the same seed.
+void check_same_tokens(const c10::Device device, int64_t vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    const auto grid = settings_grid(static_cast<int32_t>(vocab));
+    const auto rows = static_cast<int64_t>(grid.size()) + 1;  // and one row without a sampler
+    std::vector<std::unique_ptr<gpt::Sampler>> host, dev;
+    for (size_t i = 0; i < grid.size(); ++i) {
+        host.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, seed + i));
+        dev.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, seed + i));
+    }
+    std::vector<gpt::Sampler *> dev_rows;
+    for (auto &s : dev) dev_rows.push_back(s.get());
+    dev_rows.push_back(nullptr);
+    int64_t compared = 0;
+    for (int step = 0; step < 6; ++step) {
+        const at::Tensor logits = hard_logits(rows, vocab, rng);
+        // Padded past the vocabulary with junk, as the graphs' logits are (padded_vocab columns).
+        const at::Tensor padded = at::cat({logits, at::full({rows, 7}, 1e9f)}, 1).to(device);
+        const auto tokens = gpt::sample_on_device(padded, static_cast<int32_t>(vocab), dev_rows);
+        REQUIRE(tokens.size() == static_cast<size_t>(rows));
+        CHECK(tokens.back() == GPT_TOKEN_NONE);
+        for (size_t i = 0; i < grid.size(); ++i) {
+            const gpt_token expected =
+                host[i]->sample(logits[static_cast<int64_t>(i)].data_ptr<float>(), static_cast<int32_t>(vocab));
+            INFO("vocab " << vocab << " step " << step << " row " << i << ": temperature " << grid[i].temperature
+                          << " top_k " << grid[i].top_k << " top_p " << grid[i].top_p);
+            CHECK(tokens[i] == expected);
+            ++compared;
+        }
+    }
+    CHECK(compared == 6 * static_cast<int64_t>(grid.size()));
+}
+
+void check_refusal_keeps_streams(const c10::Device device) {
+    const int64_t vocab = 50;
+    std::mt19937 rng(5);
+    const at::Tensor good = hard_logits(2, vocab, rng);
+    gpt::Sampler a(1.0f, 0, 1.0f, 3), b(0.8f, 10, 0.9f, 4), fresh_a(1.0f, 0, 1.0f, 3), fresh_b(0.8f, 10, 0.9f, 4);
+    for (const float poison : {NAN, INFINITY}) {
+        at::Tensor bad = good.clone();
+        bad[1][17] = poison;
+        try {
+            gpt::sample_on_device(bad.to(device), static_cast<int32_t>(vocab), {&a, &b});
+            FAIL("non-finite logits were sampled");
+        } catch (const gpt::Error &e) {
+            CHECK(e.status() == GPT_ERR_NON_FINITE);
+            CHECK(std::string(e.what()).find("row 1") != std::string::npos);
+        }
+    }
+    at::Tensor all_ruled_out = good.clone();
+    all_ruled_out[0].fill_(-INFINITY);
+    CHECK_THROWS_AS(gpt::sample_on_device(all_ruled_out.to(device), static_cast<int32_t>(vocab), {&a, &b}), gpt::Error);
+    // Nothing was drawn: both samplers go on exactly as fresh ones.
+    const auto tokens = gpt::sample_on_device(good.to(device), static_cast<int32_t>(vocab), {&a, &b});
+    CHECK(tokens[0] == fresh_a.sample(good[0].data_ptr<float>(), static_cast<int32_t>(vocab)));
+    CHECK(tokens[1] == fresh_b.sample(good[1].data_ptr<float>(), static_cast<int32_t>(vocab)));
+}
+
+}  // namespace
+
+TEST_CASE("tensor sampling draws the host sampler's tokens for every setting", "[sampler][device_sampling]") {
+    for (const int64_t vocab : {2, 3, 17, 300}) check_same_tokens(c10::Device(c10::kCPU), vocab, 100 + vocab);
+}
+
+TEST_CASE("tensor sampling matches the host sampler over a GPT-2 sized vocabulary", "[sampler][device_sampling]") {
+    check_same_tokens(c10::Device(c10::kCPU), 50257, 7);
+}
+
+TEST_CASE("bf16 logits sample as the host sampler samples their float values", "[sampler][device_sampling]") {
+    std::mt19937 rng(9);
+    const at::Tensor logits = hard_logits(4, 64, rng).to(at::kBFloat16);
+    const at::Tensor as_float = logits.to(at::kFloat);
+    std::vector<gpt::Sampler> host, dev;
+    for (uint64_t seed = 0; seed < 4; ++seed) {
+        host.emplace_back(0.9f, 0, 0.95f, seed);
+        dev.emplace_back(0.9f, 0, 0.95f, seed);
+    }
+    const auto tokens = gpt::sample_on_device(logits, 64, {&dev[0], &dev[1], &dev[2], &dev[3]});
+    for (int64_t r = 0; r < 4; ++r)
+        CHECK(tokens[static_cast<size_t>(r)] == host[static_cast<size_t>(r)].sample(as_float[r].data_ptr<float>(), 64));
+}
+
+TEST_CASE("a row of non-finite logits refuses the step and moves no sampler's stream", "[sampler][device_sampling]") {
+    check_refusal_keeps_streams(c10::Device(c10::kCPU));
+}
+
+TEST_CASE("on the GPU, sampling draws the host sampler's tokens and refuses non-finite rows",
+          "[sampler][device_sampling][cuda]") {
+    if (!at::hasCUDA()) {
+        WARN("skipped: no CUDA device");
+        return;
+    }
+    for (const int64_t vocab : {3, 300, 50257}) check_same_tokens(c10::Device(c10::kCUDA, 0), vocab, 200 + vocab);
+    check_refusal_keeps_streams(c10::Device(c10::kCUDA, 0));
+}
