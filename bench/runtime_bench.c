@@ -1,7 +1,9 @@
 /* runtime_bench — times libgpt_runtime through its public C API; prints JSON.
- *   runtime_bench generate ART --threads N --batch B --context C --tokens T --reps R
+ *   runtime_bench generate ART --threads N --batch B --context C --tokens T --reps R [--cuda-graphs 0|1]
  *       B sequences in one session: one batched prefill of C tokens each, then T greedy
- *       decode steps of all B together (argmax in C), R times
+ *       decode steps of all B together, each sampled by the runtime where its logits are
+ *       (gpt_session_decode_sample_batch: on a GPU only the ids come back), R times;
+ *       --cuda-graphs 0 loads the model with GPT_MODEL_NO_CUDA_GRAPHS
  *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --batches FILE
  *       I optimizer steps (lr 1e-3, constant) over the batches bench/suite.py wrote: int32
  *       x then y, each (iters, accum, batch, seq); bench/peers.py reads the same file
@@ -83,6 +85,12 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     struct gpt_session *session = NULL;
     gpt_status s = gpt_session_create_batch(model, batch, &session);
     if (s != GPT_OK) return die("session", s);
+    struct gpt_sampler_params greedy;
+    gpt_sampler_default_params(&greedy, sizeof greedy);
+    greedy.temperature = 0.0f;
+    struct gpt_sampler **samplers = malloc(sizeof(struct gpt_sampler *) * (size_t)batch);
+    for (int b = 0; b < batch; ++b)
+        if ((s = gpt_sampler_create(&greedy, &samplers[b])) != GPT_OK) return die("sampler", s);
     for (int r = 0; r < reps; ++r) {
         double t0 = now_ms();
         if ((s = gpt_session_prefill_batch(session, prompts, lengths, logits)) != GPT_OK) return die("prefill", s);
@@ -90,8 +98,8 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
         for (int b = 0; b < batch; ++b) next[b] = argmax(logits + (size_t)b * vocab, vocab);
         for (int i = 0; i < tokens; ++i) {
             generated[i] = next[0];
-            if ((s = gpt_session_decode_batch(session, next, logits)) != GPT_OK) return die("decode", s);
-            for (int b = 0; b < batch; ++b) next[b] = argmax(logits + (size_t)b * vocab, vocab);
+            if ((s = gpt_session_decode_sample_batch(session, next, samplers, next, NULL)) != GPT_OK)
+                return die("decode", s);
         }
         double t2 = now_ms();
         prefill_ms[r] = t1 - t0;
@@ -107,7 +115,8 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     print_peak_memory(model, info);
     printf("}\n");
     gpt_session_free(session);
-    free(prompt), free(prompts), free(lengths), free(next), free(generated), free(logits), free(prefill_ms),
+    for (int b = 0; b < batch; ++b) gpt_sampler_free(samplers[b]);
+    free(samplers), free(prompt), free(prompts), free(lengths), free(next), free(generated), free(logits), free(prefill_ms),
         free(decode_ms);
     return 0;
 }
@@ -159,6 +168,7 @@ int main(int argc, char **argv) {
     struct gpt_model_params params;
     gpt_model_default_params(&params, sizeof params);
     params.num_threads = arg_int(argc, argv, "--threads", 0);
+    if (!arg_int(argc, argv, "--cuda-graphs", 1)) params.flags |= GPT_MODEL_NO_CUDA_GRAPHS;
     struct gpt_model *model = NULL;
     const double t0 = now_ms();
     gpt_status s = gpt_model_load(argv[2], &params, &model);

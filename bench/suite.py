@@ -28,6 +28,7 @@ from gpt_aot.model import GPT, GPTConfig
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 RUNTIME_BENCH = ROOT / "build" / "bench" / "runtime_bench"
+NO_CUDA_GRAPHS = "gpt-aot runtime, no CUDA graphs"
 AOTI_BENCH = ROOT / "build" / "bench" / "aoti_bench"
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -266,13 +267,15 @@ def bench_inference_model(
 ) -> list[dict]:
     rows = []
     art, seconds = compile_inference_artifact(name, m, device, dtype, work)
-    compile_s = {"gpt-aot runtime": seconds}
+    compile_s = {"gpt-aot runtime": seconds, NO_CUDA_GRAPHS: seconds}
     # Every row runs the kernels the artifact's measurement picked, for prefill and for decode.
     manifest = json.loads(next(art.glob("*/manifest.json")).read_text())
     picked = manifest["attention"]
     kernels = {"attention": picked["backend"], "decode_attention": picked["decode"]["backend"]}
     linears = {g: manifest["graphs"][g]["linear"]["form"] for g in ("decode", "decode_one")}  # the runtime's only
     impls = ["eager", "torch.compile", "gpt-aot runtime"]
+    if device == "cuda":  # decode steps as CUDA graphs (the default) and as plain launches
+        impls.append(NO_CUDA_GRAPHS)
     if device == "cpu":  # aoti_bench drives CPU tensors only
         impls.insert(2, "plain AOTInductor")
         plain = work / f"{name}-plain-{dtype}-{kernels['attention']}-{kernels['decode_attention']}"
@@ -290,8 +293,9 @@ def bench_inference_model(
             common += ["--reps", str(spec["reps"]), "--threads", str(threads)]
             for impl in impls:
                 print(f"generate {name} {dtype} batch {batch} context {context:5} {impl}", flush=True)
-                if impl == "gpt-aot runtime":
-                    row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common])
+                if impl in ("gpt-aot runtime", NO_CUDA_GRAPHS):
+                    graphs = ["--cuda-graphs", str(int(impl != NO_CUDA_GRAPHS))]
+                    row = run_row([str(RUNTIME_BENCH), "generate", str(art), *common, *graphs])
                 elif impl == "plain AOTInductor":
                     row = run_row([str(AOTI_BENCH), str(plain), *common, *shape])
                 else:
