@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     // What the loader relies on once the manifest is accepted.
     const auto j = nlohmann::json::parse(data, data + size);  // valid: parse_manifest accepted it
-    FUZZ_CHECK(j.at("format") == gpt::kFormatName && j.at("format_version") == gpt::kFormatVersion);
+    FUZZ_CHECK(j.at("format") == gpt::kFormatName && j.at("format_version") >= gpt::kOldestFormatVersion &&
+               j.at("format_version") <= gpt::kFormatVersion && m.format_version == j.at("format_version"));
     const gpt::ModelConfig &c = m.model;
     FUZZ_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && c.head_dim() > 0);
     FUZZ_CHECK(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size && c.block_size > 0 && c.n_layer > 0);

@@ -2,8 +2,9 @@
 
 A runtime checkpoint (runtime/train/trainer_checkpoint.cpp) is one safetensors file:
 param.<name>, exp_avg.<name>, exp_avg_sq.<name> for each name in the artifact's
-training.param_names, rng.cpu (and rng.cuda from a CUDA trainer: the trainer's generators),
-and string metadata (format, iteration, model shape).
+training.param_names, in its training.master_dtype (fp32: a bf16 model's master weights
+and moments), rng.cpu (and rng.cuda from a CUDA trainer: the trainer's generators), and
+string metadata (format, iteration, model shape).
 """
 
 from pathlib import Path
@@ -16,7 +17,8 @@ from .manifest import read_manifest
 from .weights import SHAPE_KEYS, checkpoint_model, read_checkpoint
 
 FORMAT = "gpt-aot-checkpoint"
-FORMAT_VERSION = "1"
+# 2: param/exp_avg/exp_avg_sq in the artifact's training.master_dtype (1: in the model's dtype).
+FORMAT_VERSION = "2"
 TIED = {"transformer.wte.weight": "lm_head.weight"}  # nanoGPT's name -> the graphs' name
 
 
@@ -37,7 +39,8 @@ def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
     if training is None:
         raise ValueError(f"{artifact_dir} has no training graphs: compile it with --train")
     m = manifest["model"]
-    dtype = getattr(torch, manifest["dtype"])
+    # nanoGPT keeps fp32 weights and moments under bf16 autocast: kept so (artifacts of format 12: the model's dtype)
+    dtype = getattr(torch, training.get("master_dtype", manifest["dtype"]))
     raw = read_checkpoint(ckpt_path)
     state, args = checkpoint_model(raw)
     for key in SHAPE_KEYS:  # tensor shapes alone do not show n_head

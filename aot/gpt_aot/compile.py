@@ -114,9 +114,9 @@ def compile_artifact(
     if quantize == "int4" and target.device != "cpu":
         raise ValueError("int4 weights are packed for the CPU's int4 kernel: CUDA's reads another packing")
     if train is not None and target.dtype == torch.float16:
-        # Weights and Adam's moments live in the artifact's dtype: in fp16, (1 - beta2) * g^2 underflows to 0 for
-        # gradients below ~1e-3, the update becomes lr * m / eps, and the weights blow up.
-        raise ValueError("training needs fp32 or bf16 weights: fp16 underflows Adam's second moment")
+        # The optimizer's state is fp32 (training.MASTER_DTYPE), but fp16's backward itself loses small gradients
+        # (below 2^-24) without loss scaling, which nanoGPT does with a GradScaler and the runtime does not.
+        raise ValueError("training needs fp32 or bf16 weights: fp16 gradients underflow without loss scaling")
     check_fits(tokenizer, model.config.vocab_size)
     progress = Progress(quiet=quiet)
     unquantized_bytes = weight_bytes(model, target.dtype)

@@ -30,7 +30,9 @@ FORMAT_NAME = "gpt-aot"
 # 12: weights.quantization.scheme "int4" (CPU): each linear weight uint8 [ceil(rows / 64) * 64, cols / 2]
 #     (layout "blocks64", aten's CPU int4 packing), <linear>.weight_scale_zero [cols / group, padded rows, 2]
 #     and <linear>.weight_group_size (int64 scalar, = weights.quantization.group_size); the int4pack form.
-FORMAT_VERSION = 12
+# 13: training.master_dtype: the adamw graph's tensors (master weights, gradients, moments) are in it (float32),
+#     not in the model's dtype; a bf16 model's runtime keeps fp32 masters. Runtimes read 12 as master_dtype = dtype.
+FORMAT_VERSION = 13
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 

@@ -9,7 +9,15 @@ train_step(x[B,T], y[B,T]) -> (loss, grad_0, ..., grad_{n-1})
 adamw(params..., grads..., exp_avgs..., exp_avg_sqs..., lr[], step[]) -> grad_norm
     torch.optim.AdamW's update (decoupled weight decay on >= 2-D tensors only,
     as nanoGPT configures it) after global-norm gradient clipping; lr and step
-    are inputs so the schedule lives in the runtime.
+    are inputs so the schedule lives in the runtime. Every tensor of it is in
+    MASTER_DTYPE (fp32), whatever the model's dtype: a bf16 model trains as
+    nanoGPT's bf16 autocast does, bf16 forward and backward over fp32 master
+    weights, fp32 gradients and fp32 moments. In bf16 itself an update below half
+    a weight's spacing (2^-9 to 2^-8 of its size) is lost, and Adam moves a weight
+    by about lr per step: a LayerNorm gain near 1 never moves under lr ~2e-3, a
+    weight of 0.02 under lr ~5e-5, and weight decay (1 - lr * wd) is lost. The
+    runtime keeps the masters and copies them into the model's weights after each
+    step (runtime/train/trainer.cpp); for an fp32 model the weights are the masters.
 """
 
 from dataclasses import asdict, dataclass
@@ -23,6 +31,9 @@ from torch.export.exported_program import _decompose_exported_program
 
 from .graphs import EntryModule
 from .model import GPT
+
+# The dtype of the optimizer's state: master weights, gradients as the update reads them, moments.
+MASTER_DTYPE = torch.float32
 
 
 @dataclass(frozen=True)
@@ -149,7 +160,8 @@ def train_step_error(package_graph, gpt: GPT, x, y) -> float:
 
 
 def export_adamw(gpt: GPT, cfg: OptimizerConfig) -> ExportedProgram:
-    params = [p.detach().clone() for p in EntryModule(gpt).parameters()]
+    """The update over fp32 masters, gradients and moments (MASTER_DTYPE), whatever the model's dtype."""
+    params = [p.detach().to(MASTER_DTYPE, copy=True) for p in EntryModule(gpt).parameters()]
     decay = [p.dim() >= 2 for p in params]
     zeros = [torch.zeros_like(p) for p in params]
     scalar = torch.tensor(1.0, dtype=torch.float32, device=params[0].device)
@@ -162,8 +174,12 @@ def train_specs(gpt: GPT, cfg: OptimizerConfig) -> dict:
     names = param_names(gpt)
     params = dict(EntryModule(gpt).named_parameters())
     dt = str(gpt.dtype).removeprefix("torch.")
+    master = str(MASTER_DTYPE).removeprefix("torch.")
     return {
         "param_names": names,
+        # adamw's tensors (masters, gradients, moments) and checkpoints' optimizer state; the model's
+        # weights are the masters rounded to `dtype` (the masters themselves when equal)
+        "master_dtype": master,
         "weight_decay_params": [n for n in names if params[n].dim() >= 2],
         "optimizer": {"kind": "adamw", **cfg.to_dict()},
         "train_step": {
@@ -184,7 +200,7 @@ def train_specs(gpt: GPT, cfg: OptimizerConfig) -> dict:
         "adamw": {
             "inputs": [f"{group}:{n}" for group in ("param", "grad", "exp_avg", "exp_avg_sq") for n in names]
             + ["lr", "step"],
-            "outputs": [{"name": "grad_norm", "dtype": dt, "shape": []}],
+            "outputs": [{"name": "grad_norm", "dtype": master, "shape": []}],
             "mutates": ["param", "exp_avg", "exp_avg_sq"],
         },
     }

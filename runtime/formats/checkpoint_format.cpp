@@ -29,9 +29,10 @@ int64_t check_checkpoint_metadata(const StringMap &metadata, const StringMap &mo
     if (value_of(metadata, "format") != kCheckpointFormat)
         fail(GPT_ERR_ARTIFACT_INVALID, "'" + path + "' is not a gpt-aot checkpoint");
     const std::string version = value_of(metadata, "format_version");
-    if (version != kCheckpointVersion)
-        fail(GPT_ERR_ARTIFACT_VERSION, "checkpoint format version '" + version + "', this runtime reads version " +
-                                           kCheckpointVersion + ": save it again with a matching runtime");
+    if (version != kCheckpointVersion && version != kOldestCheckpointVersion)
+        fail(GPT_ERR_ARTIFACT_VERSION, "checkpoint format version '" + version + "', this runtime reads versions " +
+                                           kOldestCheckpointVersion + " and " + kCheckpointVersion +
+                                           ": resume it with the runtime that saved it, or a newer one");
     for (const auto &[key, expected] : model) {
         if (key == "model.name") continue;  // a renamed artifact of the same shape may resume
         const std::string actual = value_of(metadata, key);

@@ -10,7 +10,10 @@
 namespace gpt {
 
 inline constexpr const char *kCheckpointFormat = "gpt-aot-checkpoint";
-inline constexpr const char *kCheckpointVersion = "1";
+// 2: param/exp_avg/exp_avg_sq in the artifact's training.master_dtype (fp32 master weights and moments of a
+// bf16 model). Version 1 holds them in the model's dtype; it is still read (a bf16 one is widened exactly).
+inline constexpr const char *kCheckpointVersion = "2";
+inline constexpr const char *kOldestCheckpointVersion = "1";
 
 using StringMap = std::map<std::string, std::string>;
 

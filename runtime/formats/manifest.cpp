@@ -128,10 +128,12 @@ bool is_hex_sha256(const std::string &s) {
     return true;
 }
 
-TrainingSpec training_spec(const json &t) {
+TrainingSpec training_spec(const json &t, const std::string &dtype, int format_version) {
     TrainingSpec spec;
     spec.attention = string_field(t, "attention");
     spec.param_names = string_list(t, "param_names", "training.param_names");
+    spec.master_dtype = format_version < 13 ? dtype : string_field(t, "master_dtype");
+    if (format_version >= 13 && spec.master_dtype != "float32") invalid("'training.master_dtype' must be 'float32'");
     const json &opt = field(t, "optimizer");
     if (string_field(opt, "kind") != "adamw") invalid("'training.optimizer.kind' must be 'adamw'");
     spec.optimizer = {non_negative_number(opt, "weight_decay"), non_negative_number(opt, "beta1"),
@@ -199,12 +201,13 @@ Manifest parse_manifest(const Bytes &text) {
     const json &version = field(j, "format_version");
     if (!version.is_number_integer()) invalid("'format_version' must be an integer");
     // Compared as JSON numbers: narrowing first would let 4294967297 pass for 1.
-    if (version != kFormatVersion)
-        fail(GPT_ERR_ARTIFACT_VERSION, "artifact format version " + version.dump() + ", this runtime reads version " +
+    if (version < kOldestFormatVersion || version > kFormatVersion)
+        fail(GPT_ERR_ARTIFACT_VERSION, "artifact format version " + version.dump() + ", this runtime reads versions " +
+                                           std::to_string(kOldestFormatVersion) + " to " +
                                            std::to_string(kFormatVersion) +
                                            ": recompile the artifact with a matching gpt_aot or upgrade the runtime");
     Manifest m;
-    m.format_version = kFormatVersion;
+    m.format_version = version.get<int>();
 
     m.name = string_field(j, "name");
     m.torch_version = string_field(j, "torch_version");
@@ -287,7 +290,7 @@ Manifest parse_manifest(const Bytes &text) {
     if (j.contains("training")) {
         if (!m.quantization.empty())
             invalid("a quantized artifact has no training graphs: its weights are " + m.quantization);
-        m.training = training_spec(j.at("training"));
+        m.training = training_spec(j.at("training"), m.dtype, m.format_version);
     }
 
     const json &files = field(j, "files");

@@ -20,9 +20,10 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 12: weights.quantization.scheme "int4": int4 weights in blocks of 64 rows with a scale and a zero per
-// group of inputs (history: aot/gpt_aot/manifest.py).
-inline constexpr int kFormatVersion = 12;
+// 13: training.master_dtype, the dtype of the adamw graph's tensors (history: aot/gpt_aot/manifest.py).
+inline constexpr int kFormatVersion = 13;
+// Also read: 12 is 13 without training.master_dtype, whose adamw graph takes the model's dtype.
+inline constexpr int kOldestFormatVersion = 12;
 
 struct FileEntry {
     std::string sha256;  // lowercase hex
@@ -72,6 +73,9 @@ struct OptimizerSpec {
 struct TrainingSpec {
     std::string attention;                 // kernel in train_step (may differ from inference)
     std::vector<std::string> param_names;  // order of train_step's gradients and adamw's tensors
+    // adamw's tensors (master weights, gradients, moments): "float32"; the model's dtype for version 12
+    // (a bf16 artifact then trains its bf16 weights in place)
+    std::string master_dtype;
     OptimizerSpec optimizer;
     GraphSpec train_step;
     GraphSpec eval_loss;

@@ -1,5 +1,5 @@
 // trainer.cpp — gradient accumulation, the all-reduce over ranks, non-finite
-// checks, and the AdamW call.
+// checks, and the AdamW call over the master weights.
 #include "train/trainer.h"
 
 #include <ATen/ATen.h>
@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "exec/torch_dtype.h"
 #include "train/lr_schedule.h"
 
 namespace gpt {
@@ -24,27 +25,44 @@ std::vector<at::Tensor> training_weights(const Model &model) {
     return weights;
 }
 
+at::ScalarType master_dtype_of(const Model &model) {
+    const std::string &name = model.manifest().training->master_dtype;
+    const Dtype *dtype = dtype_from_name(name);
+    if (dtype == nullptr) fail(GPT_ERR_ARTIFACT_INVALID, "training.master_dtype '" + name + "' is not a known dtype");
+    return scalar_type(*dtype);
+}
+
+// The weights themselves when they are in the master dtype, else copies in it (on their device).
+std::vector<at::Tensor> master_weights(const std::vector<at::Tensor> &weights, at::ScalarType dtype) {
+    std::vector<at::Tensor> masters;
+    masters.reserve(weights.size());
+    for (const at::Tensor &w : weights) masters.push_back(w.scalar_type() == dtype ? w : w.to(dtype).contiguous());
+    return masters;
+}
+
 }  // namespace
 
 Trainer::Trainer(Model &model, const gpt_trainer_params &params, const DistConfig *dist)
     : model_(model),
       params_(params),
       weights_(training_weights(model)),
-      grads_(weights_, dist ? dist->bucket_bytes : kDefaultBucketBytes),
+      master_dtype_(master_dtype_of(model)),
+      masters_(master_weights(weights_, master_dtype_)),
+      grads_(masters_, dist ? dist->bucket_bytes : kDefaultBucketBytes),
       // each rank its own dropout masks
       rng_(model.device(), params.seed + (dist ? static_cast<uint64_t>(dist->rank) : 0)) {
     if (!(params.learning_rate >= 0.0f) || !(params.min_lr >= 0.0f) || params.warmup_iters < 0 ||
         (params.decay_lr && params.lr_decay_iters <= params.warmup_iters))
         fail(GPT_ERR_INVALID_ARGUMENT, "need learning_rate, min_lr >= 0 and lr_decay_iters > warmup_iters >= 0");
-    for (const at::Tensor &w : weights_) {
-        exp_avg_.push_back(at::zeros_like(w));
-        exp_avg_sq_.push_back(at::zeros_like(w));
+    for (const at::Tensor &m : masters_) {
+        exp_avg_.push_back(at::zeros_like(m));
+        exp_avg_sq_.push_back(at::zeros_like(m));
     }
     if (dist) {
         group_ = std::make_unique<ProcessGroup>(*dist, model.device());
-        for (const at::Tensor &w : weights_) group_->start_broadcast(w, 0);
+        for (const at::Tensor &m : masters_) group_->start_broadcast(m, 0);
         group_->wait_all();
-        model_.weights_changed();
+        masters_changed();
     }
     ++model_.live_sessions();
 }
@@ -137,7 +155,8 @@ void Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_
             for (size_t i = grads_.first(b); i < grads_.end(b); ++i) {
                 if (k == 0) {
                     at::Tensor grad = grads[i];  // a handle: mul_out writes into the bucket
-                    at::mul_out(grad, out[i + 1], scale);
+                    // widened first: a bf16 product would be rounded to bf16 before it reached the fp32 bucket
+                    at::mul_out(grad, out[i + 1].to(grad.scalar_type()), scale);
                 } else {
                     grads[i].add_(out[i + 1], scale);
                 }
@@ -167,14 +186,20 @@ void Trainer::step(const gpt_token *x, const gpt_token *y, int32_t batch, int32_
     std::vector<at::Tensor> inputs;
     inputs.reserve(4 * weights_.size() + 2);
     for (const auto *group :
-         std::initializer_list<const std::vector<at::Tensor> *>{&weights_, &grads, &exp_avg_, &exp_avg_sq_})
+         std::initializer_list<const std::vector<at::Tensor> *>{&masters_, &grads, &exp_avg_, &exp_avg_sq_})
         inputs.insert(inputs.end(), group->begin(), group->end());
     inputs.push_back(at::scalar_tensor(learning_rate_at(iteration_, params_), opts));
     inputs.push_back(at::scalar_tensor(static_cast<double>(iteration_ + 1), opts));
     grad_norm_ = model_.adamw(inputs).item<float>();
-    model_.weights_changed();
+    masters_changed();
     ++iteration_;
     *out_loss = static_cast<float>(loss);
+}
+
+void Trainer::masters_changed() {
+    // One copy per tensor on the device, rounding each master to the model's dtype.
+    if (!masters_are_weights()) at::_foreach_copy_(weights_, masters_);
+    model_.weights_changed();
 }
 
 float Trainer::eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq) {

@@ -1,9 +1,10 @@
-// trainer.h — the training loop's state over a model: gradients, AdamW moments,
-// iteration and schedule, alone or as one rank of data-parallel training. The
-// compiled train_step and adamw graphs do the math.
+// trainer.h — the training loop's state over a model: master weights, gradients,
+// AdamW moments, iteration and schedule, alone or as one rank of data-parallel
+// training. The compiled train_step and adamw graphs do the math.
 #pragma once
 
 #include <ATen/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <memory>
 #include <optional>
@@ -34,8 +35,8 @@ public:
     float eval(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq);
     gpt_trainer_state state() const;
 
-    // Checkpoints (trainer_checkpoint.cpp): weights, AdamW moments, iteration and
-    // the trainer's generators in one safetensors file, replaced atomically.
+    // Checkpoints (trainer_checkpoint.cpp): master weights, AdamW moments, iteration
+    // and the trainer's generators in one safetensors file, replaced atomically.
     void save(const std::string &path) const;
     void load(const std::string &path);
 
@@ -51,9 +52,22 @@ private:
     std::pair<at::Tensor, at::Tensor> batch_tensors(const gpt_token *x, const gpt_token *y, int32_t batch,
                                                     int32_t seq) const;
 
+    // After adamw changed the masters: the model's weights from them, and the model told.
+    void masters_changed();
+
     Model &model_;
     gpt_trainer_params params_;
     std::vector<at::Tensor> weights_;  // the model's own tensors, in manifest training order
+    // What adamw updates, in the manifest's training.master_dtype (fp32), like the gradients and moments: for
+    // a bf16 model, fp32 copies of its weights, which the weights follow rounded after each step (as nanoGPT's
+    // fp32 parameters under bf16 autocast); for an fp32 model, weights_ themselves.
+    at::ScalarType master_dtype_;
+    std::vector<at::Tensor> masters_;
+    bool masters_are_weights() const { return master_dtype_ == weights_.front().scalar_type(); }
+    // In the master dtype too: a bf16 model's micro-batch gradients are summed (and all-reduced) in fp32, as
+    // nanoGPT's land in its fp32 parameters' .grad under autocast. That costs 2 more bytes per parameter
+    // (18 in all beside bf16 weights, fp32 masters and moments) and twice bf16's all-reduce bytes; summing k
+    // micro-batches or ranks in bf16 would round each partial sum to 8 bits.
     GradBuckets grads_;
     std::unique_ptr<ProcessGroup> group_;  // null when training alone
     TrainerRng rng_;                       // dropout's generators, this trainer's alone

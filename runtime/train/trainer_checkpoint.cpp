@@ -1,12 +1,15 @@
 // trainer_checkpoint.cpp — the checkpoint format: one safetensors file holding
-//   param.<name>, exp_avg.<name>, exp_avg_sq.<name>  (names from manifest training.param_names)
+//   param.<name>, exp_avg.<name>, exp_avg_sq.<name>  (names from manifest training.param_names, in its
+//                                                     master_dtype: a bf16 model's fp32 masters and moments)
 //   rng.cpu, and rng.cuda for a GPU trainer           (the trainer's generators, trainer_rng.h)
 // and string metadata: format, format_version, iteration, the model's shape, the schedule.
+// The model's weights are not stored: they are the masters rounded to its dtype.
 // Loading checks everything before it changes anything.
 #include <ATen/ATen.h>
 
 #include "base/error.h"
 #include "exec/safetensors.h"
+#include "exec/torch_dtype.h"
 #include "formats/checkpoint_format.h"
 #include "formats/files.h"
 #include "train/trainer.h"
@@ -14,6 +17,11 @@
 namespace gpt {
 
 namespace {
+
+std::string dtype_name(at::ScalarType type) {
+    const Dtype *dtype = dtype_of(type);
+    return dtype ? dtype->name : c10::toString(type);
+}
 
 std::map<std::string, std::string> model_metadata(const Model &model) {
     const ModelConfig &c = model.config();
@@ -32,7 +40,7 @@ void Trainer::save(const std::string &path) const {
     const auto &names = model_.manifest().training->param_names;
     std::map<std::string, at::Tensor> tensors;
     for (size_t i = 0; i < names.size(); ++i) {
-        tensors["param." + names[i]] = weights_[i];
+        tensors["param." + names[i]] = masters_[i];
         tensors["exp_avg." + names[i]] = exp_avg_[i];
         tensors["exp_avg_sq." + names[i]] = exp_avg_sq_[i];
     }
@@ -56,22 +64,30 @@ void Trainer::load(const std::string &path) {
     const int64_t iteration = check_checkpoint_metadata(metadata, model_metadata(model_), path);
 
     const auto &names = model_.manifest().training->param_names;
+    const at::ScalarType model_dtype = weights_.front().scalar_type();
+    // In the master dtype, or in the model's (version 1, or saved from an artifact of format 12, whose
+    // optimizer state was in it): a bf16 tensor widens to fp32 exactly.
     auto take = [&](const std::string &key, const at::Tensor &like) -> at::Tensor {
         auto it = tensors.find(key);
-        if (it == tensors.end() || it->second.sizes() != like.sizes() || it->second.scalar_type() != like.scalar_type())
+        if (it == tensors.end() || it->second.sizes() != like.sizes())
             fail(GPT_ERR_ARTIFACT_INVALID, "checkpoint '" + path + "' lacks '" + key + "' with the model's shape");
+        const at::ScalarType dtype = it->second.scalar_type();
+        if (dtype != like.scalar_type() && dtype != model_dtype)
+            fail(GPT_ERR_ARTIFACT_INVALID, "checkpoint '" + path + "' holds '" + key + "' in " + dtype_name(dtype) +
+                                               ", this trainer keeps it in " + dtype_name(like.scalar_type()) +
+                                               ": recompile the artifact with this runtime's gpt_aot");
         return it->second;
     };
     std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (destination, source), applied after every check
     for (size_t i = 0; i < names.size(); ++i) {
-        copies.emplace_back(weights_[i], take("param." + names[i], weights_[i]));
+        copies.emplace_back(masters_[i], take("param." + names[i], masters_[i]));
         copies.emplace_back(exp_avg_[i], take("exp_avg." + names[i], exp_avg_[i]));
         copies.emplace_back(exp_avg_sq_[i], take("exp_avg_sq." + names[i], exp_avg_sq_[i]));
     }
     TrainerRng rng = rng_.restored(tensors, group_ ? group_->rank() : 0, path);
 
     for (auto &[dst, src] : copies) dst.copy_(src);
-    model_.weights_changed();
+    masters_changed();
     rng_ = std::move(rng);
     iteration_ = iteration;
 }

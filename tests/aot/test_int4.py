@@ -146,7 +146,7 @@ def test_compiled_int4_graphs_equal_the_eager_int4_reference(artifacts, fixtures
 def test_an_int4_artifact_records_its_quantization_and_stores_int4_weights(artifacts, fixtures):
     directory = artifacts / "tiny-int4" / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
-    assert manifest["format_version"] == 12
+    assert manifest["format_version"] >= 12  # int4 came with version 12
     record = manifest["weights"]["quantization"]
     assert record["scheme"] == "int4" and record["group_size"] == 32 and record["layout"] == "blocks64"
     model = quantized_tiny(fixtures)

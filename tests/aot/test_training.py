@@ -62,6 +62,7 @@ def test_manifest_describes_the_training_graphs(manifest, fixtures):
     assert "lm_head.weight" in t["param_names"] and "transformer.wte.weight" not in t["param_names"]
     assert t["weight_decay_params"] == [n for n, p in EntryModule(model).named_parameters() if p.dim() >= 2]
     assert t["optimizer"] == {"kind": "adamw", **fixtures.OPTIMIZER.to_dict()}
+    assert t["master_dtype"] == "float32" and t["adamw"]["outputs"][0]["dtype"] == "float32"
     assert t["verified"] is True and t["max_grad_error"] < 1e-4
     assert t["attention_choice"] == {"backend": "math", "selected_by": "user"}
     for graph in ("train_step", "eval_loss", "adamw"):
@@ -96,10 +97,22 @@ def test_compiled_eval_loss_equals_eager(train_dir, fixtures):
         torch.testing.assert_close(package.loader.run([x, x.roll(1, 1)])[0], model(x, x.roll(1, 1))[1])
 
 
-def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(train_dir, fixtures):
+def test_a_bf16_artifact_trains_fp32_masters_from_bf16_gradients(artifacts):
+    """nanoGPT's bf16 autocast: bf16 compute, fp32 weights and moments. The runtime keeps the masters."""
+    manifest = json.loads((artifacts / "tiny-bf16-train" / "cpu" / "manifest.json").read_text())
+    t = manifest["training"]
+    assert manifest["dtype"] == "bfloat16" and t["master_dtype"] == "float32"
+    assert {o["dtype"] for o in t["train_step"]["outputs"]} == {"bfloat16"}
+    assert t["adamw"]["outputs"] == [{"name": "grad_norm", "dtype": "float32", "shape": []}]
+    assert t["verified"]
+
+
+@pytest.mark.parametrize("artifact", ["tiny-train", "tiny-bf16-train"])
+def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(artifacts, fixtures, artifact):
+    """On fp32 tensors for both: a bf16 artifact's update runs on its fp32 masters."""
     model = fixtures.tiny_model("math")
     cfg = fixtures.OPTIMIZER
-    package = torch._inductor.aoti_load_package(str(train_dir / "adamw.pt2"))
+    package = torch._inductor.aoti_load_package(str(artifacts / artifact / "cpu" / "adamw.pt2"))
     names = training.param_names(model)
     ref = {n: p.detach().clone().requires_grad_(True) for n, p in EntryModule(model).named_parameters()}
     groups = [
@@ -231,7 +244,7 @@ def test_fp16_training_is_refused_before_any_compile(tmp_path, fixtures):
     from gpt_aot.target import resolve
 
     target = resolve("cpu", "auto", "fp16")
-    with pytest.raises(ValueError, match="fp16 underflows"):
+    with pytest.raises(ValueError, match="fp16 gradients underflow"):
         compile_artifact(
             fixtures.tiny_model("math"), target, tmp_path / "cpu", "t", fixtures.tokenizer(), train=fixtures.OPTIMIZER
         )

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "artifact/device.h"
+#include "exec/model.h"
 #include "test_support.h"
 
 namespace {
@@ -123,6 +124,26 @@ TEST_CASE("the model's gelu is exact or tanh, and exact where a manifest predate
         CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
         CHECK(error_mentions("gelu"));
     }
+}
+
+TEST_CASE("training.master_dtype is float32, and the model's dtype where a version-12 manifest predates it",
+          "[artifact]") {
+    test::ScratchArtifact art(test::artifact("bf16-train"));
+    CHECK(load(art.dir()) == GPT_OK);
+    for (const json &bad : {json("bfloat16"), json("float64"), json(1)}) {
+        edit_manifest(art, [&](json &m) { m["training"]["master_dtype"] = bad; });
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions("master_dtype"));
+    }
+    edit_manifest(art, [](json &m) { m["training"].erase("master_dtype"); });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(error_mentions("master_dtype"));
+    // Version 12's adamw graph took the model's dtype: its trainer updates the weights themselves.
+    edit_manifest(art, [](json &m) { m["format_version"] = 12; });
+    const test::Model model(art.dir());
+    REQUIRE(model.status == GPT_OK);
+    CHECK(model.handle->impl->manifest().training->master_dtype == "bfloat16");
+    CHECK(model.handle->impl->manifest().format_version == 12);
 }
 
 TEST_CASE("one file named for two parts of the artifact is invalid", "[artifact]") {

@@ -191,6 +191,69 @@ TEST_CASE("save, load and continue gives the uninterrupted run's losses and weig
     SECTION("with dropout: the resumed trainer draws the uninterrupted run's masks") {
         check_resume(dropout_artifact(), true);
     }
+    // Bitwise only if the checkpoint restores the fp32 masters: the bf16 weights alone would resume elsewhere.
+    SECTION("a bf16 model: its fp32 master weights and moments") { check_resume(test::artifact("bf16-train"), true); }
+}
+
+TEST_CASE("a bf16 model's checkpoint holds fp32 masters; one of version 1 (bf16) loads widened", "[checkpoint][bf16]") {
+    test::ScratchArtifact scratch(test::artifact("bf16-train"));
+    const auto path = scratch.dir().parent_path() / "ckpt.safetensors";
+    test::Model model(test::artifact("bf16-train"), 1, 1);
+    REQUIRE(model.status == GPT_OK);
+    const auto &names = model.handle->impl->manifest().training->param_names;
+    Trainer trainer(model.handle);
+    run_steps(trainer.handle, 0, 3);
+    REQUIRE(gpt_trainer_save(trainer.handle, path.c_str()) == GPT_OK);
+    std::map<std::string, std::string> metadata;
+    const std::string bytes = read_all(path);
+    auto saved = gpt::parse_safetensors(reinterpret_cast<const unsigned char *>(bytes.data()), bytes.size(),
+                                        path.string(), &metadata);
+    CHECK(metadata.at("format_version") == "2");
+    bool finer_than_bf16 = false;  // the masters keep what the bf16 weights round away
+    for (const auto &name : names) {
+        INFO(name);
+        const at::Tensor master = saved.at("param." + name);
+        REQUIRE(master.scalar_type() == at::kFloat);
+        CHECK(saved.at("exp_avg_sq." + name).scalar_type() == at::kFloat);
+        CHECK(at::equal(model.handle->impl->weight(name), master.to(at::kBFloat16)));
+        finer_than_bf16 |= !at::equal(master, master.to(at::kBFloat16).to(at::kFloat));
+    }
+    CHECK(finer_than_bf16);
+
+    // Version 1 stored a bf16 model's optimizer state in bf16: it loads, widened exactly.
+    auto write = [&](const std::filesystem::path &to, const std::map<std::string, at::Tensor> &tensors,
+                     const std::map<std::string, std::string> &meta) {
+        gpt::write_file_atomically(to.string(),
+                                   [&](const gpt::ByteSink &put) { gpt::write_safetensors(tensors, meta, put); });
+    };
+    const auto v1 = scratch.dir().parent_path() / "v1.safetensors";
+    auto v1_tensors = saved;
+    for (auto &[key, tensor] : v1_tensors)
+        if (key.rfind("rng.", 0) != 0) tensor = tensor.to(at::kBFloat16);
+    auto v1_metadata = metadata;
+    v1_metadata["format_version"] = "1";
+    write(v1, v1_tensors, v1_metadata);
+    test::Model other(test::artifact("bf16-train"), 1, 1);
+    REQUIRE(other.status == GPT_OK);
+    Trainer resumed(other.handle);
+    REQUIRE(gpt_trainer_load(resumed.handle, v1.c_str()) == GPT_OK);
+    for (const auto &name : names) CHECK(at::equal(other.handle->impl->weight(name), model.handle->impl->weight(name)));
+    run_steps(resumed.handle, 3, 4);  // and trains on
+
+    // A dtype that is neither the masters' nor the model's is refused, naming both, and changes nothing.
+    auto half = saved;
+    half.at("param." + names.front()) = half.at("param." + names.front()).to(at::kHalf);
+    write(v1, half, metadata);
+    const at::Tensor before = other.handle->impl->weight(names.front()).clone();
+    CHECK(gpt_trainer_load(resumed.handle, v1.c_str()) == GPT_ERR_ARTIFACT_INVALID);
+    CHECK(test::error_mentions("in float16, this trainer keeps it in float32"));
+    CHECK(at::equal(before, other.handle->impl->weight(names.front())));
+    // A later format is refused with what this runtime reads.
+    auto v3_metadata = metadata;
+    v3_metadata["format_version"] = "3";
+    write(v1, saved, v3_metadata);
+    CHECK(gpt_trainer_load(resumed.handle, v1.c_str()) == GPT_ERR_ARTIFACT_VERSION);
+    CHECK(test::error_mentions("reads versions 1 and 2"));
 }
 
 TEST_CASE("two trainers in one process draw their own dropout masks, untouched by torch's default generators",

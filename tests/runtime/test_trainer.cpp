@@ -1,12 +1,14 @@
 // Training through the C ABI against a nanoGPT-style eager PyTorch run
 // (tests/fixtures/build_artifacts.py: reference_training).
 #include <ATen/ATen.h>
+#include <unistd.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <fstream>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "dataset.h"
@@ -76,6 +78,76 @@ TEST_CASE("compiled training steps reproduce nanoGPT's eager loop", "[trainer]")
     REQUIRE(gpt_trainer_eval(trainer.handle, x0.data(), y0.data(), static_cast<int32_t>(batch),
                              static_cast<int32_t>(seq), &eval_loss) == GPT_OK);
     CHECK(eval_loss == Approx(ref.at("eval_loss").item<double>()).epsilon(1e-5));
+}
+
+namespace {
+
+// sqrt(sum over the trained tensors of |a[prefix_a + name] - b[prefix_b + name]|^2)
+double distance(const std::map<std::string, at::Tensor> &a, const std::string &prefix_a,
+                const std::map<std::string, at::Tensor> &b, const std::string &prefix_b,
+                const std::vector<std::string> &names) {
+    double sum = 0.0;
+    for (const auto &name : names)
+        sum +=
+            (a.at(prefix_a + name).to(at::kDouble) - b.at(prefix_b + name).to(at::kDouble)).pow(2).sum().item<double>();
+    return std::sqrt(sum);
+}
+
+}  // namespace
+
+// tests/fixtures/build_artifacts.py: reference_bf16_training. The same bf16 weights and batches,
+// trained by eager PyTorch in fp32, in pure bf16 (weights and AdamW state), and over fp32 masters;
+// our runtime trains tiny-bf16-train. Distances are relative to how far fp32 training moved the weights.
+TEST_CASE("a bf16 model trains over fp32 master weights: it tracks fp32 training where pure bf16 drifts",
+          "[trainer][bf16]") {
+    const auto root = test::artifact("train").parent_path().parent_path();
+    const auto ref = test::read_safetensors(root / "reference_bf16_train.safetensors");
+    test::Model model(test::artifact("bf16-train"), 1, 1);
+    REQUIRE(model.status == GPT_OK);
+    const auto &names = model.handle->impl->manifest().training->param_names;
+    REQUIRE(model.handle->impl->manifest().dtype == "bfloat16");
+    REQUIRE(model.handle->impl->manifest().training->master_dtype == "float32");
+    gpt_trainer_params p = test::default_trainer_params();
+    p.learning_rate = static_cast<float>(ref.at("lr").item<double>());
+    p.decay_lr = false;
+    Trainer trainer(model.handle, p);
+
+    const at::Tensor x = ref.at("x"), y = ref.at("y");  // (steps, batch, seq)
+    for (int64_t it = 0; it < x.size(0); ++it) {
+        const auto xs = ids(x[it]), ys = ids(y[it]);
+        float loss = 0.0f;
+        REQUIRE(gpt_trainer_step(trainer.handle, xs.data(), ys.data(), static_cast<int32_t>(x.size(1)),
+                                 static_cast<int32_t>(x.size(2)), 1, &loss) == GPT_OK);
+    }
+    // The masters, as the checkpoint stores them; the model's weights are them rounded to bf16.
+    const auto path = std::filesystem::temp_directory_path() / ("gpt_bf16_masters_" + std::to_string(getpid()));
+    REQUIRE(gpt_trainer_save(trainer.handle, path.c_str()) == GPT_OK);
+    const auto saved = test::read_safetensors(path);
+    std::filesystem::remove(path);
+    std::map<std::string, at::Tensor> weights;
+    for (const auto &name : names) {
+        INFO(name);
+        const at::Tensor &master = saved.at("param." + name);
+        REQUIRE(master.scalar_type() == at::kFloat);
+        CHECK(saved.at("exp_avg." + name).scalar_type() == at::kFloat);
+        CHECK(at::equal(weight(model, name), master.to(at::kBFloat16)));
+        weights["weights." + name] = weight(model, name).to(at::kFloat);
+    }
+
+    const double travelled = distance(ref, "fp32.", ref, "init.", names);
+    const double ours = distance(saved, "param.", ref, "fp32.", names) / travelled;
+    const double ours_rounded = distance(weights, "weights.", ref, "fp32.", names) / travelled;
+    const double pure_bf16 = distance(ref, "bf16.", ref, "fp32.", names) / travelled;
+    const double eager_masters = distance(ref, "master.", ref, "fp32.", names) / travelled;
+    WARN("distance from fp32 training / fp32's travel "
+         << travelled << ": ours (masters) " << ours << ", ours (bf16 weights) " << ours_rounded << ", eager masters "
+         << eager_masters << ", pure bf16 " << pure_bf16);
+    // Measured on this host: ours 0.030 (eager masters 0.034, the bf16 compute's own noise), ours rounded to
+    // bf16 0.094, pure bf16 0.50 (it keeps few of the updates fp32 makes).
+    CHECK(pure_bf16 > 0.3);  // else this learning rate shows nothing
+    CHECK(ours < 0.1);
+    CHECK(ours * 5 < pure_bf16);
+    CHECK(ours_rounded * 3 < pure_bf16);
 }
 
 TEST_CASE("k accumulated micro-batches equal one batch k times as large", "[trainer]") {
