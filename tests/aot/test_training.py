@@ -263,3 +263,20 @@ def test_importing_a_checkpoint_of_another_shape_is_refused(artifacts, tmp_path)
     with pytest.raises(ValueError, match=f"has n_head={heads * 2}"):
         import_nanogpt(tmp_path / "other.pt", artifact, tmp_path / "other.safetensors")
     assert not (tmp_path / "other.safetensors").exists()
+
+
+def test_importing_into_a_bf16_artifact_keeps_nanogpts_fp32_weights_and_moments(artifacts, tmp_path):
+    """nanoGPT under bf16 autocast saves fp32 weights and AdamW state: they become the runtime's fp32 masters."""
+    from safetensors import safe_open
+
+    from gpt_aot.checkpoint import import_nanogpt
+
+    out = tmp_path / "bf16.safetensors"
+    import_nanogpt(artifacts / "nanogpt_ckpt.pt", artifacts / "tiny-bf16-train" / "cpu", out)
+    ckpt = torch.load(artifacts / "nanogpt_ckpt.pt", map_location="cpu", weights_only=True)
+    with safe_open(str(out), "pt") as f:
+        assert f.metadata()["format_version"] == "2" and f.metadata()["model.dtype"] == "bfloat16"
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    assert {t.dtype for k, t in tensors.items() if not k.startswith("rng.")} == {torch.float32}
+    name = "transformer.h.0.attn.c_attn.weight"
+    assert torch.equal(tensors[f"param.{name}"], ckpt["model"][f"_orig_mod.{name}"])
