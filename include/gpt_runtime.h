@@ -478,9 +478,10 @@ GPT_API gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers,
  * same rule and random stream; on a GPU its sums in double may round differently, which
  * changes a token only when a draw falls within about 1e-15 of a boundary). `logits`
  * (NULL = not wanted; copying them costs what this call saves) receives the rows as
- * gpt_session_decode_batch writes them, e.g. for log-probabilities. Logits that cannot be
- * sampled (NaN, +inf, all -inf) are GPT_ERR_NON_FINITE after the step is taken (the
- * tokens are in the caches), with no sampler's stream moved. */
+ * gpt_session_decode_batch writes them, e.g. for log-probabilities. A sequence whose logits
+ * cannot be sampled (NaN, +inf, all -inf) gets GPT_TOKEN_NONE and its sampler does not
+ * draw, while the others get their tokens: the call then returns GPT_ERR_NON_FINITE naming
+ * it (the step is taken: every stepping token is in its cache). */
 GPT_API gpt_status gpt_session_decode_sample_batch(struct gpt_session *session, const gpt_token *tokens,
                                                    struct gpt_sampler *const *samplers, gpt_token *out_tokens,
                                                    float *logits);

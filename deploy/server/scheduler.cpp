@@ -243,11 +243,35 @@ void Scheduler::decode() {
         if (slots_[seq].pending != GPT_TOKEN_NONE) rows.push_back(static_cast<int>(seq));
     }
     if (options_.metrics) options_.metrics->observe_batch_size(static_cast<double>(rows.size()));
+    const bool logprobs = std::any_of(
+        rows.begin(), rows.end(), [&](int seq) { return slots_[static_cast<size_t>(seq)].job->spec().logprobs >= 0; });
+    if (!logprobs) return decode_and_sample(rows);
     const gpt_status s = gpt_session_decode_batch(session_, step_tokens_.data(), logits_.data());
     for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
     if (s != GPT_OK) return fail_all(rows, s);
     for (int seq : rows) ++slots_[static_cast<size_t>(seq)].position;
     sample(rows);
+}
+
+// A step without log-probabilities samples where the logits are: on a GPU only the ids come back.
+// A row whose logits cannot be sampled comes back GPT_TOKEN_NONE and ends only its own request.
+void Scheduler::decode_and_sample(const std::vector<int> &rows) {
+    std::vector<gpt_sampler *> samplers(slots_.size(), nullptr);
+    for (int seq : rows) samplers[static_cast<size_t>(seq)] = slots_[static_cast<size_t>(seq)].sampler;
+    std::vector<gpt_token> drawn(slots_.size(), GPT_TOKEN_NONE);
+    const gpt_status s =
+        gpt_session_decode_sample_batch(session_, step_tokens_.data(), samplers.data(), drawn.data(), nullptr);
+    for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
+    if (s != GPT_OK && s != GPT_ERR_NON_FINITE) return fail_all(rows, s);
+    const std::string refused = s == GPT_OK ? std::string() : runtime_error_text(s);  // names the rows refused
+    for (int seq : rows) {
+        ++slots_[static_cast<size_t>(seq)].position;
+        const gpt_token token = drawn[static_cast<size_t>(seq)];
+        if (token == GPT_TOKEN_NONE)
+            end(seq, "error", GPT_ERR_NON_FINITE, refused);
+        else
+            deliver(seq, token, nullptr);
+    }
 }
 
 // One call draws every row of the step. A row whose logits cannot be sampled (NaN) fails the whole call without

@@ -119,6 +119,7 @@ private:
     void admit(std::vector<int> *newcomers);
     void prefill(const std::vector<int> &newcomers);
     void decode();
+    void decode_and_sample(const std::vector<int> &rows);
     void sample(const std::vector<int> &rows);
     void deliver(int seq, gpt_token token, const gpt_token_logprob *logprobs);
     void end(int seq, const std::string &reason, gpt_status status = GPT_OK, const std::string &error = "");

@@ -36,18 +36,26 @@ gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t
             gpt::fail(GPT_ERR_INVALID_ARGUMENT, "n_top_logprobs must be in [0, " +
                                                     std::to_string(GPT_MAX_TOP_LOGPROBS) + "], not " +
                                                     std::to_string(n_top_logprobs));
+        const auto row = [&](int32_t i) { return logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size); };
         // Every row is checked before any sampler draws: a refused call moves no random stream.
         std::vector<gpt::Sampler *> rows(static_cast<size_t>(n_seq), nullptr);
-        for (int32_t i = 0; i < n_seq; ++i)
-            if (samplers[i] != nullptr) rows[static_cast<size_t>(i)] = &samplers[i]->impl;
-        const std::vector<gpt_token> tokens = gpt::sample_rows(rows.data(), n_seq, logits, vocab_size);
-        std::copy(tokens.begin(), tokens.end(), out_tokens);
+        for (int32_t i = 0; i < n_seq; ++i) {
+            if (samplers[i] == nullptr) continue;
+            rows[static_cast<size_t>(i)] = &samplers[i]->impl;
+            try {
+                gpt::check_logits(row(i), vocab_size);
+            } catch (const gpt::Error &e) {
+                gpt::fail(e.status(), "row " + std::to_string(i) + ": " + e.what());
+            }
+        }
+        const gpt::SampledRows sampled = gpt::sample_rows(rows.data(), n_seq, logits, vocab_size);
+        std::copy(sampled.tokens.begin(), sampled.tokens.end(), out_tokens);
         if (out_logprobs == nullptr) return;
         const size_t stride = 1 + static_cast<size_t>(n_top_logprobs);
         for (int32_t i = 0; i < n_seq; ++i)
             if (samplers[i] != nullptr)
-                gpt::log_probabilities(logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size), vocab_size,
-                                       out_tokens[i], n_top_logprobs, out_logprobs + static_cast<size_t>(i) * stride);
+                gpt::log_probabilities(row(i), vocab_size, out_tokens[i], n_top_logprobs,
+                                       out_logprobs + static_cast<size_t>(i) * stride);
     });
 }
 

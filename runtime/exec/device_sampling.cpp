@@ -8,7 +8,6 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cmath>
-#include <string>
 
 #include "base/error.h"
 
@@ -33,16 +32,15 @@ at::Tensor to_host(const at::Tensor &values) {
 
 }  // namespace
 
-std::vector<gpt_token> sample_on_device(const at::Tensor &logits, int32_t vocab_size,
-                                        const std::vector<Sampler *> &samplers) {
+SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers) {
     const int64_t rows = logits.size(0);
     if (static_cast<int64_t>(samplers.size()) != rows)
         fail(GPT_ERR_INTERNAL, "sample_on_device needs one sampler (or none) per row");
-    std::vector<gpt_token> tokens(static_cast<size_t>(rows), GPT_TOKEN_NONE);
+    SampledRows out{std::vector<gpt_token>(static_cast<size_t>(rows), GPT_TOKEN_NONE), {}};
     std::vector<int64_t> sampled;  // the rows with a sampler
     for (int64_t row = 0; row < rows; ++row)
         if (samplers[static_cast<size_t>(row)] != nullptr) sampled.push_back(row);
-    if (sampled.empty()) return tokens;
+    if (sampled.empty()) return out;
     const auto n = static_cast<int64_t>(sampled.size());
     const int64_t vocab = vocab_size;
 
@@ -106,15 +104,15 @@ std::vector<gpt_token> sample_on_device(const at::Tensor &logits, int32_t vocab_
     const at::Tensor host = to_host(at::stack({chosen, refused.to(at::kLong)}));
     const auto *values = host.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
-        if (values[n + i] == 0) continue;
-        for (size_t j = 0; j < saved.size(); ++j) samplers[static_cast<size_t>(sampled[j])]->restore(saved[j]);
-        fail(GPT_ERR_NON_FINITE, "row " + std::to_string(sampled[static_cast<size_t>(i)]) +
-                                     ": the model's logits hold NaN or +inf, or are -inf for every token; "
-                                     "nothing can be sampled from them");
+        const int64_t row = sampled[static_cast<size_t>(i)];
+        if (values[n + i] != 0) {  // drawn for nothing: that sampler goes on as if never asked
+            samplers[static_cast<size_t>(row)]->restore(saved[static_cast<size_t>(i)]);
+            out.refused.push_back(static_cast<int32_t>(row));
+        } else {
+            out.tokens[static_cast<size_t>(row)] = static_cast<gpt_token>(values[i]);
+        }
     }
-    for (int64_t i = 0; i < n; ++i)
-        tokens[static_cast<size_t>(sampled[static_cast<size_t>(i)])] = static_cast<gpt_token>(values[i]);
-    return tokens;
+    return out;
 }
 
 }  // namespace gpt

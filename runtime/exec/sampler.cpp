@@ -131,23 +131,21 @@ gpt_token Sampler::sample_truncated(const float *logits, int32_t vocab_size, flo
     return candidates_[last_possible].second;  // rounding left r a hair above zero
 }
 
-std::vector<gpt_token> sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size) {
-    const auto row = [&](int32_t i) { return logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size); };
-    std::vector<gpt_token> tokens(static_cast<size_t>(n_rows), GPT_TOKEN_NONE);
-    std::vector<gpt_token> argmax(static_cast<size_t>(n_rows), GPT_TOKEN_NONE);
+SampledRows sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size) {
+    SampledRows out{std::vector<gpt_token>(static_cast<size_t>(n_rows), GPT_TOKEN_NONE), {}};
     for (int32_t i = 0; i < n_rows; ++i) {
         if (samplers[i] == nullptr) continue;
+        const float *row = logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size);
+        gpt_token argmax = GPT_TOKEN_NONE;
         try {
-            argmax[static_cast<size_t>(i)] = check_logits(row(i), vocab_size);
-        } catch (const Error &e) {
-            fail(e.status(), "row " + std::to_string(i) + ": " + e.what());
+            argmax = check_logits(row, vocab_size);
+        } catch (const Error &) {
+            out.refused.push_back(i);
+            continue;
         }
+        out.tokens[static_cast<size_t>(i)] = samplers[i]->sample_checked(row, vocab_size, argmax);
     }
-    for (int32_t i = 0; i < n_rows; ++i)
-        if (samplers[i] != nullptr)
-            tokens[static_cast<size_t>(i)] =
-                samplers[i]->sample_checked(row(i), vocab_size, argmax[static_cast<size_t>(i)]);
-    return tokens;
+    return out;
 }
 
 void log_probabilities(const float *logits, int32_t vocab_size, gpt_token chosen, int32_t n_top,

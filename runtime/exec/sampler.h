@@ -53,10 +53,15 @@ private:
     std::vector<Candidate> candidates_;  // reused across calls
 };
 
-// One token per row of `logits` (n_rows rows of vocab_size floats), drawn by samplers[row]; a
-// NULL sampler leaves its row out (GPT_TOKEN_NONE). Every sampled row is checked before any
-// sampler draws (GPT_ERR_NON_FINITE naming the row), so a refused call moves no random stream.
-std::vector<gpt_token> sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size);
+// One token per row of a step, as the session's sampling calls return them.
+struct SampledRows {
+    std::vector<gpt_token> tokens;  // GPT_TOKEN_NONE for a row left out or refused
+    std::vector<int32_t> refused;   // rows whose logits nothing can be drawn from; their samplers did not draw
+};
+
+// One token per row of `logits` (n_rows rows of vocab_size floats), drawn by samplers[row]; a NULL
+// sampler leaves its row out. A row that check_logits refuses is refused alone: the others are drawn.
+SampledRows sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size);
 
 // out[0] = `chosen` with its log-probability, then the `n_top` most likely tokens
 // (most likely first, equal ones by smaller id): log-softmax of the raw logits.

@@ -227,10 +227,17 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
         if (logits != nullptr)
             std::copy_n(host.data_ptr<float>() + int64_t{seq} * vocab, vocab, logits + int64_t{seq} * vocab);
     }
-    const std::vector<gpt_token> chosen = on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
-                                                  : sample_on_device(all, vocab, stepping);
+    const SampledRows chosen = on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
+                                       : sample_on_device(all, vocab, stepping);
     std::fill(out_tokens, out_tokens + n_seq(), GPT_TOKEN_NONE);
-    std::copy(chosen.begin(), chosen.end(), out_tokens);
+    std::copy(chosen.tokens.begin(), chosen.tokens.end(), out_tokens);
+    if (chosen.refused.empty()) return;
+    std::string which;
+    for (const int32_t seq : chosen.refused) which += (which.empty() ? "" : ", ") + std::to_string(seq);
+    fail(GPT_ERR_NON_FINITE, (n_seq() == 1 ? std::string("the") : "sequence " + which + ": the") +
+                                 " model's logits hold NaN or +inf, or are -inf for every token; nothing can be "
+                                 "sampled from them" +
+                                 (n_seq() == 1 ? "" : " (the other sequences' tokens are drawn)"));
 }
 
 // One decode pass over every row up to the last stepping sequence (decode costs

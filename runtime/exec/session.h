@@ -45,7 +45,8 @@ public:
     // decode_batch, then sequence i's next token drawn by samplers[i] into out_tokens[i]
     // (GPT_TOKEN_NONE for a sequence that sat out), where the logits are: on a GPU only the
     // ids come back. `logits` (NULL: not wanted) receives the rows as decode_batch writes them.
-    // Logits that cannot be sampled (GPT_ERR_NON_FINITE) leave the step taken, no stream moved.
+    // A sequence whose logits cannot be sampled gets GPT_TOKEN_NONE, its sampler untouched, and the
+    // call throws GPT_ERR_NON_FINITE naming it after the others' tokens are written; the step is taken.
     void decode_sample_batch(const gpt_token *tokens, Sampler *const *samplers, gpt_token *out_tokens, float *logits);
 
     struct Generated {

@@ -65,7 +65,9 @@ void check_same_tokens(const c10::Device device, int64_t vocab, uint32_t seed) {
         const at::Tensor logits = hard_logits(rows, vocab, rng);
         // Padded past the vocabulary with junk, as the graphs' logits are (padded_vocab columns).
         const at::Tensor padded = at::cat({logits, at::full({rows, 7}, 1e9f)}, 1).to(device);
-        const auto tokens = gpt::sample_on_device(padded, static_cast<int32_t>(vocab), dev_rows);
+        const gpt::SampledRows sampled = gpt::sample_on_device(padded, static_cast<int32_t>(vocab), dev_rows);
+        CHECK(sampled.refused.empty());
+        const std::vector<gpt_token> &tokens = sampled.tokens;
         REQUIRE(tokens.size() == static_cast<size_t>(rows));
         CHECK(tokens.back() == GPT_TOKEN_NONE);
         for (size_t i = 0; i < grid.size(); ++i) {
@@ -85,24 +87,23 @@ void check_refusal_keeps_streams(const c10::Device device) {
     std::mt19937 rng(5);
     const at::Tensor good = hard_logits(2, vocab, rng);
     gpt::Sampler a(1.0f, 0, 1.0f, 3), b(0.8f, 10, 0.9f, 4), fresh_a(1.0f, 0, 1.0f, 3), fresh_b(0.8f, 10, 0.9f, 4);
-    for (const float poison : {NAN, INFINITY}) {
+    for (const float poison : {NAN, INFINITY, -INFINITY}) {
         at::Tensor bad = good.clone();
-        bad[1][17] = poison;
-        try {
-            gpt::sample_on_device(bad.to(device), static_cast<int32_t>(vocab), {&a, &b});
-            FAIL("non-finite logits were sampled");
-        } catch (const gpt::Error &e) {
-            CHECK(e.status() == GPT_ERR_NON_FINITE);
-            CHECK(std::string(e.what()).find("row 1") != std::string::npos);
-        }
+        if (poison == -INFINITY)
+            bad[1].fill_(poison);  // every token ruled out
+        else
+            bad[1][17] = poison;
+        const gpt::SampledRows sampled = gpt::sample_on_device(bad.to(device), static_cast<int32_t>(vocab), {&a, &b});
+        CHECK(sampled.refused == std::vector<int32_t>{1});
+        CHECK(sampled.tokens[1] == GPT_TOKEN_NONE);
+        // Row 0 is drawn as ever: a refused row takes nothing from the others.
+        CHECK(sampled.tokens[0] == fresh_a.sample(good[0].data_ptr<float>(), static_cast<int32_t>(vocab)));
     }
-    at::Tensor all_ruled_out = good.clone();
-    all_ruled_out[0].fill_(-INFINITY);
-    CHECK_THROWS_AS(gpt::sample_on_device(all_ruled_out.to(device), static_cast<int32_t>(vocab), {&a, &b}), gpt::Error);
-    // Nothing was drawn: both samplers go on exactly as fresh ones.
-    const auto tokens = gpt::sample_on_device(good.to(device), static_cast<int32_t>(vocab), {&a, &b});
-    CHECK(tokens[0] == fresh_a.sample(good[0].data_ptr<float>(), static_cast<int32_t>(vocab)));
-    CHECK(tokens[1] == fresh_b.sample(good[1].data_ptr<float>(), static_cast<int32_t>(vocab)));
+    // b never drew: it goes on exactly as a fresh sampler.
+    const auto sampled = gpt::sample_on_device(good.to(device), static_cast<int32_t>(vocab), {nullptr, &b});
+    CHECK(sampled.refused.empty());
+    CHECK(sampled.tokens[0] == GPT_TOKEN_NONE);
+    CHECK(sampled.tokens[1] == fresh_b.sample(good[1].data_ptr<float>(), static_cast<int32_t>(vocab)));
 }
 
 }  // namespace
@@ -124,12 +125,12 @@ TEST_CASE("bf16 logits sample as the host sampler samples their float values", "
         host.emplace_back(0.9f, 0, 0.95f, seed);
         dev.emplace_back(0.9f, 0, 0.95f, seed);
     }
-    const auto tokens = gpt::sample_on_device(logits, 64, {&dev[0], &dev[1], &dev[2], &dev[3]});
+    const auto tokens = gpt::sample_on_device(logits, 64, {&dev[0], &dev[1], &dev[2], &dev[3]}).tokens;
     for (int64_t r = 0; r < 4; ++r)
         CHECK(tokens[static_cast<size_t>(r)] == host[static_cast<size_t>(r)].sample(as_float[r].data_ptr<float>(), 64));
 }
 
-TEST_CASE("a row of non-finite logits refuses the step and moves no sampler's stream", "[sampler][device_sampling]") {
+TEST_CASE("a row of non-finite logits is refused alone, its sampler's stream untouched", "[sampler][device_sampling]") {
     check_refusal_keeps_streams(c10::Device(c10::kCPU));
 }
 

@@ -99,3 +99,15 @@ TEST_CASE("a logit of -inf rules its token out, and NaN, +inf or no token left i
         CHECK(status_of({-INFINITY, -3.0f}, temperature) == GPT_OK);
     }
 }
+
+TEST_CASE("sample_rows refuses a row of non-finite logits alone and leaves its sampler's stream", "[sampler]") {
+    const float logits[] = {0.2f, 0.1f, 0.3f, NAN, 0.1f, 0.2f, 0.5f, 0.4f, 0.3f};
+    gpt::Sampler a(1.0f, 0, 1.0f, 5), b(1.0f, 0, 1.0f, 6), c(1.0f, 0, 1.0f, 7);
+    gpt::Sampler fresh_b(1.0f, 0, 1.0f, 6), fresh_c(1.0f, 0, 1.0f, 7);
+    gpt::Sampler *rows[] = {&a, &b, &c};
+    const gpt::SampledRows sampled = gpt::sample_rows(rows, 3, logits, 3);
+    CHECK(sampled.refused == std::vector<int32_t>{1});
+    CHECK(sampled.tokens[1] == GPT_TOKEN_NONE);
+    CHECK(sampled.tokens[2] == fresh_c.sample(logits + 6, 3));
+    CHECK(b.sample(logits + 6, 3) == fresh_b.sample(logits + 6, 3));  // b did not draw
+}
