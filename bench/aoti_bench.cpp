@@ -1,7 +1,9 @@
 // aoti_bench — the "plain AOTInductor" peer of bench/runtime_bench.c: the same
 // prefill + greedy decode loop over packages from bench/aoti_plain.py, run by
 // torch's AOTIModelPackageLoader directly (no runtime, no checks). Prints JSON.
-//   aoti_bench DIR --threads N --batch B --context C --tokens T --reps R
+//   aoti_bench DIR --threads N --batch B --context C --tokens T --reps R [--cuda 1]
+// With --cuda 1 the tensors are on GPU 0 (the packages were compiled for it) and each
+// step's argmax comes back to the host, as a plain loop over torch's loader would.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -59,29 +61,33 @@ int main(int argc, char **argv) {
     const int n_layer = arg_int(argc, argv, "--n-layer", 0), n_head = arg_int(argc, argv, "--n-head", 0);
     const int head_dim = arg_int(argc, argv, "--head-dim", 0), block = arg_int(argc, argv, "--block", 0);
     const bool bf16 = arg_int(argc, argv, "--bf16", 0) != 0;  // the graphs' dtype, for the cache
+    const c10::Device device = arg_int(argc, argv, "--cuda", 0) != 0 ? c10::Device(c10::kCUDA, 0) : c10::kCPU;
     try {
-        torch::inductor::AOTIModelPackageLoader prefill(dir + "/prefill.pt2");
-        torch::inductor::AOTIModelPackageLoader decode(dir + "/decode.pt2");
-        const auto i64 = at::TensorOptions().dtype(at::kLong);
-        at::Tensor prompt = at::empty({1, context}, i64);
+        const c10::DeviceIndex index = device.is_cuda() ? device.index() : c10::DeviceIndex{-1};
+        torch::inductor::AOTIModelPackageLoader prefill(dir + "/prefill.pt2", "model", false, 1, index);
+        torch::inductor::AOTIModelPackageLoader decode(dir + "/decode.pt2", "model", false, 1, index);
+        const auto i64 = at::TensorOptions().dtype(at::kLong).device(device);
+        at::Tensor prompt = at::empty({1, context}, i64.device(at::kCPU));
         for (int i = 0; i < context; ++i) prompt[0][i] = (i * 7 + 3) % vocab;
-        prompt = prompt.expand({batch, context}).contiguous();  // the same prompt in every row
+        prompt = prompt.expand({batch, context}).contiguous().to(device);  // the same prompt in every row
         std::vector<double> prefill_ms, decode_ms;
         std::vector<long> generated;
         for (int r = 0; r < reps; ++r) {
             // One spare position, as the graphs were exported with (GPT.new_kv_cache).
-            at::Tensor kv =
-                at::zeros({n_layer, 2, batch, n_head, block + 1, head_dim}, bf16 ? at::kBFloat16 : at::kFloat);
+            at::Tensor kv = at::zeros({n_layer, 2, batch, n_head, block + 1, head_dim},
+                                      at::TensorOptions().dtype(bf16 ? at::kBFloat16 : at::kFloat).device(device));
             const double t0 = now_ms();
             at::Tensor logits = prefill.run(with_cache({prompt}, kv, block)).at(0);
+            at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
+            next.to(at::kCPU);  // the prefill has finished (a GPU runs it asynchronously)
             const double t1 = now_ms();
             generated.clear();
-            at::Tensor next = logits.slice(1, 0, vocab).argmax(-1, true);
             for (int i = 0; i < tokens; ++i) {
                 generated.push_back(next[0][0].item<long>());
                 logits = decode.run(with_cache({next, at::full({batch}, context + i, i64)}, kv, context + i + 1)).at(0);
                 next = logits.slice(1, 0, vocab).argmax(-1, true);
             }
+            next.to(at::kCPU);  // the last step has finished
             prefill_ms.push_back(t1 - t0);
             decode_ms.push_back((now_ms() - t1) / tokens);
         }

@@ -63,7 +63,8 @@ int run(const server::Options &options) {
     server::Metrics metrics;
     std::atomic<bool> stop_generations{false};  // set when shutdown's grace period ends
     server::SchedulerOptions scheduling{options.parallel, options.prefill_budget, &metrics, &stop_generations};
-    server::ModelSlot slot({options.threads, options.allow_cpu_fallback, options.trusted_keys, scheduling});
+    server::ModelSlot slot(
+        {options.threads, options.allow_cpu_fallback, !options.no_cuda_graphs, options.trusted_keys, scheduling});
     // A request holds an admission ticket while it is in a slot: as many as there are slots.
     server::Admission admission(options.parallel, options.max_queue);
     server::HttpServer http(options, slot, admission, metrics);

@@ -37,6 +37,7 @@ LoadResult ModelSlot::load(const std::string &path) {
     gpt_model_params params;
     gpt_model_default_params(&params, sizeof params);
     params.num_threads = options_.num_threads;
+    if (!options_.cuda_graphs) params.flags |= GPT_MODEL_NO_CUDA_GRAPHS;
     if (options_.trusted_keys) params.trusted_keys = options_.trusted_keys->c_str();
     if ((s = gpt_model_load(dir.c_str(), &params, &next->model)) != GPT_OK) return failed(s, "cannot load " + dir);
     double max_err = 0.0;

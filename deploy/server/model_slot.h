@@ -30,6 +30,7 @@ struct ServedModel {
 struct LoadOptions {
     int num_threads = 0;
     bool allow_cpu_fallback = false;
+    bool cuda_graphs = true;  // false: GPT_MODEL_NO_CUDA_GRAPHS
     // Unset: the runtime reads GPT_TRUSTED_KEYS. Set but empty is the runtime's error, not "unset":
     // a keys setting that came out empty must not turn signature checks off.
     std::optional<std::string> trusted_keys;

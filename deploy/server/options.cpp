@@ -16,6 +16,8 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
                    "public key file or directory of *.pub: serve only artifacts signed by one of them "
                    "(default: GPT_TRUSTED_KEYS)");
     app.add_option("--threads", o->threads, "intra-op CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
+    app.add_flag("--no-cuda-graphs", o->no_cuda_graphs,
+                 "on a GPU, launch each decode step's kernels one by one instead of replaying captured CUDA graphs");
     app.add_option("--parallel", o->parallel,
                    "requests decoded together in one batch (slots); at most the artifact's max_batch")
         ->check(CLI::PositiveNumber);

@@ -13,6 +13,7 @@ struct Options {
     bool allow_cpu_fallback = false;
     std::optional<std::string> trusted_keys;  // Ed25519 public key file or directory; unset = GPT_TRUSTED_KEYS
     int threads = 0;                          // intra-op CPU threads for the model, 0 = default
+    bool no_cuda_graphs = false;              // decode steps as plain kernel launches on a GPU
     int parallel = 4;                         // requests decoded together (slots); <= the artifact's max_batch
     int prefill_budget = 512;                 // prompt tokens prefilled between two decode steps
     int max_queue = 16;                       // generations waiting for a slot; beyond: 429
