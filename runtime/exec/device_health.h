@@ -21,7 +21,7 @@ struct CudaError {
 
 // After a failed call on `device`: the CUDA error pending there, cleared where CUDA
 // can clear it; nullopt for none, for a CPU device, or in a build without CUDA.
-// Synchronizes the device (a sticky error shows in every call, a synchronize too).
+// Synchronizes the current stream (where an asynchronous fault shows), unless it is capturing.
 std::optional<CudaError> take_cuda_error(c10::Device device);
 
 // Whether a model's device failed with a sticky error. Thread-safe.
@@ -37,5 +37,10 @@ private:
     mutable std::mutex mutex_;
     std::string failure_;
 };
+
+// After a call on `device` failed: with a CUDA error pending, throws GPT_ERR_CUDA naming `where`
+// in CUDA's words (a lost context recorded in `health` first, and thrown as every later call gets
+// it); returns when there is none, for the caller to rethrow its own error.
+void throw_pending_cuda_error(c10::Device device, DeviceHealth &health, const std::string &where);
 
 }  // namespace gpt

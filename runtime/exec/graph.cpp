@@ -22,7 +22,9 @@ Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceH
     const std::string file = dir.write(name_ + ".pt2", package);
     try {
         loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-            file, "model", /*run_single_threaded=*/capturable_, static_cast<size_t>(num_runners),
+            // The single-threaded path takes one instance (torch refuses more); its calls take turns.
+            file, "model", /*run_single_threaded=*/capturable_,
+            capturable_ ? size_t{1} : static_cast<size_t>(num_runners),
             device.is_cuda() ? device.index() : c10::DeviceIndex{-1});
     } catch (const std::exception &e) {
         fail(GPT_ERR_ARTIFACT_INVALID, "graph '" + name_ + "' failed to load: " + e.what());
@@ -65,12 +67,7 @@ std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const 
     } catch (const std::exception &e) {
         if (device_oom_count(device) != ooms_before)
             fail(GPT_ERR_OUT_OF_MEMORY, "graph " + name_ + " ran out of device memory: " + e.what());
-        if (const auto cuda = take_cuda_error(device)) {
-            const std::string what = "graph " + name_ + " on " + device.str() + ": " + cuda->text;
-            if (!cuda->sticky) fail(GPT_ERR_CUDA, what);
-            health_.record_sticky(what);
-            health_.check();  // throws the sticky failure, in the words every later call gets
-        }
+        throw_pending_cuda_error(device, health_, "graph " + name_);
         throw;
     }
 }

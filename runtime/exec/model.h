@@ -35,8 +35,10 @@ public:
     // Shared with whatever must outlive the model (a streaming detokenizer).
     std::shared_ptr<const Tokenizer> shared_tokenizer() const { return tokenizer_; }
     c10::Device device() const { return device_; }
-    // Whether sessions run their decode steps as CUDA graphs (a GPU model, unless GPT_MODEL_NO_CUDA_GRAPHS).
-    bool cuda_graphs() const { return cuda_graphs_; }
+    // Whether sessions run their decode steps as CUDA graphs (a GPU model, unless GPT_MODEL_NO_CUDA_GRAPHS,
+    // or until a capture failed: capture_failed() turns them off for every session).
+    bool cuda_graphs() const { return cuda_graphs_ && !capture_failed_.load(std::memory_order_relaxed); }
+    void capture_failed() const { capture_failed_.store(true, std::memory_order_relaxed); }
     // Whether the model's GPU failed with a sticky CUDA error (the graphs record it; every later run fails).
     DeviceHealth &device_health() const { return health_; }
 
@@ -76,6 +78,7 @@ private:
     Manifest manifest_;
     c10::Device device_;
     bool cuda_graphs_ = false;
+    mutable std::atomic<bool> capture_failed_{false};
     mutable DeviceHealth health_;
     std::map<std::string, at::Tensor> weights_;
     PackedWeights packed_;  // copies of the linear weights that onednn-form graphs read

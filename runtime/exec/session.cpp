@@ -3,7 +3,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/StreamGuard.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <algorithm>
 #include <string>
@@ -27,26 +26,37 @@ int32_t checked_n_seq(const Model &model, int32_t n_seq) {
     return n_seq;
 }
 
-// A stream from torch's pool for a GPU model: kernels of different sessions need not queue
-// behind each other on the device's default stream.
-std::optional<c10::Stream> own_stream(const Model &model) {
-    if (!model.device().is_cuda()) return std::nullopt;
-    return c10::impl::VirtualGuardImpl(model.device().type()).getStreamFromGlobalPool(model.device());
-}
-
 // Allocated on the session's stream, the only one that uses it: its memory is reused only
 // after the session's last step there.
-at::Tensor new_cache(const Model &model, int32_t n_seq, const std::optional<c10::Stream> &stream) {
-    const c10::OptionalStreamGuard on_stream(stream);
-    return model.new_kv_cache(checked_n_seq(model, n_seq));
+at::Tensor new_cache(const Model &model, int32_t n_seq, const SessionStream *stream) {
+    const c10::OptionalStreamGuard on_stream(stream ? std::optional<c10::Stream>(stream->get()) : std::nullopt);
+    return model.new_kv_cache(n_seq);
 }
 
 }  // namespace
 
-Session::Session(Model &model, int32_t n_seq)
-    : model_(model), stream_(own_stream(model)), kv_(new_cache(model, n_seq, stream_)), positions_(n_seq, 0) {
-    if (model.cuda_graphs()) captured_ = std::make_unique<CapturedDecode>(model, kv_, *stream_);
+Session::Session(Model &model, int32_t n_seq) : model_(model), positions_(checked_n_seq(model, n_seq), 0) {
+    if (model.device().is_cuda()) stream_ = std::make_unique<SessionStream>(model.device());
+    kv_ = new_cache(model, n_seq, stream_.get());
+    if (model.cuda_graphs()) captured_ = std::make_unique<CapturedDecode>(model, kv_, stream_->get());
     ++model_.live_sessions();
+}
+
+std::optional<c10::Stream> Session::stream() const {
+    return stream_ ? std::optional<c10::Stream>(stream_->get()) : std::nullopt;
+}
+
+template <typename Work>
+auto Session::on_device(const char *what, Work &&work) {
+    const c10::OptionalStreamGuard on_stream(stream());
+    try {
+        return work();
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception &) {
+        throw_pending_cuda_error(model_.device(), model_.device_health(), what);
+        throw;
+    }
 }
 
 Session::~Session() { --model_.live_sessions(); }
@@ -100,8 +110,7 @@ void Session::prefill(int32_t seq, const gpt_token *tokens, int32_t n_tokens, fl
     check_seq(seq);
     const Prompt prompt{seq, tokens, n_tokens, logits};
     check_prompt(prompt);
-    const c10::OptionalStreamGuard on_stream(stream_);
-    run_prefill({prompt});
+    on_device("prefill", [&] { run_prefill({prompt}); });
 }
 
 void Session::prefill_batch(const gpt_token *const *prompts, const int32_t *n_tokens, float *logits) {
@@ -114,8 +123,7 @@ void Session::prefill_batch(const gpt_token *const *prompts, const int32_t *n_to
         check_prompt(given.back());
     }
     if (given.empty()) fail(GPT_ERR_INVALID_ARGUMENT, "every n_tokens is 0: no sequence to prefill");
-    const c10::OptionalStreamGuard on_stream(stream_);
-    run_prefill(given);
+    on_device("prefill", [&] { run_prefill(given); });
 }
 
 // Prompts (checked, in sequence order) of adjacent sequences share one pass of the
@@ -194,8 +202,7 @@ void Session::check_step(const gpt_token *tokens) const {
 
 void Session::decode_batch(const gpt_token *tokens, float *logits) {
     check_step(tokens);
-    const c10::OptionalStreamGuard on_stream(stream_);
-    const at::Tensor all = step(tokens);
+    const at::Tensor all = on_device("decode", [&] { return step(tokens); });
     const int64_t vocab = model_.config().vocab_size;
     for (int32_t seq = 0; seq < all.size(0); ++seq) {
         if (tokens[seq] == GPT_TOKEN_NONE) continue;
@@ -210,25 +217,26 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
     for (int32_t seq = 0; seq < n_seq(); ++seq)
         if (tokens[seq] != GPT_TOKEN_NONE && samplers[seq] == nullptr)
             fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "a sequence that steps needs a sampler");
-    const c10::OptionalStreamGuard on_stream(stream_);
-    const at::Tensor all = device_step(tokens);
-    const auto rows = static_cast<int32_t>(all.size(0));
-    const int32_t vocab = model_.config().vocab_size;
-    std::vector<Sampler *> stepping(static_cast<size_t>(rows), nullptr);
-    for (int32_t seq = 0; seq < rows; ++seq)
-        if (tokens[seq] != GPT_TOKEN_NONE) stepping[static_cast<size_t>(seq)] = samplers[seq];
-    // On the CPU the logits are in host memory already and the host sampler needs no sort;
-    // on a GPU they stay there and only the ids come back.
-    const bool on_host = !all.is_cuda();
-    const at::Tensor host = on_host || logits != nullptr ? host_logits(all) : at::Tensor();
-    for (int32_t seq = 0; seq < rows; ++seq) {  // the step is taken, whatever sampling says
-        if (tokens[seq] == GPT_TOKEN_NONE) continue;
-        ++positions_[static_cast<size_t>(seq)];
-        if (logits != nullptr)
-            std::copy_n(host.data_ptr<float>() + int64_t{seq} * vocab, vocab, logits + int64_t{seq} * vocab);
-    }
-    const SampledRows chosen = on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
-                                       : sample_on_device(all, vocab, stepping);
+    const SampledRows chosen = on_device("decode", [&] {
+        const at::Tensor all = device_step(tokens);
+        const auto rows = static_cast<int32_t>(all.size(0));
+        const int32_t vocab = model_.config().vocab_size;
+        std::vector<Sampler *> stepping(static_cast<size_t>(rows), nullptr);
+        for (int32_t seq = 0; seq < rows; ++seq)
+            if (tokens[seq] != GPT_TOKEN_NONE) stepping[static_cast<size_t>(seq)] = samplers[seq];
+        // On the CPU the logits are in host memory already and the host sampler needs no sort;
+        // on a GPU they stay there and only the ids come back.
+        const bool on_host = !all.is_cuda();
+        const at::Tensor host = on_host || logits != nullptr ? host_logits(all) : at::Tensor();
+        for (int32_t seq = 0; seq < rows; ++seq) {  // the step is taken, whatever sampling says
+            if (tokens[seq] == GPT_TOKEN_NONE) continue;
+            ++positions_[static_cast<size_t>(seq)];
+            if (logits != nullptr)
+                std::copy_n(host.data_ptr<float>() + int64_t{seq} * vocab, vocab, logits + int64_t{seq} * vocab);
+        }
+        return on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
+                       : sample_on_device(all, vocab, stepping);
+    });
     std::fill(out_tokens, out_tokens + n_seq(), GPT_TOKEN_NONE);
     std::copy(chosen.tokens.begin(), chosen.tokens.end(), out_tokens);
     if (chosen.refused.empty()) return;
@@ -257,7 +265,10 @@ at::Tensor Session::device_step(const gpt_token *tokens) {
     }
     // The step reads the cache up to the furthest row's position, not the whole context.
     const int64_t span = *std::max_element(pos.begin(), pos.end()) + 1;
-    if (captured_) return captured_->step(ids, pos, span);
+    if (captured_ && model_.cuda_graphs()) {  // off for good once a capture failed
+        at::Tensor logits = captured_->step(ids, pos, span);
+        if (logits.defined()) return logits;
+    }
     const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
     return model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span);
 }
@@ -280,7 +291,6 @@ Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, 
         fail(GPT_ERR_INVALID_ARGUMENT, "stop strings need a text tokenizer; this artifact has none");
     Utf8Stream text;
 
-    const c10::OptionalStreamGuard on_stream(stream_);
     const int32_t block = model_.config().block_size;
     const int32_t vocab = model_.config().vocab_size;
     std::vector<float> logits(static_cast<size_t>(vocab));

@@ -12,6 +12,7 @@
 #include "exec/captured_decode.h"
 #include "exec/model.h"
 #include "exec/sampler.h"
+#include "exec/session_stream.h"
 #include "gpt_runtime.h"
 
 namespace gpt {
@@ -79,8 +80,15 @@ private:
     at::Tensor step(const gpt_token *tokens) { return host_logits(device_step(tokens)); }
     at::Tensor host_logits(const at::Tensor &logits) const;
 
+    // Where the session's work runs: its own CUDA stream (none on the CPU).
+    std::optional<c10::Stream> stream() const;
+    // Runs `work` on the session's stream. A CUDA fault it meets (in a replayed step, or at the copy
+    // that waits for a step) is GPT_ERR_CUDA, a lost context recorded on the model (device_health.h).
+    template <typename Work>
+    auto on_device(const char *what, Work &&work);
+
     Model &model_;
-    std::optional<c10::Stream> stream_;         // the session's own CUDA stream; none on the CPU
+    std::unique_ptr<SessionStream> stream_;     // outlives everything allocated on it, below
     at::Tensor kv_;                             // (n_layer, 2, n_seq, n_head, block_size + 1, head_dim)
     std::vector<int32_t> positions_;            // tokens in each sequence's cache
     std::unique_ptr<CapturedDecode> captured_;  // decode steps as CUDA graphs; null when not used
