@@ -523,7 +523,8 @@ struct gpt_trainer_state {
 GPT_API gpt_status gpt_trainer_get_state(const struct gpt_trainer *trainer, struct gpt_trainer_state *out_state,
                                          size_t struct_size);
 
-/* Writes weights, AdamW state, iteration and the states of the trainer's random
+/* Writes the weights (a bf16 model's fp32 master weights, from which its own are
+ * rounded), AdamW state (fp32), iteration and the states of the trainer's random
  * generators (CPU, and the GPU's for a CUDA model) to `path` (one safetensors
  * file). The file is replaced atomically (temporary file, fsync, rename, fsync of
  * the directory): `path` always holds a complete checkpoint, the previous one if
