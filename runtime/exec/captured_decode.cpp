@@ -98,9 +98,9 @@ std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t rows, 
     model_.decode(idx, pos, kv, span);
     auto captured = std::make_unique<Captured>();
     const std::lock_guard<std::mutex> lock(capture_mutex);
-    // Thread-local mode: other threads (other sessions, prefills) go on with their own CUDA calls meanwhile.
-    captured->graph.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
     try {
+        // Thread-local mode: other threads (other sessions, prefills) go on with their own CUDA calls meanwhile.
+        captured->graph.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
         captured->logits = model_.decode(idx, pos, kv, span);
         captured->graph.capture_end();
     } catch (const std::exception &e) {
