@@ -116,8 +116,8 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
     printf("}\n");
     gpt_session_free(session);
     for (int b = 0; b < batch; ++b) gpt_sampler_free(samplers[b]);
-    free(samplers), free(prompt), free(prompts), free(lengths), free(next), free(generated), free(logits), free(prefill_ms),
-        free(decode_ms);
+    free(samplers), free(prompt), free(prompts), free(lengths), free(next), free(generated), free(logits),
+        free(prefill_ms), free(decode_ms);
     return 0;
 }
 

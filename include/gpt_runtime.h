@@ -472,8 +472,8 @@ GPT_API gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers,
  * logits are: on a GPU only the chosen ids come back to the host (4 bytes a sequence,
  * not vocab_size floats), and its decode steps can run as CUDA graphs end to end.
  * tokens[i] (n_seq of the session) steps sequence i as in gpt_session_decode_batch and
- * samplers[i] draws its next token into out_tokens[i]; a sequence that sits out
- * (GPT_TOKEN_NONE) needs no sampler and gets GPT_TOKEN_NONE. The tokens are those
+ * samplers[i] (each sequence its own) draws its next token into out_tokens[i]; a sequence
+ * that sits out (GPT_TOKEN_NONE) needs no sampler and gets GPT_TOKEN_NONE. The tokens are those
  * gpt_sampler_sample_batch would draw from the same logits with the same samplers (the
  * same rule and random stream; on a GPU its sums in double may round differently, which
  * changes a token only when a draw falls within about 1e-15 of a boundary). `logits`

@@ -11,7 +11,6 @@
 
 #ifdef GPT_WITH_CUDA
 #include <ATen/core/CachingHostAllocator.h>
-#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -37,24 +36,30 @@ std::mutex capture_mutex;
 
 // torch's CUDAGraph, with a way back from a failed capture: its capture_end throws on an
 // invalidated capture before it hands the allocators and the generator back, which would leave
-// every later allocation in the process routed through a capture that no longer exists.
+// every later allocation in the process routed through a capture that no longer exists. Each
+// step is tried on its own: capture_begin may have failed before setting some of them up.
 struct StepGraph : at::cuda::CUDAGraph {
     void abort_capture() noexcept {
+        // What CUDAGeneratorState::capture_epilogue does (libtorch_cuda does not export it), first: left
+        // in capture mode, the default generator fails every later eager random op in the process.
+        for (auto &entry : captured_generator_states_) entry.first->capturing_ = false;
         cudaGraph_t partial = nullptr;
         if (cudaStreamEndCapture(capture_stream_.stream(), &partial) == cudaSuccess && partial != nullptr)
             cudaGraphDestroy(partial);
         (void)cudaGetLastError();  // the capture's own error, reported by the caller's exception
-        try {
-            c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_);
-            at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(mempool_id_);
-            // What CUDAGeneratorState::capture_epilogue does (libtorch_cuda does not export it): the
-            // generator leaves capture mode, or every later eager random op in the process throws.
-            for (auto &entry : captured_generator_states_) entry.first->capturing_ = false;
-            c10::cuda::CUDACachingAllocator::releasePool(capture_dev_, mempool_id_);
-            at::getHostAllocator(at::kCUDA)->release_pool(mempool_id_);
-        } catch (const std::exception &e) {
-            log(GPT_LOG_ERROR, std::string("cleaning up a failed CUDA graph capture: ") + e.what());
-        }
+        const auto attempt = [](const char *what, const auto &call) {
+            try {
+                call();
+            } catch (const std::exception &e) {
+                log(GPT_LOG_DEBUG, std::string("undoing a failed CUDA graph capture, ") + what + ": " + e.what());
+            }
+        };
+        attempt("device pool", [&] { c10::cuda::CUDACachingAllocator::endAllocateToPool(capture_dev_, mempool_id_); });
+        attempt("host pool", [&] { at::getHostAllocator(at::kCUDA)->end_allocate_to_pool(mempool_id_); });
+        if (capture_ended_) return;  // reset(), from the destructor, releases the pools of an ended capture
+        attempt("device pool release",
+                [&] { c10::cuda::CUDACachingAllocator::releasePool(capture_dev_, mempool_id_); });
+        attempt("host pool release", [&] { at::getHostAllocator(at::kCUDA)->release_pool(mempool_id_); });
     }
 };
 
@@ -69,10 +74,6 @@ struct CapturedDecode::Captured {
     at::Tensor logits;  // the captured step's output, rewritten by each replay
 };
 
-struct CapturedDecode::Staged {
-    at::cuda::CUDAEvent copied;
-};
-
 CapturedDecode::CapturedDecode(const Model &model, const at::Tensor &kv, c10::Stream stream)
     : model_(model), kv_(kv), stream_(stream) {
     // Rows padded to 8 ids, so that the positions start 64-byte aligned, as the graphs were compiled
@@ -80,8 +81,6 @@ CapturedDecode::CapturedDecode(const Model &model, const at::Tensor &kv, c10::St
     const int64_t width = (kv.size(2) + 7) / 8 * 8;
     const c10::cuda::CUDAStreamGuard guard(cuda_stream(stream_));
     inputs_ = at::zeros({2, width}, at::TensorOptions().dtype(at::kLong).device(model.device()));
-    staging_ = at::zeros({2, width}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
-    staged_ = std::make_unique<Staged>();
 }
 
 CapturedDecode::~CapturedDecode() {
@@ -96,16 +95,23 @@ std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t rows, 
     // A plain run first: it loads the kernels and makes cuBLAS's workspace, neither of which may
     // happen while capturing. It writes the same cache entries the replay writes after it.
     model_.decode(idx, pos, kv, span);
+    const std::lock_guard<std::mutex> lock(capture_mutex);  // held until the graph is kept or destroyed
     auto captured = std::make_unique<Captured>();
-    const std::lock_guard<std::mutex> lock(capture_mutex);
+    const auto undo = [&] {
+        captured->logits = at::Tensor();
+        captured->graph.abort_capture();
+        captured.reset();  // ~CUDAGraph unregisters from the default generator: under the lock
+    };
     try {
         // Thread-local mode: other threads (other sessions, prefills) go on with their own CUDA calls meanwhile.
         captured->graph.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
         captured->logits = model_.decode(idx, pos, kv, span);
         captured->graph.capture_end();
+    } catch (const c10::OutOfMemoryError &) {
+        undo();  // short of memory now, not uncapturable: the next step tries again
+        throw;
     } catch (const std::exception &e) {
-        captured->logits = at::Tensor();
-        captured->graph.abort_capture();
+        undo();
         log(GPT_LOG_WARN, "decode of " + std::to_string(rows) + " row(s) could not be captured as a CUDA graph (" +
                               e.what() + "): this model's decode steps run as plain launches from now on");
         model_.capture_failed();
@@ -124,12 +130,12 @@ at::Tensor CapturedDecode::step(const std::vector<int64_t> &ids, const std::vect
     model_.device_health().check();  // a replay bypasses the graphs' own check
     span = span_bucket(span, model_.config().block_size);
     const c10::cuda::CUDAStreamGuard guard(cuda_stream(stream_));
-    staged_->copied.synchronize();  // the previous step's copy out of staging_ is done (it may have failed unwaited)
-    int64_t *host = staging_.data_ptr<int64_t>();
-    std::copy(ids.begin(), ids.end(), host);
-    std::copy(pos.begin(), pos.end(), host + staging_.size(1));
-    inputs_.copy_(staging_, /*non_blocking=*/true);
-    staged_->copied.record(cuda_stream(stream_));
+    // From pageable memory: CUDA has taken the bytes when the copy returns, so nothing on the host
+    // waits for the stream, and no pinned block outlives a fault (its release would record an event).
+    std::vector<int64_t> host(static_cast<size_t>(inputs_.numel()), 0);
+    std::copy(ids.begin(), ids.end(), host.begin());
+    std::copy(pos.begin(), pos.end(), host.begin() + inputs_.size(1));
+    inputs_.copy_(at::from_blob(host.data(), inputs_.sizes(), at::kLong), /*non_blocking=*/true);
     auto it = graphs_.find({rows, span});
     if (it == graphs_.end()) {
         std::unique_ptr<Captured> captured = capture(rows, span);
@@ -143,7 +149,6 @@ at::Tensor CapturedDecode::step(const std::vector<int64_t> &ids, const std::vect
 #else  // built without CUDA: no model runs on a GPU, so no session makes one
 
 struct CapturedDecode::Captured {};
-struct CapturedDecode::Staged {};
 
 CapturedDecode::CapturedDecode(const Model &model, const at::Tensor &kv, c10::Stream stream)
     : model_(model), kv_(kv), stream_(stream) {

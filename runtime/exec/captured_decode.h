@@ -33,7 +33,8 @@ public:
     // at least `span` positions. Returns the logits (rows, padded_vocab) on the device, in the
     // graph's own memory: valid until the next step. The first step of a shape captures it; a
     // capture that fails is undone, logged, and turns the model's CUDA graphs off: then the
-    // tensor returned is undefined, and the caller runs the step itself.
+    // tensor returned is undefined, and the caller runs the step itself (short of memory, the
+    // capture is undone and c10::OutOfMemoryError thrown: a later step tries again).
     at::Tensor step(const std::vector<int64_t> &ids, const std::vector<int64_t> &pos, int64_t span);
 
     // The cache positions a step of `span` reads when captured: a power of two from 16 up, within [2, block_size].
@@ -48,11 +49,8 @@ private:
     const Model &model_;
     at::Tensor kv_;
     c10::Stream stream_;
-    at::Tensor inputs_;   // (2, n_seq padded) int64 on the GPU: the ids and positions every graph reads
-    at::Tensor staging_;  // the same in pinned host memory, filled by the host each step
-    struct Staged;
-    std::unique_ptr<Staged> staged_;  // an event recorded after each copy out of staging_
-    c10::MempoolId_t pool_{0, 0};     // the memory pool the session's graphs share (0: the first capture makes it)
+    at::Tensor inputs_;            // (2, n_seq padded) int64 on the GPU: the ids and positions every graph reads
+    c10::MempoolId_t pool_{0, 0};  // the memory pool the session's graphs share (0: the first capture makes it)
     std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Captured>> graphs_;  // by (rows, span)
 };
 

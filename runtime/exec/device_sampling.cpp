@@ -5,7 +5,6 @@
 #include "exec/device_sampling.h"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 
 #include <cmath>
 
@@ -18,16 +17,6 @@ namespace {
 // Index of the first true entry of each row of `mask`, and whether there is one.
 std::pair<at::Tensor, at::Tensor> first_true(const at::Tensor &mask) {
     return {mask.to(at::kByte).argmax(1), mask.any(1)};
-}
-
-// The ids back on the host through pinned memory: the only bytes a sampled step moves.
-at::Tensor to_host(const at::Tensor &values) {
-    const c10::Device device = values.device();
-    if (!device.is_cuda()) return values.contiguous();
-    at::Tensor host = at::empty(values.sizes(), values.options().device(at::kCPU).pinned_memory(true));
-    host.copy_(values, /*non_blocking=*/true);
-    c10::impl::VirtualGuardImpl(device.type()).getStream(device).synchronize();
-    return host;
 }
 
 }  // namespace
@@ -45,7 +34,9 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
     // sampler's own stream, on the host, exactly as sample() makes them; the settings and draws go
     // to the device in one copy.
     std::vector<Sampler::Stream> saved(static_cast<size_t>(rows));
-    at::Tensor settings = at::zeros({4, rows}, at::TensorOptions().dtype(at::kDouble).pinned_memory(device.is_cuda()));
+    // In pageable memory, as the ids coming back: a pinned block in flight when a step faults would
+    // record a CUDA event as it is freed, which throws where nothing can catch it.
+    at::Tensor settings = at::zeros({4, rows}, at::kDouble);
     double *temperature = settings.data_ptr<double>(), *top_p = temperature + rows, *kept = top_p + rows;
     double *uniform = kept + rows;
     bool any_sampled = false, any_random = false, any_truncated = false;
@@ -66,44 +57,59 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
     }
     if (!any_sampled) return out;
 
-    const at::Tensor l = logits.slice(1, 0, vocab);  // (rows, vocab), the padding's columns left out
-    // Greedy: the first largest. NaN or +inf is a model that overflowed, and all -inf leaves nothing
-    // to draw (check_logits): the row's largest value is then not finite.
-    auto [max, chosen] = l.max(1);
-    const at::Tensor drawable = max.isfinite();
+    // Anything failing from here on (memory, a device fault) leaves every sampler as it was.
+    const auto choose = [&]() -> at::Tensor {
+        const at::Tensor l = logits.slice(1, 0, vocab);  // (rows, vocab), the padding's columns left out
+        // Greedy: the first largest. NaN or +inf is a model that overflowed, and all -inf leaves nothing
+        // to draw (check_logits): the row's largest value is then not finite.
+        auto [max, chosen] = l.max(1);
+        const at::Tensor drawable = max.isfinite();
 
-    if (any_random) {
-        const at::Tensor per_row = settings.to(device, /*non_blocking=*/true).unsqueeze(2);  // (4, rows, 1)
-        const at::Tensor t = per_row[0].to(at::kFloat);
-        const at::Tensor lf = l.to(at::kFloat);
-        // Scaled in float after subtracting the largest, as the host does; greedy rows divide by 1 and are not used.
-        const at::Tensor scaled = (lf - max.to(at::kFloat).unsqueeze(1)) / at::where(t > 0, t, at::ones_like(t));
-        const at::Tensor position = at::arange(vocab, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(0);
-        const at::Tensor k = per_row[2].to(at::kLong);
-        const at::Tensor p = per_row[1];
-        at::Tensor order = position.expand({rows, vocab});
-        if (any_truncated) {
-            const at::Tensor by_likelihood = std::get<1>(scaled.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
-            order = at::where((k < vocab) | (p < 1.0), by_likelihood, order);
+        if (any_random) {
+            const at::Tensor per_row = settings.to(device).unsqueeze(2);  // (4, rows, 1)
+            const at::Tensor t = per_row[0].to(at::kFloat);
+            const at::Tensor lf = l.to(at::kFloat);
+            // Scaled in float after subtracting the largest, as the host does (greedy rows: by 1, unused).
+            const at::Tensor scaled = (lf - max.to(at::kFloat).unsqueeze(1)) / at::where(t > 0, t, at::ones_like(t));
+            const at::Tensor position =
+                at::arange(vocab, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(0);
+            const at::Tensor k = per_row[2].to(at::kLong);
+            const at::Tensor p = per_row[1];
+            at::Tensor order = position.expand({rows, vocab});
+            if (any_truncated) {
+                const at::Tensor by_likelihood =
+                    std::get<1>(scaled.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
+                order = at::where((k < vocab) | (p < 1.0), by_likelihood, order);
+            }
+            const at::Tensor in_k = position < k;
+            const at::Tensor weight = at::exp(scaled.gather(1, order).to(at::kDouble)) * in_k;  // walk order
+            const at::Tensor mass_upto = weight.cumsum(1);
+            const at::Tensor total = mass_upto.gather(1, k - 1);
+            // top-p: the shortest prefix holding top_p of the top-k mass (all of it when top-p is off).
+            const auto [first_reaching, reaches] = first_true((mass_upto / total >= p) & in_k);
+            const at::Tensor count =
+                at::where((p.squeeze(1) < 1.0) & reaches, first_reaching + 1, k.squeeze(1)).unsqueeze(1);
+            const at::Tensor in_prefix = position < count;
+            const at::Tensor r = per_row[3] * mass_upto.gather(1, count - 1);
+            // The first token whose running mass passes r; if rounding leaves r above them all, the last one possible.
+            const auto [first_past, passes] = first_true((mass_upto > r) & in_prefix);
+            const at::Tensor last_possible = (vocab - 1) - ((weight > 0) & in_prefix).flip(1).to(at::kByte).argmax(1);
+            const at::Tensor walked =
+                order.gather(1, at::where(passes, first_past, last_possible).unsqueeze(1)).squeeze(1);
+            chosen = at::where(t.squeeze(1) > 0, walked, chosen);
         }
-        const at::Tensor in_k = position < k;
-        const at::Tensor weight = at::exp(scaled.gather(1, order).to(at::kDouble)) * in_k;  // walk order
-        const at::Tensor mass_upto = weight.cumsum(1);
-        const at::Tensor total = mass_upto.gather(1, k - 1);
-        // top-p: the shortest prefix holding top_p of the top-k mass (all of it when top-p is off).
-        const auto [first_reaching, reaches] = first_true((mass_upto / total >= p) & in_k);
-        const at::Tensor count =
-            at::where((p.squeeze(1) < 1.0) & reaches, first_reaching + 1, k.squeeze(1)).unsqueeze(1);
-        const at::Tensor in_prefix = position < count;
-        const at::Tensor r = per_row[3] * mass_upto.gather(1, count - 1);
-        // The first token whose running mass passes r; if rounding leaves r above them all, the last one possible.
-        const auto [first_past, passes] = first_true((mass_upto > r) & in_prefix);
-        const at::Tensor last_possible = (vocab - 1) - ((weight > 0) & in_prefix).flip(1).to(at::kByte).argmax(1);
-        const at::Tensor walked = order.gather(1, at::where(passes, first_past, last_possible).unsqueeze(1)).squeeze(1);
-        chosen = at::where(t.squeeze(1) > 0, walked, chosen);
-    }
 
-    const at::Tensor host = to_host(at::stack({chosen, drawable.to(at::kLong)}));
+        return at::stack({chosen, drawable.to(at::kLong)}).to(at::kCPU);  // waits for the step, on its stream
+    };
+    at::Tensor host;
+    try {
+        host = choose();
+    } catch (...) {
+        for (int64_t row = 0; row < rows; ++row)
+            if (samplers[static_cast<size_t>(row)] != nullptr)
+                samplers[static_cast<size_t>(row)]->restore(saved[static_cast<size_t>(row)]);
+        throw;
+    }
     const auto *values = host.data_ptr<int64_t>();
     for (int64_t row = 0; row < rows; ++row) {
         Sampler *s = samplers[static_cast<size_t>(row)];

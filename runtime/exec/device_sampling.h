@@ -11,11 +11,12 @@
 namespace gpt {
 
 // One token for each row of `logits` ((rows, >= vocab_size), any device and float dtype), drawn
-// by samplers[row] (nullptr: the row is left out). The same tokens as Sampler::sample on the
-// same logits: the same rule (greedy, temperature, top-k, top-p, ties by smaller id) and the
-// same uniform draw from the sampler's stream, with sums in double. Only the ids (and a flag
-// per row) are copied back, through pinned memory. A row with NaN, +inf or only -inf is
-// refused alone (sample_rows): its sampler's stream is as it was before the call.
+// by samplers[row] (nullptr: the row is left out; one sampler per row). The rule is
+// Sampler::sample's (greedy, temperature, top-k, top-p, ties by smaller id) with the same
+// uniform draw from the sampler's stream and sums in double, so the tokens are the host's
+// unless a draw falls within rounding (about 1e-15) of a boundary. Only the ids (and a flag
+// per row) come back. A row with NaN, +inf or only -inf is refused alone (sample_rows): its
+// sampler's stream is as it was before the call; any failure leaves every stream so.
 SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers);
 
 }  // namespace gpt

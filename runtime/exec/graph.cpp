@@ -29,7 +29,9 @@ Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceH
     } catch (const std::exception &e) {
         fail(GPT_ERR_ARTIFACT_INVALID, "graph '" + name_ + "' failed to load: " + e.what());
     }
-    log(GPT_LOG_DEBUG, "loaded graph " + name_ + " (" + std::to_string(num_runners) + " runner(s))");
+    log(GPT_LOG_DEBUG,
+        "loaded graph " + name_ +
+            (capturable_ ? " (one runner, capturable)" : " (" + std::to_string(num_runners) + " runner(s))"));
 }
 
 Graph::~Graph() = default;

@@ -214,9 +214,15 @@ void Session::decode_batch(const gpt_token *tokens, float *logits) {
 void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *samplers, gpt_token *out_tokens,
                                   float *logits) {
     check_step(tokens);
-    for (int32_t seq = 0; seq < n_seq(); ++seq)
-        if (tokens[seq] != GPT_TOKEN_NONE && samplers[seq] == nullptr)
+    for (int32_t seq = 0; seq < n_seq(); ++seq) {
+        if (tokens[seq] == GPT_TOKEN_NONE) continue;
+        if (samplers[seq] == nullptr)
             fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "a sequence that steps needs a sampler");
+        for (int32_t other = 0; other < seq; ++other)  // each draws from its own random stream
+            if (tokens[other] != GPT_TOKEN_NONE && samplers[other] == samplers[seq])
+                fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "has the sampler of sequence " + std::to_string(other) +
+                                                   ": each sequence needs its own");
+    }
     const SampledRows chosen = on_device("decode", [&] {
         const at::Tensor all = device_step(tokens);
         const auto rows = static_cast<int32_t>(all.size(0));
@@ -228,14 +234,17 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
         // on a GPU they stay there and only the ids come back.
         const bool on_host = !all.is_cuda();
         const at::Tensor host = on_host || logits != nullptr ? host_logits(all) : at::Tensor();
-        for (int32_t seq = 0; seq < rows; ++seq) {  // the step is taken, whatever sampling says
+        SampledRows sampled = on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
+                                      : sample_on_device(all, vocab, stepping);
+        // Only now is the step taken (whatever sampling says of its logits): a failure before this point
+        // leaves the positions as they were, and a retry writes the same cache entries again.
+        for (int32_t seq = 0; seq < rows; ++seq) {
             if (tokens[seq] == GPT_TOKEN_NONE) continue;
             ++positions_[static_cast<size_t>(seq)];
             if (logits != nullptr)
                 std::copy_n(host.data_ptr<float>() + int64_t{seq} * vocab, vocab, logits + int64_t{seq} * vocab);
         }
-        return on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
-                       : sample_on_device(all, vocab, stepping);
+        return sampled;
     });
     std::fill(out_tokens, out_tokens + n_seq(), GPT_TOKEN_NONE);
     std::copy(chosen.tokens.begin(), chosen.tokens.end(), out_tokens);

@@ -139,6 +139,12 @@ TEST_CASE("decode_sample_batch refuses a stepping sequence without a sampler and
     CHECK(out[0] < vocab);
     CHECK(gpt_session_decode_sample_batch(session.handle, first_only, nullptr, out, nullptr) ==
           GPT_ERR_INVALID_ARGUMENT);
+    // One sampler for two sequences: each needs its own random stream.
+    gpt_sampler *shared[2] = {samplers.handles[0], samplers.handles[0]};
+    CHECK(gpt_session_decode_sample_batch(session.handle, both, shared, out, nullptr) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(gpt_runtime_last_error()).find("has the sampler of sequence 0") != std::string::npos);
+    REQUIRE(gpt_session_get_position_seq(session.handle, 1, &position) == GPT_OK);
+    CHECK(position == 3);
     CHECK(gpt_session_decode_sample_batch(session.handle, first_only, rows, nullptr, nullptr) ==
           GPT_ERR_INVALID_ARGUMENT);
 }
