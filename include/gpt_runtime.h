@@ -192,8 +192,11 @@ struct gpt_model_params {
 /* On a GPU, each session runs its decode steps as CUDA graphs: the first step of each shape
  * (sequences stepped, cache positions read, rounded up to a power of two) is captured once
  * over the session's own buffers and replayed from then on, one launch instead of one per
- * kernel. Replays give the same logits as the plain steps. This bit turns that off: every
- * step launches its kernels one by one (no capture, no memory for captured steps). */
+ * kernel. Replays give the same logits as the plain steps. While a session captures, the
+ * process's default CUDA generator is in capture mode: CUDA random ops on other threads of
+ * the process (a trainer's dropout) fail meanwhile, so serve and train in separate
+ * processes (as gpt-server and `gpt train` do), or set this bit. It turns capture off:
+ * every step launches its kernels one by one (no capture, no memory for captured steps). */
 #define GPT_MODEL_NO_CUDA_GRAPHS (1u << 0)
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
 
