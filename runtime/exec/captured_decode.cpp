@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "exec/device_sampling.h"
 
 #ifdef GPT_WITH_CUDA
 #include <ATen/core/CachingHostAllocator.h>
@@ -71,7 +72,7 @@ c10::cuda::CUDAStream cuda_stream(c10::Stream stream) {
 
 struct CapturedDecode::Captured {
     StepGraph graph;
-    at::Tensor logits;  // the captured step's output, rewritten by each replay
+    CapturedDecode::Step out;  // the captured step's outputs, rewritten by each replay
 };
 
 CapturedDecode::CapturedDecode(const Model &model, const at::Tensor &kv, c10::Stream stream)
@@ -98,14 +99,15 @@ std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t rows, 
     const std::lock_guard<std::mutex> lock(capture_mutex);  // held until the graph is kept or destroyed
     auto captured = std::make_unique<Captured>();
     const auto undo = [&] {
-        captured->logits = at::Tensor();
+        captured->out = Step();
         captured->graph.abort_capture();
         captured.reset();  // ~CUDAGraph unregisters from the default generator: under the lock
     };
     try {
         // Thread-local mode: other threads (other sessions, prefills) go on with their own CUDA calls meanwhile.
         captured->graph.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
-        captured->logits = model_.decode(idx, pos, kv, span);
+        captured->out.logits = model_.decode(idx, pos, kv, span);
+        captured->out.greedy = greedy_choice(captured->out.logits, model_.config().vocab_size);
         captured->graph.capture_end();
     } catch (const c10::OutOfMemoryError &) {
         undo();  // short of memory now, not uncapturable: the next step tries again
@@ -123,7 +125,8 @@ std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t rows, 
     return captured;
 }
 
-at::Tensor CapturedDecode::step(const std::vector<int64_t> &ids, const std::vector<int64_t> &pos, int64_t span) {
+CapturedDecode::Step CapturedDecode::step(const std::vector<int64_t> &ids, const std::vector<int64_t> &pos,
+                                          int64_t span) {
     const auto rows = static_cast<int64_t>(ids.size());
     if (rows < 1 || rows > kv_.size(2) || pos.size() != ids.size())
         fail(GPT_ERR_INTERNAL, "a captured decode step needs 1 to n_seq rows, each with a position");
@@ -139,11 +142,11 @@ at::Tensor CapturedDecode::step(const std::vector<int64_t> &ids, const std::vect
     auto it = graphs_.find({rows, span});
     if (it == graphs_.end()) {
         std::unique_ptr<Captured> captured = capture(rows, span);
-        if (!captured) return at::Tensor();  // not capturable: the caller runs the step itself
+        if (!captured) return Step();  // not capturable: the caller runs the step itself
         it = graphs_.emplace(std::make_pair(rows, span), std::move(captured)).first;
     }
     it->second->graph.replay();
-    return it->second->logits;
+    return it->second->out;
 }
 
 #else  // built without CUDA: no model runs on a GPU, so no session makes one
@@ -159,7 +162,7 @@ CapturedDecode::~CapturedDecode() = default;
 
 std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t, int64_t) { return nullptr; }
 
-at::Tensor CapturedDecode::step(const std::vector<int64_t> &, const std::vector<int64_t> &, int64_t) {
+CapturedDecode::Step CapturedDecode::step(const std::vector<int64_t> &, const std::vector<int64_t> &, int64_t) {
     fail(GPT_ERR_DEVICE_UNAVAILABLE, "this runtime was built without CUDA: no CUDA graphs");
 }
 

@@ -29,13 +29,17 @@ public:
     CapturedDecode(const CapturedDecode &) = delete;
     CapturedDecode &operator=(const CapturedDecode &) = delete;
 
+    struct Step {
+        at::Tensor logits;  // (rows, padded_vocab) on the GPU
+        at::Tensor greedy;  // greedy_choice of the logits (device_sampling.h), computed in the same graph
+    };
     // Model::decode of ids (rows) at positions `pos` (rows) over the cache's first rows, reading
-    // at least `span` positions. Returns the logits (rows, padded_vocab) on the device, in the
-    // graph's own memory: valid until the next step. The first step of a shape captures it; a
-    // capture that fails is undone, logged, and turns the model's CUDA graphs off: then the
-    // tensor returned is undefined, and the caller runs the step itself (short of memory, the
-    // capture is undone and c10::OutOfMemoryError thrown: a later step tries again).
-    at::Tensor step(const std::vector<int64_t> &ids, const std::vector<int64_t> &pos, int64_t span);
+    // at least `span` positions. The tensors are the graph's own memory: valid until the next step.
+    // The first step of a shape captures it; a capture that fails is undone, logged, and turns the
+    // model's CUDA graphs off: then the tensors returned are undefined, and the caller runs the
+    // step itself (short of memory, the capture is undone and c10::OutOfMemoryError thrown: a
+    // later step tries again).
+    Step step(const std::vector<int64_t> &ids, const std::vector<int64_t> &pos, int64_t span);
 
     // The cache positions a step of `span` reads when captured: a power of two from 16 up, within [2, block_size].
     static int64_t span_bucket(int64_t span, int64_t block_size);

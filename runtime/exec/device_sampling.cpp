@@ -21,7 +21,13 @@ std::pair<at::Tensor, at::Tensor> first_true(const at::Tensor &mask) {
 
 }  // namespace
 
-SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers) {
+at::Tensor greedy_choice(const at::Tensor &logits, int32_t vocab_size) {
+    const auto [max, first] = logits.slice(1, 0, vocab_size).max(1);  // the first largest, NaN propagating
+    return at::stack({first, max.isfinite().to(at::kLong)});
+}
+
+SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers,
+                             const at::Tensor &greedy) {
     const int64_t rows = logits.size(0);
     if (static_cast<int64_t>(samplers.size()) != rows)
         fail(GPT_ERR_INTERNAL, "sample_on_device needs one sampler (or none) per row");
@@ -59,45 +65,40 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
 
     // Anything failing from here on (memory, a device fault) leaves every sampler as it was.
     const auto choose = [&]() -> at::Tensor {
-        const at::Tensor l = logits.slice(1, 0, vocab);  // (rows, vocab), the padding's columns left out
         // Greedy: the first largest. NaN or +inf is a model that overflowed, and all -inf leaves nothing
         // to draw (check_logits): the row's largest value is then not finite.
+        if (!any_random) return (greedy.defined() ? greedy : greedy_choice(logits, vocab_size)).to(at::kCPU);
+        const at::Tensor l = logits.slice(1, 0, vocab);  // (rows, vocab), the padding's columns left out
         auto [max, chosen] = l.max(1);
         const at::Tensor drawable = max.isfinite();
-
-        if (any_random) {
-            const at::Tensor per_row = settings.to(device).unsqueeze(2);  // (4, rows, 1)
-            const at::Tensor t = per_row[0].to(at::kFloat);
-            const at::Tensor lf = l.to(at::kFloat);
-            // Scaled in float after subtracting the largest, as the host does (greedy rows: by 1, unused).
-            const at::Tensor scaled = (lf - max.to(at::kFloat).unsqueeze(1)) / at::where(t > 0, t, at::ones_like(t));
-            const at::Tensor position =
-                at::arange(vocab, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(0);
-            const at::Tensor k = per_row[2].to(at::kLong);
-            const at::Tensor p = per_row[1];
-            at::Tensor order = position.expand({rows, vocab});
-            if (any_truncated) {
-                const at::Tensor by_likelihood =
-                    std::get<1>(scaled.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
-                order = at::where((k < vocab) | (p < 1.0), by_likelihood, order);
-            }
-            const at::Tensor in_k = position < k;
-            const at::Tensor weight = at::exp(scaled.gather(1, order).to(at::kDouble)) * in_k;  // walk order
-            const at::Tensor mass_upto = weight.cumsum(1);
-            const at::Tensor total = mass_upto.gather(1, k - 1);
-            // top-p: the shortest prefix holding top_p of the top-k mass (all of it when top-p is off).
-            const auto [first_reaching, reaches] = first_true((mass_upto / total >= p) & in_k);
-            const at::Tensor count =
-                at::where((p.squeeze(1) < 1.0) & reaches, first_reaching + 1, k.squeeze(1)).unsqueeze(1);
-            const at::Tensor in_prefix = position < count;
-            const at::Tensor r = per_row[3] * mass_upto.gather(1, count - 1);
-            // The first token whose running mass passes r; if rounding leaves r above them all, the last one possible.
-            const auto [first_past, passes] = first_true((mass_upto > r) & in_prefix);
-            const at::Tensor last_possible = (vocab - 1) - ((weight > 0) & in_prefix).flip(1).to(at::kByte).argmax(1);
-            const at::Tensor walked =
-                order.gather(1, at::where(passes, first_past, last_possible).unsqueeze(1)).squeeze(1);
-            chosen = at::where(t.squeeze(1) > 0, walked, chosen);
+        const at::Tensor per_row = settings.to(device).unsqueeze(2);  // (4, rows, 1)
+        const at::Tensor t = per_row[0].to(at::kFloat);
+        const at::Tensor lf = l.to(at::kFloat);
+        // Scaled in float after subtracting the largest, as the host does (greedy rows: by 1, unused).
+        const at::Tensor scaled = (lf - max.to(at::kFloat).unsqueeze(1)) / at::where(t > 0, t, at::ones_like(t));
+        const at::Tensor position = at::arange(vocab, at::TensorOptions().dtype(at::kLong).device(device)).unsqueeze(0);
+        const at::Tensor k = per_row[2].to(at::kLong);
+        const at::Tensor p = per_row[1];
+        at::Tensor order = position.expand({rows, vocab});
+        if (any_truncated) {
+            const at::Tensor by_likelihood = std::get<1>(scaled.sort(/*stable=*/true, /*dim=*/1, /*descending=*/true));
+            order = at::where((k < vocab) | (p < 1.0), by_likelihood, order);
         }
+        const at::Tensor in_k = position < k;
+        const at::Tensor weight = at::exp(scaled.gather(1, order).to(at::kDouble)) * in_k;  // walk order
+        const at::Tensor mass_upto = weight.cumsum(1);
+        const at::Tensor total = mass_upto.gather(1, k - 1);
+        // top-p: the shortest prefix holding top_p of the top-k mass (all of it when top-p is off).
+        const auto [first_reaching, reaches] = first_true((mass_upto / total >= p) & in_k);
+        const at::Tensor count =
+            at::where((p.squeeze(1) < 1.0) & reaches, first_reaching + 1, k.squeeze(1)).unsqueeze(1);
+        const at::Tensor in_prefix = position < count;
+        const at::Tensor r = per_row[3] * mass_upto.gather(1, count - 1);
+        // The first token whose running mass passes r; if rounding leaves r above them all, the last one possible.
+        const auto [first_past, passes] = first_true((mass_upto > r) & in_prefix);
+        const at::Tensor last_possible = (vocab - 1) - ((weight > 0) & in_prefix).flip(1).to(at::kByte).argmax(1);
+        const at::Tensor walked = order.gather(1, at::where(passes, first_past, last_possible).unsqueeze(1)).squeeze(1);
+        chosen = at::where(t.squeeze(1) > 0, walked, chosen);
 
         return at::stack({chosen, drawable.to(at::kLong)}).to(at::kCPU);  // waits for the step, on its stream
     };

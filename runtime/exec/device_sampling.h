@@ -17,6 +17,14 @@ namespace gpt {
 // unless a draw falls within rounding (about 1e-15) of a boundary. Only the ids (and a flag
 // per row) come back. A row with NaN, +inf or only -inf is refused alone (sample_rows): its
 // sampler's stream is as it was before the call; any failure leaves every stream so.
-SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers);
+// `greedy`: greedy_choice of these logits when the caller has it (a captured step computes it in
+// its graph): then a step whose rows are all greedy launches nothing but the copy back.
+SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers,
+                             const at::Tensor &greedy = at::Tensor());
+
+// Each row's greedy choice, and whether anything can be drawn from it: (2, rows) int64 on the
+// logits' device, the first largest logit's id, then 1 where the largest logit is finite (not
+// NaN, +inf, or -inf for every token).
+at::Tensor greedy_choice(const at::Tensor &logits, int32_t vocab_size);
 
 }  // namespace gpt

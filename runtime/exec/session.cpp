@@ -224,7 +224,8 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
                                                    ": each sequence needs its own");
     }
     const SampledRows chosen = on_device("decode", [&] {
-        const at::Tensor all = device_step(tokens);
+        at::Tensor greedy;
+        const at::Tensor all = device_step(tokens, &greedy);
         const auto rows = static_cast<int32_t>(all.size(0));
         const int32_t vocab = model_.config().vocab_size;
         std::vector<Sampler *> stepping(static_cast<size_t>(rows), nullptr);
@@ -235,7 +236,7 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
         const bool on_host = !all.is_cuda();
         const at::Tensor host = on_host || logits != nullptr ? host_logits(all) : at::Tensor();
         SampledRows sampled = on_host ? sample_rows(stepping.data(), rows, host.data_ptr<float>(), vocab)
-                                      : sample_on_device(all, vocab, stepping);
+                                      : sample_on_device(all, vocab, stepping, greedy);
         // Only now is the step taken (whatever sampling says of its logits): a failure before this point
         // leaves the positions as they were, and a retry writes the same cache entries again.
         for (int32_t seq = 0; seq < rows; ++seq) {
@@ -262,7 +263,7 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
 // out gets a harmless write at a cache position it has not filled yet, or at the
 // last one of a full sequence, which can only be prefilled again. Returns the
 // rows' logits on the device; positions are the caller's to advance.
-at::Tensor Session::device_step(const gpt_token *tokens) {
+at::Tensor Session::device_step(const gpt_token *tokens, at::Tensor *greedy) {
     const int32_t block = model_.config().block_size;
     int32_t rows = 0;
     for (int32_t seq = 0; seq < n_seq(); ++seq)
@@ -275,8 +276,9 @@ at::Tensor Session::device_step(const gpt_token *tokens) {
     // The step reads the cache up to the furthest row's position, not the whole context.
     const int64_t span = *std::max_element(pos.begin(), pos.end()) + 1;
     if (captured_ && model_.cuda_graphs()) {  // off for good once a capture failed
-        at::Tensor logits = captured_->step(ids, pos, span);
-        if (logits.defined()) return logits;
+        CapturedDecode::Step step = captured_->step(ids, pos, span);
+        if (greedy != nullptr) *greedy = step.greedy;
+        if (step.logits.defined()) return step.logits;
     }
     const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
     return model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span);

@@ -76,7 +76,8 @@ private:
     // Throws what a decode step of `tokens` refuses, before anything runs.
     void check_step(const gpt_token *tokens) const;
     // One step of the rows up to the last stepping sequence: their logits on the device.
-    at::Tensor device_step(const gpt_token *tokens);
+    // With `greedy`, also each row's greedy_choice when the step computed it (a captured step), else undefined.
+    at::Tensor device_step(const gpt_token *tokens, at::Tensor *greedy = nullptr);
     at::Tensor step(const gpt_token *tokens) { return host_logits(device_step(tokens)); }
     at::Tensor host_logits(const at::Tensor &logits) const;
 

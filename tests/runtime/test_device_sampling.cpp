@@ -143,3 +143,22 @@ TEST_CASE("on the GPU, sampling draws the host sampler's tokens and refuses non-
     for (const int64_t vocab : {3, 300, 50257}) check_same_tokens(c10::Device(c10::kCUDA, 0), vocab, 200 + vocab);
     check_refusal_keeps_streams(c10::Device(c10::kCUDA, 0));
 }
+
+TEST_CASE("a step's own greedy choice is what an all-greedy step returns", "[sampler][device_sampling]") {
+    std::mt19937 rng(11);
+    const at::Tensor logits = hard_logits(3, 40, rng);
+    gpt::Sampler g0(0.0f, 0, 1.0f, 1), g1(0.0f, 0, 1.0f, 2), h0(0.0f, 0, 1.0f, 1), h1(0.0f, 0, 1.0f, 2);
+    const at::Tensor greedy = gpt::greedy_choice(logits, 40);
+    REQUIRE(greedy.sizes() == at::IntArrayRef({2, 3}));
+    const auto given = gpt::sample_on_device(logits, 40, {&g0, nullptr, &g1}, greedy);
+    CHECK(given.tokens[0] == h0.sample(logits[0].data_ptr<float>(), 40));
+    CHECK(given.tokens[1] == GPT_TOKEN_NONE);
+    CHECK(given.tokens[2] == h1.sample(logits[2].data_ptr<float>(), 40));
+    // The given choice is used as it is (a captured step's, computed in its graph), not computed again.
+    at::Tensor other = greedy.clone();
+    other[0][0] = 7;
+    other[1][2] = 0;  // "row 2 cannot be drawn from"
+    const auto used = gpt::sample_on_device(logits, 40, {&g0, nullptr, &g1}, other);
+    CHECK(used.tokens[0] == 7);
+    CHECK(used.refused == std::vector<int32_t>{2});
+}
