@@ -93,9 +93,10 @@ std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t rows, 
     const at::Tensor idx = inputs_.select(0, 0).narrow(0, 0, rows).view({rows, 1});
     const at::Tensor pos = inputs_.select(0, 1).narrow(0, 0, rows);
     const at::Tensor kv = kv_.narrow(2, 0, rows);
-    // A plain run first: it loads the kernels and makes cuBLAS's workspace, neither of which may
-    // happen while capturing. It writes the same cache entries the replay writes after it.
-    model_.decode(idx, pos, kv, span);
+    // A plain run of everything captured first: it loads the kernels (CUDA loads modules lazily)
+    // and makes cuBLAS's workspace, neither of which may happen while capturing. It writes the
+    // same cache entries the replay writes after it.
+    greedy_choice(model_.decode(idx, pos, kv, span), model_.config().vocab_size);
     const std::lock_guard<std::mutex> lock(capture_mutex);  // held until the graph is kept or destroyed
     auto captured = std::make_unique<Captured>();
     const auto undo = [&] {
