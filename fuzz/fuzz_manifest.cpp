@@ -22,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(c.n_head > 0 && c.n_embd % c.n_head == 0 && c.head_dim() > 0);
     FUZZ_CHECK(c.vocab_size > 0 && c.vocab_size <= c.padded_vocab_size && c.block_size > 0 && c.n_layer > 0);
     FUZZ_CHECK(m.prefill.max_batch > 0 && m.decode.max_batch > 0);
+    // Every size bounded before anything is sized from it (the loader lists names per layer, sessions size caches).
+    FUZZ_CHECK(c.n_layer <= gpt::kMaxLayers && c.n_head <= gpt::kMaxHeads && c.n_embd <= gpt::kMaxEmbd &&
+               c.block_size <= gpt::kMaxBlockSize && c.padded_vocab_size <= gpt::kMaxVocab);
+    for (const gpt::GraphSpec *g : {&m.prefill, &m.decode, &m.decode_one}) FUZZ_CHECK(g->max_batch <= gpt::kMaxBatch);
     for (const std::string *f : {&m.weights_file, &m.prefill.file, &m.decode.file, &m.tokenizer_file, &m.golden_file})
         FUZZ_CHECK(m.files.count(*f) == 1);
     for (const auto &[name, entry] : m.files) {

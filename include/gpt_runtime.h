@@ -98,7 +98,8 @@ extern "C" {
  *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings),
  *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
  *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index,
- *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch. */
+ *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch,
+ *    gpt_model_tokenize_n (text with its length, NUL bytes included). */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -221,7 +222,9 @@ struct gpt_model_info {
                                   "prefill flash, decode math" when the graphs differ */
     const char *torch_version; /* torch the artifact was compiled with */
     const char *tokenizer;     /* "char", "bpe" or "none" */
-    int32_t vocab_size;        /* valid token ids are [0, vocab_size) */
+    int32_t vocab_size;        /* valid token ids are [0, vocab_size); those without text (past the
+                                  tokenizer's ids, as nanoGPT pads GPT-2's 50257 to 50304, or a gap among
+                                  them, as cl100k_base's 100256) get -inf logits and are never sampled */
     int32_t block_size;        /* context length */
     int32_t n_layer, n_head, n_embd;
     int32_t max_batch;
@@ -302,14 +305,29 @@ GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char 
  * offset in the message. Special tokens' text ("<|endoftext|>") is encoded as
  * ordinary text here: a prompt cannot inject control tokens.
  * `*out_count` always receives the number of tokens needed; with a too-small
- * `capacity` the call returns GPT_ERR_BUFFER_TOO_SMALL. */
+ * `capacity` the call returns GPT_ERR_BUFFER_TOO_SMALL.
+ * `text` is a C string: the text ends at its first NUL byte, and "a\0b" gives the
+ * ids of "a". Text that may hold U+0000 (a JSON "\u0000") goes through
+ * gpt_model_tokenize_n with its length. */
 GPT_API gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens,
                                       int32_t capacity, int32_t *out_count);
 /* As gpt_model_tokenize, but the text of each special token becomes that token
  * (tiktoken's allowed_special="all"): for text the application itself wrote. */
 GPT_API gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text, gpt_token *tokens,
                                                    int32_t capacity, int32_t *out_count);
-/* Token ids → their bytes, NUL-terminated; a special token gives its text.
+enum gpt_tokenize_flags {
+    GPT_TOKENIZE_SPECIAL = 1u << 0 /* special tokens' text becomes their ids, as gpt_model_tokenize_with_special */
+};
+/* As gpt_model_tokenize (with GPT_TOKENIZE_SPECIAL in `flags`: as
+ * gpt_model_tokenize_with_special), for the `length` bytes at `text`, which may
+ * hold NUL bytes: U+0000 is a character like any other, and a byte-level BPE
+ * encodes it as the byte's token ("a\0b", length 3: the ids of "a", "\0" and "b").
+ * `text` may be NULL when `length` is 0. An unknown bit in `flags` is
+ * GPT_ERR_INVALID_ARGUMENT. */
+GPT_API gpt_status gpt_model_tokenize_n(const struct gpt_model *model, const char *text, size_t length, uint32_t flags,
+                                        gpt_token *tokens, int32_t capacity, int32_t *out_count);
+/* Token ids → their bytes, NUL-terminated; a special token gives its text. An id without text
+ * (see gpt_model_info.vocab_size; no sampler returns one) is GPT_ERR_OUT_OF_RANGE.
  * `*out_size` receives the bytes needed including the NUL;
  * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less. A BPE token can hold part of
  * a UTF-8 character, so the bytes of some of a sequence's tokens need not be
@@ -360,7 +378,8 @@ GPT_API gpt_status gpt_session_get_position(const struct gpt_session *session, i
 
 /* Low level: start a sequence with `tokens` (1..block_size of them) and write the
  * next-token logits (vocab_size floats) to `logits`. Prefill, decode and generate
- * act on sequence 0 of a batched session. */
+ * act on sequence 0 of a batched session. Every call that gives logits gives -inf at
+ * the ids without text (gpt_model_info.vocab_size), so that no sampler picks them. */
 GPT_API gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens,
                                        float *logits);
 /* Low level: append one token to the sequence and write the next-token logits. */
@@ -463,7 +482,9 @@ struct gpt_token_logprob {
  * GPT_TOKEN_NONE). With out_logprobs (NULL = none wanted), row i's entries start at
  * out_logprobs + i * (1 + n_top_logprobs): the chosen token with its log-probability,
  * then the n_top_logprobs (0..GPT_MAX_TOP_LOGPROBS) most likely tokens, most likely
- * first (equal ones by smaller id). NaN or +inf logits, or all -inf, in a row that
+ * first (equal ones by smaller id); a token whose logit is -inf (ruled out, as the ids
+ * without text are) is never listed: GPT_TOKEN_NONE with -inf stands in its place, as
+ * past the end of the vocabulary. NaN or +inf logits, or all -inf, in a row that
  * is sampled are GPT_ERR_NON_FINITE; every row is checked before any sampler draws,
  * so a refused call changes no sampler's random stream. */
 #define GPT_MAX_TOP_LOGPROBS 20

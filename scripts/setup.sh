@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 TORCH_VERSION="${GPT_TORCH_VERSION:-2.11.0}"
 # What the build needs (deploy/build-packages.txt, shared with the Docker image), then what the tests and lint need.
 mapfile -t APT_PACKAGES < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' deploy/build-packages.txt)
-APT_PACKAGES+=(catch2 bible-kjv clang-format clang-tidy clang libclang-rt-dev)
+APT_PACKAGES+=(catch2 bible-kjv clang-format clang-tidy clang libclang-rt-dev ccache)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from .linear import pack_for_onednn
+from .linear import host_reads_int4_blocks64, pack_linear_weight
 from .manifest import read_manifest, sha256_file
 from .model import layer_caches
 
@@ -28,10 +28,17 @@ class ArtifactGraphs:
         self.graphs = {}
         packed = {}  # as the runtime binds them: one packed copy, shared by the graphs that list it
         for name, spec in self.manifest["graphs"].items():
+            linear = spec.get("linear", {})
+            if linear.get("form") == "int4pack" and "packed" not in linear and not host_reads_int4_blocks64():
+                raise ValueError(
+                    f"{directory}: graph {name} reads its int4 weights as stored, which this host's int4 kernel "
+                    f"(ATen CPU capability {torch.backends.cpu.get_cpu_capability()}) does not read: recompile it"
+                )
             graph = torch._inductor.aoti_load_package(str(directory / spec["file"]))
             bound = dict(self.weights)
-            for fqn in spec.get("linear", {}).get("packed", []):
-                bound[fqn] = packed.setdefault(fqn, pack_for_onednn(self.weights[fqn]))
+            for fqn in linear.get("packed", []):
+                # The onednn form's oneDNN layout, or the int4pack form's packing of this host's int4 kernel.
+                bound[fqn] = packed.setdefault(fqn, pack_linear_weight(self.weights[fqn]))
             graph.load_constants(
                 {fqn: bound[fqn] for fqn in graph.get_constant_fqns()},
                 check_full_update=True,

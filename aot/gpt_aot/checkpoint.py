@@ -10,11 +10,12 @@ string metadata (format, iteration, model shape).
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from .files import replaced_atomically
 from .manifest import read_manifest
-from .weights import SHAPE_KEYS, checkpoint_model, read_checkpoint
+from .weights import RECORDED_KEYS, SHAPE_KEYS, checkpoint_model, read_checkpoint
 
 FORMAT = "gpt-aot-checkpoint"
 # 2: param/exp_avg/exp_avg_sq in the artifact's training.master_dtype (1: in the model's dtype).
@@ -94,6 +95,8 @@ def import_nanogpt(ckpt_path: Path, artifact_dir: Path, out: Path) -> int:
 def export_weights(checkpoint: Path, out: Path, vocab_size: int | None = None) -> None:
     """Runtime checkpoint -> safetensors in nanoGPT's state-dict layout (wte and lm_head both present)."""
     tensors = load_file(str(checkpoint))
+    with safe_open(str(checkpoint), framework="pt") as f:
+        recorded = f.metadata() or {}
     weights = {}
     for key, value in tensors.items():
         if not key.startswith("param."):
@@ -103,5 +106,8 @@ def export_weights(checkpoint: Path, out: Path, vocab_size: int | None = None) -
             value = value[:vocab_size]
         weights[name] = value.contiguous()
     weights["transformer.wte.weight"] = weights["lm_head.weight"].clone()
+    # The shape the tensors cannot show (n_head), for a compile of this file (weights.metadata_args).
+    metadata = {f"model.{k}": recorded[f"model.{k}"] for k in RECORDED_KEYS if f"model.{k}" in recorded}
+    metadata["model.vocab_size"] = str(weights["lm_head.weight"].shape[0])
     with replaced_atomically(out) as tmp:
-        save_file(weights, str(tmp))
+        save_file(weights, str(tmp), metadata=metadata)

@@ -12,6 +12,7 @@ import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
 from .attention import attention_context
+from .linear import PACKED_FORMS
 from .model import GPT
 
 MAX_BATCH = 64
@@ -42,8 +43,9 @@ class DecodeGraph(EntryModule):
 @contextmanager
 def untied_lm_head(gpt: GPT):
     """The embedding reads its own copy of the tied weight: where the runtime
-    binds lm_head's weight packed for oneDNN (the onednn form), only the linear
-    may read it. The graph then names both; the weights file holds one tensor."""
+    binds lm_head's weight packed (for oneDNN or the host's int4 kernel:
+    PACKED_FORMS), only the linear may read it. The graph then names both; the
+    weights file holds one tensor, which the embedding reads as stored."""
     tied = gpt.lm_head.weight
     if gpt.transformer.wte.weight is not tied:
         yield
@@ -148,7 +150,7 @@ def export_graphs(
         for name, (graph, args, dims, kind, form) in entries.items():
             gpt.set_attention(kind)
             gpt.set_linear_form(form)
-            with attention_context(kind), untied_lm_head(gpt) if form == "onednn" else nullcontext():
+            with attention_context(kind), untied_lm_head(gpt) if form in PACKED_FORMS else nullcontext():
                 programs[name] = torch.export.export(graph(gpt), args, dynamic_shapes=dims)
     gpt.set_linear_form("mm")
     return {name: programs[name] for name in ("prefill", "decode", "decode_one") if name in programs}

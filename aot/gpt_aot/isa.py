@@ -6,12 +6,20 @@ picks for the build host, so an artifact built on a newer CPU can die with
 SIGILL on an older one. `--isa` names an x86-64 psABI level instead (gcc's
 -march values): the kernels get -march=<level> and a vector ISA inside it.
 
+What this CPU may run has one source, the kernel's: the flags line of
+/proc/cpuinfo (or the file GPT_CPUINFO names), which the runtime reads too
+(runtime/artifact/device.cpp). The compiler's -march=native asks CPUID instead,
+which also reports extensions the kernel has disabled (Linux clears RDSEED on
+some AMD CPUs): a native compile turns those off with -mno-<ext>, so its code
+cannot use what the kernel refuses and the artifact loads where it was built.
+
 The manifest's list of extensions is derived from the flags the packages were
 actually compiled with (each .pt2 keeps its compile commands as comments in
 its .cpp sources), expanded by the same compiler into its predefined ISA
 macros, so the list is what the compiler was allowed to emit, not a guess.
 """
 
+import os
 import re
 import subprocess
 from contextlib import contextmanager
@@ -132,18 +140,47 @@ ISA_MACROS = {
     "__AMX_FP16__": "amx_fp16",
     "__AMX_COMPLEX__": "amx_complex",
 }
+# gcc's -m option for a macro where it is not the macro's name in lower case (__AVX2__ -> -mavx2): how a
+# native compile turns off what the kernel hides (-mno-<option>).
+GCC_OPTIONS = {
+    "__SSE4_1__": "sse4.1",
+    "__SSE4_2__": "sse4.2",
+    "__LAHF_SAHF__": "sahf",
+    "__GCC_HAVE_SYNC_COMPARE_AND_SWAP_16": "cx16",
+    "__3dNOW__": "3dnow",
+    "__3dNOW_A__": "3dnowa",
+    "__AMX_TILE__": "amx-tile",
+    "__AMX_INT8__": "amx-int8",
+    "__AMX_BF16__": "amx-bf16",
+    "__AMX_FP16__": "amx-fp16",
+    "__AMX_COMPLEX__": "amx-complex",
+    "__USER_MSR__": "usermsr",
+}
 # Uppercase macros that -m flags define and that name no instruction set.
 NOT_ISA_MACROS = {"__SSE_MATH__", "__SSE2_MATH__", "__MMX_WITH_SSE__", "__EVEX512__", "__EVEX256__"}
 
 
+# The file that describes this CPU as the kernel sees it; GPT_CPUINFO names another (tests, and containers
+# whose /proc is masked). The runtime honours the same variable.
+CPUINFO = "/proc/cpuinfo"
+CPUINFO_ENV = "GPT_CPUINFO"
+
+
+def cpuinfo_path() -> Path:
+    return Path(os.environ.get(CPUINFO_ENV) or CPUINFO)
+
+
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The first processor's flags in /proc/cpuinfo (every core of one machine shows the same)."""
-    text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text()
+    """The extensions this CPU may run: the flags that every processor in cpuinfo shows (x86's "flags",
+    Arm's "Features"), as runtime/artifact/device.cpp reads them."""
+    text = cpuinfo if cpuinfo is not None else cpuinfo_path().read_text()
+    common = None
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return set(value.split())
-    return set()
+        if key.strip() in ("flags", "Features"):
+            flags = set(value.split())
+            common = flags if common is None else common & flags
+    return common or set()
 
 
 def compiler_macros(compiler: str, flags: list[str]) -> dict[str, str]:
@@ -172,6 +209,29 @@ def extensions(compiler: str, flags: list[str]) -> list[str]:
         raise RuntimeError(f"{compiler} {' '.join(flags)} defines ISA macros with no cpuinfo flag known: {unknown}")
     macros = compiler_macros(compiler, flags)
     return sorted({ISA_MACROS[m] for m in macros if ISA_MACROS.get(m)})
+
+
+def gcc_option(macro: str) -> str:
+    """The -m option (without -m) that enables the extension behind an ISA macro."""
+    return GCC_OPTIONS.get(macro) or macro.strip("_").lower()
+
+
+def hidden_by_kernel(compiler: str, host: set[str] | None = None) -> list[str]:
+    """Extensions -march=native enables (the CPU's CPUID says so) that the kernel does not show in cpuinfo."""
+    have = cpu_flags() if host is None else host
+    return [e for e in extensions(compiler, ["-march=native"]) if e not in have]
+
+
+def native_flags(compiler: str, host: set[str] | None = None) -> list[str]:
+    """A native compile's machine flags: -march=native, then -mno-<option> for each extension the kernel hides,
+    so the compiled code uses only what this host may run."""
+    hidden = set(hidden_by_kernel(compiler, host))
+    macros = compiler_macros(compiler, ["-march=native"])
+    flags = ["-march=native", *sorted({f"-mno-{gcc_option(m)}" for m in macros if ISA_MACROS.get(m) in hidden})]
+    still = hidden & set(extensions(compiler, flags))
+    if still:
+        raise RuntimeError(f"{compiler} {' '.join(flags)} still allows {sorted(still)}, which the kernel hides")
+    return flags
 
 
 def missing_for_level(level: str, host: set[str] | None = None, compiler: str = "g++") -> list[str]:
@@ -228,7 +288,11 @@ def package_isa(packages: list[Path]) -> dict:
     if len(compilers) != 1:
         raise RuntimeError(f"packages were compiled by several compilers: {sorted(compilers)}")
     compiler = compilers.pop()
-    return {"isa_flags": flags, "isa_extensions": extensions(compiler, flags)}
+    disabled = [f.removeprefix("-mno-") for f in flags if f.startswith("-mno-")]
+    derivation = f"the ISA macros `{Path(compiler).name} -dM -E <isa_flags>` predefines, as cpuinfo flags"
+    if disabled:
+        derivation += f"; -mno-{', -mno-'.join(disabled)}: extensions this host's CPU reports but its kernel hides"
+    return {"isa_flags": flags, "isa_extensions": extensions(compiler, flags), "isa_derivation": derivation}
 
 
 # ---------------------------------------------------------------------------
@@ -250,39 +314,66 @@ def level_vec_isa(level: str):
     return {"x86-64-v3": cpu_vec_isa.VecAVX2, "x86-64-v4": VecAVX512Level}[level]()
 
 
-_active_level = NATIVE  # the level compiling_for has patched Inductor for; blocks nest
+def native_vec_isa(compiler: str, host: set[str] | None = None):
+    """Inductor's own pick for this host, or the best one below it whose flags ask only for what the kernel shows
+    (its pick reads CPUID too)."""
+    from torch._inductor import cpu_vec_isa
+
+    have = cpu_flags() if host is None else host
+    candidates = [cpu_vec_isa.pick_vec_isa(), *cpu_vec_isa.valid_vec_isa_list()]
+    for vec_isa in candidates:
+        if vec_isa and set(extensions(compiler, vec_isa.build_arch_flags().split())) <= have:
+            return vec_isa
+    return cpu_vec_isa.invalid_vec_isa
+
+
+_active_level = None  # the level compiling_for has set Inductor up for; blocks nest
 
 
 @contextmanager
 def compiling_for(level: str):
     """Inductor compiles CPU code for `level` inside this block: -march=<level> in place of -march=native and the
-    level's vector ISA. Patches torch 2.11's private cpp_builder/cpu_vec_isa functions; package_isa reads the
-    flags back from what was compiled, and the tests check them."""
+    level's vector ISA; for native, -march=native less what the kernel hides (native_flags). Patches torch 2.11's
+    private cpp_builder/cpu_vec_isa functions; package_isa reads the flags back from what was compiled, and the
+    tests check them."""
     global _active_level
-    if level == _active_level:
+    if _active_level is not None:
+        if level != _active_level:
+            raise RuntimeError(f"already compiling for {_active_level}, asked for {level}")
         yield
         return
-    if _active_level != NATIVE:
-        raise RuntimeError(f"already compiling for {_active_level}, asked for {level}")
     from torch._inductor import codecache, config, cpp_builder, cpu_vec_isa
 
-    vec_isa = level_vec_isa(level)
+    if level == NATIVE:
+        compiler = cpp_builder.get_cpp_compiler()
+        march = native_flags(compiler)
+        if len(march) == 1:  # the kernel hides nothing: Inductor's own native build, untouched
+            _active_level = level
+            try:
+                yield
+            finally:
+                _active_level = None
+            return
+        vec_isa, simdlen = native_vec_isa(compiler), None
+    else:
+        march, vec_isa, simdlen = [f"-march={level}"], level_vec_isa(level), LEVELS[level]
     optimization_cflags = cpp_builder._get_optimization_cflags
 
     def level_cflags(*args, **kwargs):
         cflags, ldflags = optimization_cflags(*args, **kwargs)
         if "march=native" not in cflags:
             raise RuntimeError(f"Inductor's compile flags no longer hold -march=native: {cflags}")
-        return [f"march={level}" if f == "march=native" else f for f in cflags], ldflags
+        at = cflags.index("march=native")
+        return [*cflags[:at], *(f.removeprefix("-") for f in march), *cflags[at + 1 :]], ldflags
 
     saved = (cpu_vec_isa.pick_vec_isa, codecache.pick_vec_isa)
     cpp_builder._get_optimization_cflags = level_cflags
     cpu_vec_isa.pick_vec_isa = codecache.pick_vec_isa = lambda: vec_isa
     _active_level = level
     try:
-        with config.patch({"cpp.simdlen": LEVELS[level]}):
+        with config.patch({"cpp.simdlen": simdlen}):
             yield
     finally:
-        _active_level = NATIVE
+        _active_level = None
         cpp_builder._get_optimization_cflags = optimization_cflags
         cpu_vec_isa.pick_vec_isa, codecache.pick_vec_isa = saved

@@ -3,8 +3,13 @@ weights or quantized ones (quantize.py) in each weight layout.
 
 Weight layouts (WEIGHT_LAYOUTS), named by GPT.weight_layout: None, float
 weights as nn.Linear keeps them; int8 as "rows" (the same shape) or "blocks32"
-(to_row_blocks); int4 as "blocks64" (to_int4_blocks), the packing aten's CPU
-int4 kernel reads.
+(to_row_blocks); int4 as "blocks64" (to_int4_blocks), the one stored layout.
+
+aten's CPU int4 kernel reads a packing that depends on the ATen CPU capability
+of the host at run time (AVX-512: blocks64 itself; AVX2: blocks of 32 rows;
+default: yet another), so the int4pack form reads a copy packed for the host
+by aten's own packer (pack_for_int4pack), as the onednn form reads a copy in
+oneDNN's layout: PACKED_FORMS.
 """
 
 from contextlib import contextmanager
@@ -28,6 +33,9 @@ WEIGHT_LAYOUTS = tuple(LAYOUT_LINEAR_FORMS)
 BLOCK_ROWS = 32  # output rows per block of the int8 "blocks32" layout
 INT4_BLOCK_ROWS = 64  # output rows per block of the int4 "blocks64" layout
 INT4_ZERO = 8  # an int4 weight q (0..15) stands for (q - 8) * scale + zero (aten's int4 kernels' convention)
+# The forms whose graphs read copies of the linear weights packed where they run (the runtime's
+# exec/packed_weights.cpp, ArtifactGraphs, packed_linear_weights): the graph names the stored weight.
+PACKED_FORMS = ("onednn", "int4pack")
 
 
 def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
@@ -45,10 +53,11 @@ def from_row_blocks(blocks: torch.Tensor, rows: int) -> torch.Tensor:
 
 def to_int4_blocks(q: torch.Tensor) -> torch.Tensor:
     """(rows, cols) int4 values (0..15, cols even) → (ceil(rows / 64) * 64,
-    cols / 2) bytes, as aten's CPU int4 kernel reads them: block b holds output
-    rows 64b..64b+63 (zero rows pad the last) as (cols, 32) bytes, the byte of
-    input k and row j holding row j in its low four bits and row j + 32 in its
-    high four."""
+    cols / 2) bytes, the stored "blocks64" layout (aten's CPU int4 packing on an
+    AVX-512 host, but the kernel reads pack_for_int4pack's copy): block b holds
+    output rows 64b..64b+63 (zero rows pad the last) as (cols, 32) bytes, the
+    byte of input k and row j holding row j in its low four bits and row j + 32
+    in its high four."""
     rows, cols = q.shape
     padded = torch.zeros(-(-rows // INT4_BLOCK_ROWS) * INT4_BLOCK_ROWS, cols, dtype=torch.uint8, device=q.device)
     padded[:rows] = q.to(torch.uint8)
@@ -62,6 +71,23 @@ def from_int4_blocks(packed: torch.Tensor, rows: int) -> torch.Tensor:
     blocks = packed.view(-1, cols, INT4_BLOCK_ROWS // 2)
     halves = torch.stack([blocks & 15, blocks >> 4], dim=1)  # (blocks, 2, cols, 32)
     return halves.transpose(2, 3).reshape(-1, cols)[:rows]
+
+
+def pack_for_int4pack(packed: torch.Tensor) -> torch.Tensor:
+    """A blocks64 weight (padded rows, cols / 2) in the packing this host's aten
+    CPU int4 kernel reads, the same shape (padding rows included): aten's own
+    packer over the int values, as runtime/exec/packed_weights.cpp packs it."""
+    q = from_int4_blocks(packed.detach(), packed.shape[0]).to(torch.int32)
+    return torch._convert_weight_to_int4pack_for_cpu(q, 1)
+
+
+def host_reads_int4_blocks64() -> bool:
+    """Whether this host's aten CPU int4 kernel reads blocks64 as stored (its
+    packing of the same values gives the same bytes: an AVX-512 host). Only
+    there do int4pack graphs that name no packed weights (compiled before they
+    were packed at load) compute right."""
+    probe = (torch.arange(INT4_BLOCK_ROWS * 4) * 37 + 11).remainder(256).to(torch.uint8).view(INT4_BLOCK_ROWS, 4)
+    return torch.equal(pack_for_int4pack(probe), probe)
 
 
 def int4_scales(scale_zero: torch.Tensor, rows: torch.Tensor | slice, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,11 +161,14 @@ class Linear(nn.Linear):
     the dequantised weight and "int4pack" is aten's CPU int4 kernel. It is
     called through the quantized op that takes the group size as a tensor: the
     aten op's lowering would add a constant of its own to the compiled graph,
-    one the weights file does not hold.
+    one the weights file does not hold. The kernel reads the host's packing
+    (pack_for_int4pack): an exported graph names the stored weight, which the
+    runtime binds packed; eagerly, `packed_linear_weights` packs it once, and
+    without it each call packs it again.
     """
 
     form = "mm"
-    packed = None  # the weight in oneDNN's layout, for the onednn form run eagerly
+    packed = None  # the weight packed for its form (PACKED_FORMS), for the form run eagerly
 
     def forward(self, x):
         if self.weight.dtype == torch.int8:
@@ -192,8 +221,12 @@ class Linear(nn.Linear):
     def _forward_int4(self, x):
         if self.form == "int4pack":
             rows = x.reshape(-1, x.shape[-1])
+            if torch.compiler.is_exporting():
+                weight = self.weight  # the graph names the stored weight; the runtime binds it packed
+            else:
+                weight = self.packed if self.packed is not None else pack_for_int4pack(self.weight)
             y = torch.ops.quantized.int4mm_packed_weight_cpu(
-                rows, self.weight, self.weight_group_size, self.weight_scale_zero
+                rows, weight, self.weight_group_size, self.weight_scale_zero
             )
             y = y[:, : self.out_features].view(*x.shape[:-1], -1)
         elif self.form == "mm":
@@ -209,12 +242,18 @@ def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
+def pack_linear_weight(weight: torch.Tensor) -> torch.Tensor:
+    """The copy of a linear's weight that its packed form (PACKED_FORMS) reads:
+    for int4 weights the int4pack form's, for float ones the onednn form's."""
+    return pack_for_int4pack(weight) if weight.dtype == torch.uint8 else pack_for_onednn(weight)
+
+
 @contextmanager
 def packed_linear_weights(gpt: nn.Module):
-    """Runs the onednn form on packed weights, as the runtime's graphs do."""
+    """Runs the packed forms (PACKED_FORMS) on packed weights, as the runtime's graphs do."""
     linears = [m for m in gpt.modules() if isinstance(m, Linear)]
     for linear in linears:
-        linear.packed = pack_for_onednn(linear.weight)
+        linear.packed = pack_linear_weight(linear.weight)
     try:
         yield
     finally:
@@ -223,5 +262,5 @@ def packed_linear_weights(gpt: nn.Module):
 
 
 def linear_weight_names(gpt: nn.Module) -> list[str]:
-    """Names of the weights the linears read: those the runtime packs for the onednn form."""
+    """Names of the weights the linears read: those the runtime packs for a packed form (PACKED_FORMS)."""
     return [f"{name}.weight" for name, m in gpt.named_modules() if isinstance(m, Linear)]

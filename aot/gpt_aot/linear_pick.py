@@ -7,7 +7,7 @@ from contextlib import nullcontext
 import torch
 
 from .attention import attention_context
-from .linear import linear_form_runs_on, linear_weight_names, packed_linear_weights
+from .linear import PACKED_FORMS, linear_form_runs_on, linear_weight_names, packed_linear_weights
 from .measure import each_choice, each_choice_decoding, pick, tokens
 from .model import GPT
 from .quantize import INT8_LAYOUTS, set_int8_layout
@@ -49,12 +49,12 @@ def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 
     `forms` (COMPILED_FORMS) (it is Inductor's code); the matrix products alone run eagerly: each
     is one library call, compiled or not, and Inductor compiles oneDNN's linear
     only into a graph whose weights are constants (AOTInductor's are; a
-    torch.compile'd module's are not). oneDNN's runs on packed weights, as the
-    runtime binds them."""
+    torch.compile'd module's are not). oneDNN's and the int4 kernel run on
+    packed weights (PACKED_FORMS), as the runtime binds them."""
     compiled = any(f in COMPILED_FORMS for f in forms)
     if compiled and "onednn" in forms:
         raise ValueError("the reductions are measured compiled and oneDNN's linear eagerly: measure them apart")
-    with packed_linear_weights(model) if "onednn" in forms else nullcontext():
+    with packed_linear_weights(model) if set(forms) & set(PACKED_FORMS) else nullcontext():
         return each_choice_decoding(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
 
 
@@ -73,7 +73,7 @@ def measure_prefill_linear(model: GPT, forms: tuple, seq: int = PREFILL_TOKENS, 
         with attention_context(m.attention):
             return [prefill(idx, kv)]
 
-    with torch.no_grad(), packed_linear_weights(model) if "onednn" in forms else nullcontext():
+    with torch.no_grad(), packed_linear_weights(model) if set(forms) & set(PACKED_FORMS) else nullcontext():
         try:
             return each_choice(model, "linear_form", forms, "mm", run, repeats)
         finally:
@@ -139,5 +139,5 @@ def choose_linear(
 
 
 def with_packed_weights(choice: dict, model: GPT) -> dict:
-    """The onednn form's record names the weights the runtime binds packed."""
-    return {**choice, "packed": linear_weight_names(model)} if choice["form"] == "onednn" else choice
+    """A packed form's record (PACKED_FORMS) names the weights the runtime binds packed."""
+    return {**choice, "packed": linear_weight_names(model)} if choice["form"] in PACKED_FORMS else choice

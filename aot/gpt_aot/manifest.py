@@ -30,6 +30,9 @@ FORMAT_NAME = "gpt-aot"
 # 12: weights.quantization.scheme "int4" (CPU): each linear weight uint8 [ceil(rows / 64) * 64, cols / 2]
 #     (layout "blocks64", aten's CPU int4 packing), <linear>.weight_scale_zero [cols / group, padded rows, 2]
 #     and <linear>.weight_group_size (int64 scalar, = weights.quantization.group_size); the int4pack form.
+#     Later, with no version of its own: an int4pack graph lists its weights as "packed" and the runtime binds
+#     copies packed for the host's int4 kernel (blocks64 is only AVX-512's packing); older runtimes bind them
+#     as stored, as before.
 # 13: training.master_dtype: the adamw graph's tensors (master weights, gradients, moments) are in it (float32),
 #     not in the model's dtype; a bf16 model's runtime keeps fp32 masters. Runtimes read 12 as master_dtype = dtype.
 FORMAT_VERSION = 13

@@ -22,7 +22,8 @@ Weight-only int4 (quantize_int4): every linear's weight in groups of
 `group_size` inputs per output row, each group with a scale and a zero in the
 model's dtype (asymmetric: the group's range [min, max] over 16 levels), a
 weight q (0..15) standing for (q - 8) * scale + zero; two weights a byte, in
-aten's CPU packing of 64 rows a block (linear.to_int4_blocks). Each linear
+blocks of 64 rows (linear.to_int4_blocks; aten's int4 kernel reads a copy
+packed for the host, linear.pack_for_int4pack). Each linear
 holds `weight_scale_zero` (cols / group_size, padded rows, 2) and
 `weight_group_size` (the one number aten's int4 kernel takes as a tensor).
 A quarter of bf16's bytes plus a scale and a zero per group (1/16 of bf16's at 32).

@@ -5,8 +5,9 @@ Kinds:
   as nanoGPT's shakespeare_char meta;
 - "bpe": {"kind": "bpe", "pattern", "vocab", "special", "eos"} — byte-level BPE
   in tiktoken's convention: vocab[id] is the base64 of the token's bytes and the
-  id is also its merge rank (a lower id merges first); vocab is null exactly at
-  the ids of special tokens, which `special` maps from their text. One form
+  id is also its merge rank (a lower id merges first); vocab is null at the ids
+  of special tokens, which `special` maps from their text, and at ids no token
+  has (gaps, as in OpenAI's cl100k_base: no text, never sampled). One form
   whatever the input was (tokenizer_import.py reads those), so the runtime reads
   one thing and a test can rebuild tiktoken's and Hugging Face's encoders from it;
 - "none": the runtime takes and returns token ids only.
@@ -22,6 +23,9 @@ from .byte_level import to_chars
 
 EOT = "<|endoftext|>"
 DEFAULT_EOS = object()  # bpe_tokenizer's eos: <|endoftext|> when that special exists
+# Ids at or above this are refused: no model has that many rows (o200k_base's largest id is 200 018), and the
+# canonical form lists every id below the largest.
+ID_LIMIT = 2**24
 
 # Split patterns, copied from tiktoken (tiktoken_ext/openai_public.py). GPT-2's original
 # 's|'t|...|\s+(?!\S)|\s+ (Hugging Face's ByteLevel regex) splits identically; tiktoken's runs faster.
@@ -74,7 +78,14 @@ def bpe_tokenizer(tokens, special, pattern: str, eos=DEFAULT_EOS) -> dict:
 
     `tokens`: (bytes, id) pairs of the ordinary tokens, id = rank; `special`:
     (text, id) pairs. Pairs rather than dicts, so that duplicates are seen and
-    named. `eos`: a special token's text, None, or DEFAULT_EOS."""
+    named. `eos`: a special token's text, None, or DEFAULT_EOS.
+
+    Ids may leave gaps (OpenAI's encodings do: cl100k_base has no id 100256); the
+    runtime never samples a gap. Refused: two tokens with one id (a special token's
+    id equal to a rank included), one token's bytes twice, a special token whose
+    text is an ordinary token's bytes (decoding could not tell the two apart, and
+    Hugging Face's vocabulary holds one id per string), negative ids and ids from
+    ID_LIMIT up."""
     by_id: dict[int, str] = {}
     seen_bytes: dict[bytes, int] = {}
     entries = {}
@@ -93,18 +104,16 @@ def bpe_tokenizer(tokens, special, pattern: str, eos=DEFAULT_EOS) -> dict:
         if text in specials:
             raise ValueError(f"duplicate special token {text!r}: ids {specials[text]} and {i}")
         _claim(by_id, i, f"special token {text!r}")
+        if text.encode("utf-8") in seen_bytes:
+            raise ValueError(
+                f"special token {text!r} (id {i}) has the bytes of ordinary token {seen_bytes[text.encode('utf-8')]}: "
+                "decoding could not tell them apart"
+            )
         specials[text] = i
         entries[i] = None
-    n = len(by_id)
-    if n == 0:
+    if not by_id:
         raise ValueError("the vocabulary is empty")
-    missing = [i for i in range(n) if i not in by_id]
-    if missing or any(not 0 <= i < n for i in by_id):
-        outside = sorted(i for i in by_id if not 0 <= i < n)
-        raise ValueError(
-            f"token ids are not contiguous: {n} tokens must have ids 0..{n - 1}, but id {missing[0]} is missing "
-            f"({len(missing)} missing in all; ids outside: {outside[:5]})"
-        )
+    n = max(by_id) + 1  # ids below it that no token has are gaps: null, as special tokens' ids are
     for b in range(256):
         if bytes([b]) not in seen_bytes:
             raise ValueError(f"no token for the single byte 0x{b:02x}: text containing it could not be encoded")
@@ -121,7 +130,7 @@ def bpe_tokenizer(tokens, special, pattern: str, eos=DEFAULT_EOS) -> dict:
     return {
         "kind": "bpe",
         "pattern": pattern,
-        "vocab": [entries[i] for i in range(n)],
+        "vocab": [entries.get(i) for i in range(n)],
         "special": dict(sorted(specials.items(), key=lambda kv: kv[1])),
         "eos": None if eos is None else specials[eos],
     }
@@ -130,13 +139,17 @@ def bpe_tokenizer(tokens, special, pattern: str, eos=DEFAULT_EOS) -> dict:
 def _claim(by_id: dict, i, what: str) -> None:
     if not isinstance(i, int) or isinstance(i, bool):
         raise ValueError(f"{what} has a non-integer id {i!r}")
+    if i < 0:
+        raise ValueError(f"{what} has a negative id {i}")
+    if i >= ID_LIMIT:
+        raise ValueError(f"{what} has id {i}, beyond the largest a tokenizer may have ({ID_LIMIT - 1})")
     if i in by_id:
         raise ValueError(f"duplicate id {i}: {by_id[i]} and {what}")
     by_id[i] = what
 
 
 def vocab_size(tokenizer: dict) -> int | None:
-    """Tokens the tokenizer can produce (None for "none")."""
+    """Ids the tokenizer can produce: its largest + 1, gaps included (None for "none")."""
     if tokenizer["kind"] == "char":
         return len(tokenizer["itos"])
     if tokenizer["kind"] == "bpe":
@@ -163,12 +176,15 @@ def to_tiktoken(tokenizer: dict):
     """A tiktoken Encoding with the same ranks, pattern and specials."""
     import tiktoken
 
+    mergeable = ranks(tokenizer)
+    n = len(tokenizer["vocab"])
     return tiktoken.Encoding(
         name="gpt_aot",
         pat_str=tokenizer["pattern"],
-        mergeable_ranks=ranks(tokenizer),
+        mergeable_ranks=mergeable,
         special_tokens=dict(tokenizer["special"]),
-        explicit_n_vocab=len(tokenizer["vocab"]),
+        # tiktoken checks a count only of ids without gaps
+        explicit_n_vocab=n if len(mergeable) + len(tokenizer["special"]) == n else None,
     )
 
 

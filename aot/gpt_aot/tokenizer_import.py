@@ -115,7 +115,9 @@ def _no_eos(source: Path, eos, what: str) -> None:
 
 
 def _read_json(source: Path, obj, tiktoken_opts: bool, pattern, special, eos) -> dict:
-    if isinstance(obj, dict) and "model" in obj:
+    # By content: GPT-2's vocab.json maps every token to an int, its own key "model" included; a Hugging Face
+    # tokenizer.json's "model" is an object.
+    if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
         _only_bpe_options(source, tiktoken_opts, "a Hugging Face tokenizer.json")
         return read_hf(source, obj, eos)
     if isinstance(obj, dict) and obj.get("kind") == "bpe" and isinstance(obj.get("vocab"), list):
@@ -166,9 +168,7 @@ def read_hf(source: Path, obj: dict, eos=DEFAULT_EOS) -> dict:
     normalizer = obj.get("normalizer")
     if normalizer is not None:
         raise ValueError(f"{source}: normalizer {normalizer.get('type')!r} changes the text: not supported")
-    post = obj.get("post_processor")
-    if post is not None and post.get("type") != "ByteLevel":
-        raise ValueError(f"{source}: post-processor {post.get('type')!r} adds tokens: not supported")
+    _check_post_processor(source, obj.get("post_processor"))
     pattern = _hf_pattern(source, obj.get("pre_tokenizer"))
     merges = []
     for number, merge in enumerate(model.get("merges") or []):
@@ -185,6 +185,39 @@ def read_hf(source: Path, obj: dict, eos=DEFAULT_EOS) -> dict:
                 raise ValueError(f"{source}: added token {added['content']!r} is listed twice")
             special[added.get("content")] = added.get("id")
     return from_merges(vocab, merges, special, pattern, eos, source)
+
+
+def _check_post_processor(source: Path, post) -> None:
+    """Refuses a post-processor that adds tokens to the encoded text (the runtime encodes a prompt as its own tokens
+    only). Those that add none pass: ByteLevel (offsets only), a TemplateProcessing whose templates hold the
+    sequences alone (what transformers 5.x's save_pretrained writes for GPT-2), and a Sequence of such."""
+    if post is None:
+        return
+    kind = post.get("type") if isinstance(post, dict) else None
+    if kind == "ByteLevel":
+        return
+    if kind == "Sequence":
+        for step in post.get("processors") or []:
+            _check_post_processor(source, step)
+        return
+    if kind == "TemplateProcessing":
+        for template, what in (("single", "every text"), ("pair", "a pair of texts")):
+            pieces = post.get(template) or []
+            added = [p["SpecialToken"] for p in pieces if isinstance(p, dict) and "SpecialToken" in p]
+            added = [a.get("id") if isinstance(a, dict) else a for a in added]
+            if added or not all(isinstance(p, dict) and set(p) == {"Sequence"} for p in pieces):
+                shown = ", ".join(str(a) for a in added) or json.dumps(pieces)
+                raise ValueError(
+                    f"{source}: post-processor TemplateProcessing adds {shown} to {what}: not supported (the "
+                    "runtime encodes text as its own tokens only; a template of $A / $B alone is accepted)"
+                )
+        return
+    if kind in ("BertProcessing", "RobertaProcessing"):
+        raise ValueError(f"{source}: post-processor {kind} adds tokens: not supported")
+    raise ValueError(
+        f"{source}: post-processor {kind!r} is not supported: only ones that add no token "
+        "(ByteLevel, TemplateProcessing of the sequences alone, a Sequence of those)"
+    )
 
 
 def _hf_pattern(source: Path, pre) -> str:

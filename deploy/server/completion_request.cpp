@@ -69,12 +69,6 @@ std::vector<int32_t> token_ids(const json &array, const char *key) {
     return ids;
 }
 
-std::string prompt_text(const std::string &text) {
-    // The runtime takes text as a C string: a NUL would silently end the prompt there.
-    if (text.find('\0') != std::string::npos) throw BadRequest("'prompt' must not contain NUL characters", "prompt");
-    return text;
-}
-
 }  // namespace
 
 CompletionRequest parse_completion_request(const std::string &body, int max_tokens_limit) {
@@ -111,7 +105,7 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
     const json *one = p;
     if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) one = &(*p)[0];
     if (one->is_string()) {
-        r.text = prompt_text(one->get<std::string>());
+        r.text = one->get<std::string>();  // NUL included: tokenize_prompt passes its length
         if (r.text->empty()) throw BadRequest("'prompt' must not be empty", "prompt");
     } else if (one->is_array() && !one->empty() && (*one)[0].is_number()) {
         r.prompt_tokens = token_ids(*one, "prompt");
@@ -177,7 +171,7 @@ std::string parse_tokenize_request(const std::string &body) {
     const json j = parse_body(body, {"model", "prompt"});
     const json *p = field(j, "prompt");
     if (!p || !p->is_string()) throw BadRequest("'prompt' must be a string", "prompt");
-    return prompt_text(p->get<std::string>());
+    return p->get<std::string>();
 }
 
 std::vector<int32_t> parse_detokenize_request(const std::string &body) {

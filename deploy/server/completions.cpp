@@ -221,7 +221,6 @@ void HttpServer::models(httplib::Response &res) {
                         {"object", "model"},
                         {"created", 0},
                         {"owned_by", "gpt-aot"},
-                        {"artifact", model->dir},
                         {"max_model_len", model->info.block_size}});
     res.status = 200;
     res.set_content(json_text({{"object", "list"}, {"data", data}}), kJson);

@@ -6,13 +6,14 @@
 namespace server {
 
 std::vector<gpt_token> tokenize_prompt(const ServedModel &model, const std::string &prompt) {
+    // With its length: a JSON "\u0000" is a character of the prompt, not its end.
     int32_t n = 0;
-    gpt_status s = gpt_model_tokenize(model.model, prompt.c_str(), nullptr, 0, &n);
+    gpt_status s = gpt_model_tokenize_n(model.model, prompt.data(), prompt.size(), 0, nullptr, 0, &n);
     if (s != GPT_ERR_BUFFER_TOO_SMALL && s != GPT_OK)
         throw BadRequest(std::string("prompt: ") + gpt_runtime_last_error(), "prompt");
     if (n == 0) throw BadRequest("prompt encodes to no tokens", "prompt");
     std::vector<gpt_token> tokens(static_cast<size_t>(n));
-    if (gpt_model_tokenize(model.model, prompt.c_str(), tokens.data(), n, &n) != GPT_OK)
+    if (gpt_model_tokenize_n(model.model, prompt.data(), prompt.size(), 0, tokens.data(), n, &n) != GPT_OK)
         throw BadRequest(std::string("prompt: ") + gpt_runtime_last_error(), "prompt");
     return tokens;
 }

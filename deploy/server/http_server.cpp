@@ -120,7 +120,6 @@ void HttpServer::serve_metrics(httplib::Response &res) {
     if (const auto model = slot_.current()) {
         g.slots_in_use = model->scheduler->slots_in_use();
         g.model_name = model->info.name;
-        g.model_dir = model->dir;
         if (gpt_model_get_memory(model->model, &g.memory, sizeof g.memory) != GPT_OK) g.memory = {};
     }
     g.resident_bytes = resident_memory_bytes();
@@ -234,7 +233,6 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     auto summary = [model, id, spec](const Outcome &out) {
         return json{{"id", id},
                     {"model", model->info.name},
-                    {"artifact", model->dir},
                     {"seed", spec.sampling.seed},
                     {"prompt_tokens", spec.prompt.size()},
                     {"completion_tokens", out.tokens.size()},

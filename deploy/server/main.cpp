@@ -52,6 +52,10 @@ int run(const server::Options &options) {
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
     spdlog::set_level(spdlog::level::from_str(options.log_level));
     gpt_log_set_callback(runtime_log, nullptr);
+    if (options.allow_unsigned)
+        spdlog::warn(
+            "event=signatures_off message=\"--allow-unsigned: artifacts load without a signature check, their "
+            "compiled code unverified\"");
 
     // Signals are taken by sigwait in this thread only: block them before any thread starts.
     sigset_t signals;

@@ -126,8 +126,7 @@ std::string Metrics::render(const Gauges &gauges) const {
     header(out, "gpt_slots_in_use", "gauge", "Of those, slots holding a request now.");
     out << "gpt_slots_in_use " << gauges.slots_in_use << '\n';
     header(out, "gpt_model_info", "gauge", "The model serving new requests.");
-    out << "gpt_model_info{name=\"" << label_value(gauges.model_name) << "\",artifact=\""
-        << label_value(gauges.model_dir) << "\"} 1\n";
+    out << "gpt_model_info{name=\"" << label_value(gauges.model_name) << "\"} 1\n";
     header(out, "gpt_model_weights_bytes", "gauge", "The model's weights, with their copies packed for oneDNN.");
     out << "gpt_model_weights_bytes " << gauges.memory.weights_bytes << '\n';
     header(out, "gpt_device_memory_bytes", "gauge",

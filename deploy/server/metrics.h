@@ -30,10 +30,9 @@ private:
 struct Gauges {
     int active = 0;  // requests holding a slot (admitted), with the slots the scheduler has
     int queued = 0;
-    int slots = 0;         // the current model's --parallel
-    int slots_in_use = 0;  // of them, decoding a request now
-    std::string model_name;
-    std::string model_dir;
+    int slots = 0;                // the current model's --parallel
+    int slots_in_use = 0;         // of them, decoding a request now
+    std::string model_name;       // its manifest's name: metrics are unauthenticated, so never its directory
     gpt_memory_stats memory{};    // the current model's (device figures: its GPU's, 0 on CPU)
     uint64_t resident_bytes = 0;  // the whole process's, every model loaded in it included
 };

@@ -19,7 +19,7 @@ namespace server {
 struct ServedModel {
     gpt_model *model = nullptr;
     gpt_model_info info{};
-    std::string dir;  // the artifact directory that was selected and loaded
+    std::string dir;  // the artifact directory that was selected and loaded: for the log and the admin only
     std::unique_ptr<Scheduler> scheduler;
     ServedModel() = default;
     ~ServedModel();
@@ -49,12 +49,15 @@ public:
     // Selects the target of `path` (model directory or artifact), loads it, runs
     // its golden vector and only then makes it current. On any failure the
     // current model stays. One load at a time: a concurrent call gets GPT_ERR_BUSY.
+    // Each load runs on a thread of its own, so that no caller's thread keeps what running graphs gives it.
     LoadResult load(const std::string &path);
 
     // The model for a new request; null until a load succeeds.
     std::shared_ptr<const ServedModel> current() const;
 
 private:
+    LoadResult load_on_this_thread(const std::string &path);
+
     LoadOptions options_;
     std::mutex loading_;
     mutable std::mutex mutex_;

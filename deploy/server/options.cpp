@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
+
 namespace server {
 
 bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
@@ -15,6 +17,9 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
     app.add_option("--trusted-keys", o->trusted_keys,
                    "public key file or directory of *.pub: serve only artifacts signed by one of them "
                    "(default: GPT_TRUSTED_KEYS)");
+    app.add_flag("--allow-unsigned", o->allow_unsigned,
+                 "without trusted keys, serve artifacts whose signature nothing checks (their compiled code runs "
+                 "unverified); the server does not start without keys unless given this");
     app.add_option("--threads", o->threads, "intra-op CPU threads, 0 = default")->check(CLI::NonNegativeNumber);
     app.add_flag("--no-cuda-graphs", o->no_cuda_graphs,
                  "on a GPU, launch each decode step's kernels one by one instead of replaying captured CUDA graphs");
@@ -56,6 +61,18 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
         // Loopback alone is not authentication, and a reload path must have bounds: no admin without both.
         if (o->admin && (o->admin_token_file.empty() || o->models_root.empty()))
             throw CLI::ValidationError("--admin", "needs --admin-token-file and --models-root");
+        // An artifact is a shared library the server runs: only a signature says who built it.
+        const bool keys = o->trusted_keys.has_value() || std::getenv("GPT_TRUSTED_KEYS") != nullptr;
+        if (!keys && !o->allow_unsigned)
+            throw CLI::ValidationError(
+                "--trusted-keys",
+                "no trusted keys, so no artifact's signature can be checked and its compiled code would run "
+                "unverified: give --trusted-keys (a .pub file or a directory of them; or GPT_TRUSTED_KEYS) to serve "
+                "signed artifacts only, or start with --allow-unsigned to serve unsigned ones");
+        if (keys && o->allow_unsigned)
+            throw CLI::ValidationError("--allow-unsigned",
+                                       "contradicts the trusted keys (--trusted-keys or GPT_TRUSTED_KEYS), with "
+                                       "which only artifacts signed by one of them load: give one or the other");
     } catch (const CLI::ParseError &e) {
         *exit_code = app.exit(e);
         return false;

@@ -12,6 +12,7 @@ struct Options {
     int port = 8080;  // 0 = any free port (logged)
     bool allow_cpu_fallback = false;
     std::optional<std::string> trusted_keys;  // Ed25519 public key file or directory; unset = GPT_TRUSTED_KEYS
+    bool allow_unsigned = false;              // without trusted keys: load artifacts whose signature nothing checks
     int threads = 0;                          // intra-op CPU threads for the model, 0 = default
     bool no_cuda_graphs = false;              // decode steps as plain kernel launches on a GPU
     int parallel = 4;                         // requests decoded together (slots); <= the artifact's max_batch
@@ -32,7 +33,8 @@ struct Options {
 };
 
 // Parses argv (and the file named by --config). Returns false after printing
-// help or an error; `*exit_code` is then what main should return.
+// help or an error; `*exit_code` is then what main should return. An artifact is native code: without trusted
+// keys (--trusted-keys or GPT_TRUSTED_KEYS) the server starts only with --allow-unsigned, and never with both.
 bool parse_options(int argc, char **argv, Options *options, int *exit_code);
 
 }  // namespace server

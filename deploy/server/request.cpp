@@ -53,9 +53,7 @@ GenerateRequest parse_generate_request(const std::string &body, int max_tokens_l
     if (!j.contains("prompt")) throw BadRequest("missing field 'prompt'");
     if (!j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
         throw BadRequest("'prompt' must be a non-empty string");
-    r.prompt = j["prompt"].get<std::string>();
-    // The runtime takes text as a C string: a NUL would silently end the prompt there.
-    if (r.prompt.find('\0') != std::string::npos) throw BadRequest("'prompt' must not contain NUL characters");
+    r.prompt = j["prompt"].get<std::string>();  // NUL included: tokenize_prompt passes its length
     r.max_tokens = number_field<int>(j, "max_tokens", r.max_tokens, 1, max_tokens_limit,
                                      "[1, " + std::to_string(max_tokens_limit) + "]");
     r.temperature = number_field<float>(j, "temperature", r.temperature, 0.0, 100.0, "[0, 100]");

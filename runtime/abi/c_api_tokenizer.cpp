@@ -1,5 +1,8 @@
 // c_api_tokenizer.cpp — the C ABI of the model's tokenizer: text to ids, ids to
 // bytes, and the streaming detokenizer for generated text.
+#include <optional>
+#include <string_view>
+
 #include "abi/c_api_guard.h"
 #include "exec/model.h"
 #include "text/stop_strings.h"
@@ -22,13 +25,17 @@ struct gpt_detokenizer {
 
 namespace {
 
-gpt_status tokenize(const char *function, const gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
-                    int32_t *out_count, bool allow_special) {
+// Every tokenize call: `text` holds `length` bytes, any of them NUL, or is a C string (no `length`).
+gpt_status tokenize(const char *function, const gpt_model *model, const char *text, std::optional<size_t> length,
+                    uint32_t flags, gpt_token *tokens, int32_t capacity, int32_t *out_count) {
     return guarded(function, [&] {
-        require(model != nullptr && text != nullptr && out_count != nullptr,
+        require(model != nullptr && out_count != nullptr && (text != nullptr || length == size_t{0}),
                 "model, text and out_count must not be NULL");
+        require((flags & ~static_cast<uint32_t>(GPT_TOKENIZE_SPECIAL)) == 0,
+                "flags holds a bit this library does not know");
         require(capacity >= 0 && (tokens != nullptr || capacity == 0), "tokens must hold capacity entries");
-        const auto ids = model->impl->tokenizer().encode(text, allow_special);
+        const std::string_view view = length ? std::string_view(text, *length) : std::string_view(text);
+        const auto ids = model->impl->tokenizer().encode(view, (flags & GPT_TOKENIZE_SPECIAL) != 0);
         *out_count = static_cast<int32_t>(ids.size());
         if (ids.size() > static_cast<size_t>(capacity))
             gpt::fail(GPT_ERR_BUFFER_TOO_SMALL,
@@ -50,12 +57,17 @@ extern "C" {
 
 gpt_status gpt_model_tokenize(const struct gpt_model *model, const char *text, gpt_token *tokens, int32_t capacity,
                               int32_t *out_count) {
-    return tokenize(__func__, model, text, tokens, capacity, out_count, false);
+    return tokenize(__func__, model, text, std::nullopt, 0, tokens, capacity, out_count);
 }
 
 gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text, gpt_token *tokens,
                                            int32_t capacity, int32_t *out_count) {
-    return tokenize(__func__, model, text, tokens, capacity, out_count, true);
+    return tokenize(__func__, model, text, std::nullopt, GPT_TOKENIZE_SPECIAL, tokens, capacity, out_count);
+}
+
+gpt_status gpt_model_tokenize_n(const struct gpt_model *model, const char *text, size_t length, uint32_t flags,
+                                gpt_token *tokens, int32_t capacity, int32_t *out_count) {
+    return tokenize(__func__, model, text, length, flags, tokens, capacity, out_count);
 }
 
 gpt_status gpt_model_detokenize(const struct gpt_model *model, const gpt_token *tokens, int32_t n_tokens, char *text,

@@ -136,6 +136,7 @@ std::string describe_targets(const std::string &path, bool allow_cpu_fallback, b
     json out;
     out["path"] = path;
     out["host"] = {{"cpu_arch", host.cpu_arch},
+                   {"cpu_flags", host.cpu_flags},  // what the kernel lets this CPU run (cpuinfo, or GPT_CPUINFO)
                    {"cuda_devices", host.cuda_devices},
                    {"gpu_arch", host.gpu_arch},
                    {"gpu_name", host.gpu_name},

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #ifdef GPT_WITH_CUDA
@@ -21,18 +22,36 @@ namespace gpt {
 
 namespace {
 
+// What this CPU may run, as the kernel sees it: the flags every processor in cpuinfo shows. GPT_CPUINFO names
+// another file (tests; containers whose /proc is masked). The compile reads the same (aot/gpt_aot/isa.py): CPUID
+// also reports extensions the kernel has disabled, and a native compile leaves those out, so both sides agree.
 std::set<std::string> read_cpu_flags() {
-    std::set<std::string> flags;
-    std::ifstream in("/proc/cpuinfo");
+    const char *path = std::getenv("GPT_CPUINFO");
+    std::ifstream in(path != nullptr && *path != '\0' ? path : "/proc/cpuinfo");
+    std::set<std::string> common;
+    bool first = true;
     std::string line;
     while (std::getline(in, line)) {
-        // x86 lists "flags", Arm lists "Features".
-        if (line.rfind("flags", 0) != 0 && line.rfind("Features", 0) != 0) continue;
-        std::istringstream words(line.substr(line.find(':') + 1));
+        const size_t colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        std::istringstream key_words(line.substr(0, colon));
+        std::string key;
+        key_words >> key;
+        if (key != "flags" && key != "Features") continue;  // x86 lists "flags", Arm lists "Features"
+        std::string rest;
+        if (key_words >> rest) continue;  // "vmx flags" and the like: not the CPU's own list
+        std::set<std::string> flags;
+        std::istringstream words(line.substr(colon + 1));
         for (std::string w; words >> w;) flags.insert(w);
-        break;
+        if (first) {
+            common = std::move(flags);
+            first = false;
+        } else {
+            for (auto it = common.begin(); it != common.end();)
+                it = flags.count(*it) != 0 ? std::next(it) : common.erase(it);
+        }
     }
-    return flags;
+    return common;
 }
 
 }  // namespace

@@ -107,6 +107,8 @@ std::unique_ptr<CapturedDecode::Captured> CapturedDecode::capture(int64_t rows, 
     try {
         // Thread-local mode: other threads (other sessions, prefills) go on with their own CUDA calls meanwhile.
         captured->graph.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+        // Model::decode masks the ids without text: the mask is captured too, so the greedy choice
+        // in the graph never picks one, as the plain step's samplers do not.
         captured->out.logits = model_.decode(idx, pos, kv, span);
         captured->out.greedy = greedy_choice(captured->out.logits, model_.config().vocab_size);
         captured->graph.capture_end();

@@ -19,6 +19,8 @@ namespace gpt {
 // sampler's stream is as it was before the call; any failure leaves every stream so.
 // `greedy`: greedy_choice of these logits when the caller has it (a captured step computes it in
 // its graph): then a step whose rows are all greedy launches nothing but the copy back.
+// Ids without text come from the model at -inf (Model::prefill, Model::decode), so neither this
+// nor the greedy choice ever picks one.
 SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const std::vector<Sampler *> &samplers,
                              const at::Tensor &greedy = at::Tensor());
 

@@ -3,6 +3,9 @@
 
 #include <c10/core/DeviceGuard.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/inductor/aoti_torch/utils.h>
 
 #include <optional>
 
@@ -13,6 +16,26 @@
 #include "formats/files.h"
 
 namespace gpt {
+
+namespace {
+
+// The container's constant map, name -> its handle, through the runner's own entry point into the graph's
+// library. The runner keeps the container and that entry point to itself (protected); a derived class may
+// name them.
+struct ContainerConstants : torch::inductor::AOTIModelContainerRunner {
+    static std::unordered_map<std::string, AtenTensorHandle> handles(
+        const torch::inductor::AOTIModelContainerRunner &runner) {
+        std::unordered_map<std::string, AtenTensorHandle> handles;
+        const auto extract = runner.*(&ContainerConstants::extract_constants_map_func_);
+        const auto container = runner.*(&ContainerConstants::container_handle_);
+        if (extract == nullptr || extract(container, reinterpret_cast<AOTInductorConstantMapHandle>(&handles),
+                                          /*use_inactive=*/false) != AOTI_RUNTIME_SUCCESS)
+            fail(GPT_ERR_INTERNAL, "cannot read a graph's bound constants back");
+        return handles;
+    }
+};
+
+}  // namespace
 
 Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceHealth &health, int num_runners,
              int num_threads, bool capturable)
@@ -34,9 +57,27 @@ Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceH
             (capturable_ ? " (one runner, capturable)" : " (" + std::to_string(num_runners) + " runner(s))"));
 }
 
-Graph::~Graph() = default;
+// torch 2.11's AOTInductor container (aoti_runtime/model_container.h, compiled into each graph's library)
+// keeps a user-managed constant as MaybeOwningAtenTensorHandle(handle, user_managed=true): a new handle, a
+// heap at::Tensor sharing the bound tensor, that it never deletes. Each one holds its weight's storage, so
+// every load and free of a model left all of its weights behind (pytorch/pytorch#194480 makes the map own
+// them; an artifact's library keeps the header it was compiled with). So the graph deletes those handles
+// once the container is gone, unless the container deleted them itself: then the bound tensors lost the
+// container's references, which a leaking container keeps.
+Graph::~Graph() {
+    std::vector<size_t> uses_before;
+    uses_before.reserve(bound_.size());
+    for (const BoundConstant &c : bound_) uses_before.push_back(c.tensor.use_count());
+    loader_.reset();
+    std::vector<bool> left_behind;
+    left_behind.reserve(bound_.size());
+    for (size_t i = 0; i < bound_.size(); ++i) left_behind.push_back(bound_[i].tensor.use_count() == uses_before[i]);
+    for (size_t i = 0; i < bound_.size(); ++i)
+        if (left_behind[i]) aoti_torch_delete_tensor_object(bound_[i].handle);
+}
 
 void Graph::bind(const std::map<std::string, at::Tensor> &weights) {
+    if (!bound_.empty()) fail(GPT_ERR_INTERNAL, "graph '" + name_ + "' is bound already");
     std::unordered_map<std::string, at::Tensor> constants;
     for (const std::string &fqn : loader_->get_constant_fqns()) {
         auto it = weights.find(fqn);
@@ -46,6 +87,14 @@ void Graph::bind(const std::map<std::string, at::Tensor> &weights) {
         constants.emplace(fqn, it->second);
     }
     loader_->load_constants(constants, /*use_inactive=*/false, /*check_full_update=*/true, /*user_managed=*/true);
+    // The container's handles on our tensors (sharing their TensorImpl), for ~Graph.
+    for (const auto &[fqn, handle] : ContainerConstants::handles(*loader_->get_runner())) {
+        auto it = constants.find(fqn);
+        if (it != constants.end() && handle != nullptr &&
+            torch::aot_inductor::tensor_handle_to_tensor_pointer(handle)->unsafeGetTensorImpl() ==
+                it->second.unsafeGetTensorImpl())
+            bound_.push_back({it->second, handle});
+    }
     log(GPT_LOG_DEBUG, "bound " + std::to_string(constants.size()) + " weights to graph " + name_);
 }
 

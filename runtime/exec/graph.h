@@ -18,6 +18,7 @@
 namespace torch::inductor {
 class AOTIModelPackageLoader;
 }
+struct AtenTensorOpaque;  // AOTInductor's tensor handle (AtenTensorHandle): an at::Tensor *
 
 namespace gpt {
 
@@ -35,7 +36,7 @@ public:
     Graph(const Graph &) = delete;
     Graph &operator=(const Graph &) = delete;
 
-    // Binds every constant the graph declares to the tensor of that name. The
+    // Binds every constant the graph declares to the tensor of that name, once. The
     // tensors must outlive the graph; later in-place updates are seen by it.
     void bind(const std::map<std::string, at::Tensor> &weights);
 
@@ -53,6 +54,13 @@ private:
     bool capturable_;
     mutable std::mutex capturable_turn_;  // AOTInductor's single-threaded path is not thread-safe
     std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader_;
+    // The container's handle on each bound tensor, which torch 2.11's container never deletes (graph.cpp,
+    // ~Graph), beside the tensor it refers to.
+    struct BoundConstant {
+        at::Tensor tensor;
+        AtenTensorOpaque *handle;
+    };
+    std::vector<BoundConstant> bound_;
 };
 
 }  // namespace gpt

@@ -3,6 +3,7 @@
 #include "exec/model.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -77,6 +78,15 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
         if (golden_.count(key) == 0) fail(GPT_ERR_ARTIFACT_INVALID, manifest_.golden_file + " lacks '" + key + "'");
     tokenizer_ = std::make_shared<const Tokenizer>(as_string(files.at(manifest_.tokenizer_file)),
                                                    manifest_.tokenizer_kind, manifest_.model.vocab_size);
+    if (const std::vector<gpt_token> textless = tokenizer_->textless_ids(); !textless.empty()) {
+        const std::vector<int64_t> ids(textless.begin(), textless.end());
+        textless_ = at::zeros({manifest_.model.padded_vocab_size}, at::kBool)
+                        .index_fill_(0, at::tensor(ids, at::kLong), true)
+                        .to(device_);
+        log(GPT_LOG_INFO, std::to_string(ids.size()) + " of the model's " + std::to_string(manifest_.model.vocab_size) +
+                              " token ids have no text (vocabulary padding, gaps in the tokenizer's ids): "
+                              "their logits are -inf, never sampled");
+    }
 
     prefill_ = std::make_unique<Graph>("prefill", files.at(manifest_.prefill.file), device_, health_, runners, threads);
     // Captured decode steps replay without the graphs' runners; the runs they capture take turns.
@@ -84,14 +94,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
                                       cuda_graphs_);
     decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, health_, runners,
                                           threads, cuda_graphs_);
-    std::set<std::string> packed;
-    for (const GraphSpec *spec : {&manifest_.prefill, &manifest_.decode, &manifest_.decode_one})
-        packed.insert(spec->packed.begin(), spec->packed.end());
-    packed_ = PackedWeights(weights_, packed);
-    if (packed_.size() > 0) log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " weights for oneDNN");
-    prefill_->bind(packed_.bound(weights_, manifest_.prefill.packed));
-    decode_->bind(packed_.bound(weights_, manifest_.decode.packed));
-    decode_one_->bind(packed_.bound(weights_, manifest_.decode_one.packed));
+    bind_inference_graphs();
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)
@@ -114,23 +117,74 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     }
 }
 
+// Float weights are packed for the onednn form's graphs, int4 ones for the int4pack form's (a copy as large
+// as the stored weight; the stored one is freed where no graph reads it: the embedding reads lm_head's).
+void Model::bind_inference_graphs() {
+    const bool int4 = manifest_.quantization == "int4";
+    const std::pair<const char *, const GraphSpec *> specs[] = {
+        {"prefill", &manifest_.prefill}, {"decode", &manifest_.decode}, {"decode_one", &manifest_.decode_one}};
+    std::set<std::string> packed;
+    for (const auto &[name, spec] : specs) {
+        packed.insert(spec->packed.begin(), spec->packed.end());
+        if (spec->linear == "int4pack" && spec->packed.empty() && !host_reads_int4_blocks64())
+            fail(GPT_ERR_DEVICE_MISMATCH,
+                 std::string("graph '") + name +
+                     "' reads its int4 weights as stored, in the packing of aten's AVX-512 int4 kernel, and this "
+                     "host's (ATen CPU capability " +
+                     at::get_cpu_capability() +
+                     ") reads another: recompile the artifact with a gpt-aot that lists its packed weights");
+    }
+    packed_ = PackedWeights(weights_, packed, int4 ? Packing::int4_for_host : Packing::onednn);
+    if (packed_.size() > 0 && !int4)
+        log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " weights for oneDNN");
+    prefill_->bind(packed_.bound(weights_, manifest_.prefill.packed));
+    decode_->bind(packed_.bound(weights_, manifest_.decode.packed));
+    decode_one_->bind(packed_.bound(weights_, manifest_.decode_one.packed));
+    if (!int4) return;  // oneDNN's copies are packed again from the stored weights after training steps
+    for (const std::string &name : packed)
+        if (manifest_.prefill.packed.count(name) != 0 && manifest_.decode.packed.count(name) != 0 &&
+            manifest_.decode_one.packed.count(name) != 0)
+            weights_.erase(name);
+}
+
 // The spare position is never read or written: it makes every view's stride differ
 // from a contiguous one's, as in the graphs' export (GPT.new_kv_cache).
 at::Tensor Model::new_kv_cache(int64_t batch) const {
     const ModelConfig &c = config();
-    return at::zeros({c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim()},
-                     weight("transformer.wpe.weight").options());  // the activations' dtype, also for int8 linears
+    // The activations' dtype, also for int8 linears.
+    const at::TensorOptions options = weight("transformer.wpe.weight").options();
+    const std::vector<int64_t> shape = {c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim()};
+    // The manifest bounds each size (formats/manifest.h), not their product: counted so it cannot wrap.
+    int64_t bytes = static_cast<int64_t>(options.dtype().itemsize());
+    for (const int64_t size : shape)
+        if (size < 0 || __builtin_mul_overflow(bytes, size, &bytes))
+            fail(GPT_ERR_OUT_OF_MEMORY, "a KV cache of " + std::to_string(batch) + " sequences exceeds 2^63 bytes");
+    return at::zeros(shape, options);
 }
 
 at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {
-    return prefill_->run(graph_inputs({idx}, kv, config().block_size)).at(0);
+    return without_textless(graph_prefill(idx, kv));
 }
 
 at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const {
+    return without_textless(graph_decode(idx, pos, kv, span));
+}
+
+at::Tensor Model::graph_prefill(const at::Tensor &idx, const at::Tensor &kv) const {
+    return prefill_->run(graph_inputs({idx}, kv, config().block_size)).at(0);
+}
+
+at::Tensor Model::graph_decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const {
     const Graph &graph = idx.size(0) == 1 ? *decode_one_ : *decode_;
     // The graphs take 2 to block_size positions; a wider span than needed only reads masked positions.
     span = std::clamp<int64_t>(span, 2, config().block_size);
     return graph.run(graph_inputs({idx, pos}, kv, span)).at(0);
+}
+
+// In place, on the logits' device and stream: one kernel, captured with the step it follows.
+at::Tensor Model::without_textless(at::Tensor logits) const {
+    if (textless_.defined()) logits.masked_fill_(textless_, -std::numeric_limits<double>::infinity());
+    return logits;
 }
 
 void Model::require_training() const {
@@ -179,9 +233,10 @@ VerifyResult Model::verify() const {
         if (batch > manifest_.decode.max_batch) break;
         const at::Tensor tokens = golden_.at("tokens").to(opts).expand({batch, -1}).contiguous();
         const at::Tensor kv = new_kv_cache(batch);
-        compare(prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill", &result);
+        compare(graph_prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill",
+                &result);
         const at::Tensor token = golden_.at("decode_token").to(opts).expand({batch, 1}).contiguous();
-        compare(decode(token, at::full({batch}, tokens.size(1), opts), kv, tokens.size(1) + 1),
+        compare(graph_decode(token, at::full({batch}, tokens.size(1), opts), kv, tokens.size(1) + 1),
                 golden_.at("decode_logits").expand({batch, -1}), atol, rtol, batch == 1 ? "decode_one" : "decode",
                 &result);
     }

@@ -43,6 +43,9 @@ public:
     DeviceHealth &device_health() const { return health_; }
 
     at::Tensor new_kv_cache(int64_t batch) const;  // (n_layer, 2, B, n_head, block_size + 1, head_dim)
+    // The logits of both calls are -inf at the ids without text (Tokenizer::textless_ids: padding past the
+    // tokenizer's ids, gaps among them), set here, where every sampling path (host, device, the greedy choice
+    // inside a captured step) and every caller's copy of the logits gets them: none can pick those ids.
     // idx (B, T) int64 -> logits (B, padded_vocab); writes kv[..., :T, :].
     at::Tensor prefill(const at::Tensor &idx, const at::Tensor &kv) const;
     // idx (B, 1) int64, pos (B,) int64 -> logits (B, padded_vocab); writes row b of kv at pos[b].
@@ -75,15 +78,22 @@ public:
     void weights_changed() { packed_.repack(); }
 
 private:
+    // The graphs' own logits, which verify() compares with the golden vector; prefill() and decode() mask them.
+    at::Tensor graph_prefill(const at::Tensor &idx, const at::Tensor &kv) const;
+    at::Tensor graph_decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const;
+    at::Tensor without_textless(at::Tensor logits) const;
+    void bind_inference_graphs();  // prefill, decode, decode_one: the weights, packed copies where they read them
+
     Manifest manifest_;
     c10::Device device_;
     bool cuda_graphs_ = false;
     mutable std::atomic<bool> capture_failed_{false};
     mutable DeviceHealth health_;
     std::map<std::string, at::Tensor> weights_;
-    PackedWeights packed_;  // copies of the linear weights that onednn-form graphs read
+    PackedWeights packed_;  // copies of the linear weights that onednn- and int4pack-form graphs read
     std::map<std::string, at::Tensor> golden_;
     std::shared_ptr<const Tokenizer> tokenizer_;
+    at::Tensor textless_;  // (padded_vocab,) bool on the device, true at the ids without text; undefined if none
     std::unique_ptr<Graph> prefill_;
     std::unique_ptr<Graph> decode_;
     std::unique_ptr<Graph> decode_one_;

@@ -1,11 +1,15 @@
-// packed_weights.cpp — the packing is oneDNN's own (mkldnn::_reorder_linear_weight,
-// as aot/gpt_aot/model.py's pack_for_onednn), so the compile measured the layout run here.
+// packed_weights.cpp — each packing is its kernel's own (mkldnn::_reorder_linear_weight and
+// aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/linear.py's pack_for_onednn and
+// pack_for_int4pack), so the compile measured the layout run here.
 #include "exec/packed_weights.h"
 
+#include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include "base/error.h"
 #include "base/log.h"
+#include "exec/weights.h"
 
 namespace gpt {
 
@@ -18,11 +22,40 @@ at::Tensor pack_for_onednn(const at::Tensor &weight) {
     return op.call(weight, std::nullopt);
 }
 
+// The (rows, cols) int values of a "blocks64" weight, (rows, cols / 2) bytes with rows a multiple of 64, as
+// aot/gpt_aot/linear.py's from_int4_blocks: block b's (cols, 32) bytes hold row 64b + j in the low four
+// bits of byte (k, j) and row 64b + 32 + j in its high four.
+at::Tensor int4_values(const at::Tensor &stored) {
+    const int64_t cols = stored.size(1) * 2;
+    const at::Tensor blocks = stored.reshape({-1, cols, kInt4BlockRows / 2});  // (B, cols, 32)
+    const at::Tensor halves =
+        at::stack({blocks.bitwise_and(15), at::bitwise_right_shift(blocks, 4)}, 1);  // (B, 2, cols, 32)
+    return halves.transpose(2, 3).reshape({-1, cols}).to(at::kInt);
+}
+
+// The same shape and padding rows, in the packing this host's int4 kernel reads (innerKTiles is unused on CPU).
+at::Tensor pack_for_int4pack(const at::Tensor &stored) {
+    return at::_convert_weight_to_int4pack_for_cpu(int4_values(stored), 1);
+}
+
+bool is_int4_weight(const at::Tensor &t) {
+    return t.scalar_type() == at::kByte && t.dim() == 2 && t.size(0) % kInt4BlockRows == 0 && t.device().is_cpu();
+}
+
 }  // namespace
 
-PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights, const std::set<std::string> &names) {
+PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights, const std::set<std::string> &names,
+                             Packing packing) {
+    const bool int4 = packing == Packing::int4_for_host;
     for (const std::string &name : names) {
         auto it = weights.find(name);
+        if (int4 && (it == weights.end() || !is_int4_weight(it->second)))
+            fail(GPT_ERR_ARTIFACT_INVALID,
+                 "the manifest packs '" + name + "' for the int4 kernel, which is no int4 weight of this model");
+        if (int4) {
+            packed_.emplace(name, std::make_pair(at::Tensor(), pack_for_int4pack(it->second)));
+            continue;
+        }
         if (it == weights.end() || it->second.dim() != 2 || !it->second.device().is_cpu())
             fail(GPT_ERR_ARTIFACT_INVALID,
                  "the manifest packs '" + name + "' for oneDNN, which is no 2-D CPU weight of this model");
@@ -35,6 +68,9 @@ PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights, c
             return;
         }
     }
+    if (int4 && !packed_.empty())
+        log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) +
+                               " int4 weights for the int4 kernel of ATen CPU capability " + at::get_cpu_capability());
 }
 
 std::map<std::string, at::Tensor> PackedWeights::bound(const std::map<std::string, at::Tensor> &weights,
@@ -53,7 +89,15 @@ uint64_t PackedWeights::bytes() const {
 }
 
 void PackedWeights::repack() {
-    for (auto &[name, pair] : packed_) pair.second.copy_(pack_for_onednn(pair.first));
+    for (auto &[name, pair] : packed_)
+        if (pair.first.defined()) pair.second.copy_(pack_for_onednn(pair.first));
+}
+
+bool host_reads_int4_blocks64() {
+    // Bytes that are no packing's fixed point unless the packing is blocks64 itself.
+    const at::Tensor probe =
+        at::arange(kInt4BlockRows * 4, at::kInt).mul(37).add(11).remainder(256).to(at::kByte).view({kInt4BlockRows, 4});
+    return at::equal(pack_for_int4pack(probe), probe);
 }
 
 }  // namespace gpt

@@ -162,7 +162,9 @@ void log_probabilities(const float *logits, int32_t vocab_size, gpt_token chosen
     for (gpt_token i = 0; i < vocab_size; ++i) all[static_cast<size_t>(i)] = {logits[i], i};
     const auto n = static_cast<size_t>(std::min(n_top, vocab_size));
     sort_head(all.begin(), all.end(), n);
-    for (size_t i = 0; i < n; ++i) out[1 + i] = {all[i].second, logprob(all[i].second)};
+    for (size_t i = 0; i < n; ++i)  // a token ruled out (an id without text: Model masks it) is no candidate
+        out[1 + i] = all[i].first == -INFINITY ? gpt_token_logprob{GPT_TOKEN_NONE, -INFINITY}
+                                               : gpt_token_logprob{all[i].second, logprob(all[i].second)};
     for (auto i = static_cast<size_t>(vocab_size); i < static_cast<size_t>(n_top); ++i)
         out[1 + i] = {GPT_TOKEN_NONE, -INFINITY};  // asked for more tokens than the vocabulary has
 }

@@ -64,7 +64,9 @@ struct SampledRows {
 SampledRows sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size);
 
 // out[0] = `chosen` with its log-probability, then the `n_top` most likely tokens
-// (most likely first, equal ones by smaller id): log-softmax of the raw logits.
+// (most likely first, equal ones by smaller id): log-softmax of the raw logits. A token
+// ruled out (-inf, as the model's ids without text are) is never listed: GPT_TOKEN_NONE
+// with -inf stands in its place, as past the end of the vocabulary.
 void log_probabilities(const float *logits, int32_t vocab_size, gpt_token chosen, int32_t n_top,
                        gpt_token_logprob *out);
 

@@ -27,8 +27,7 @@ struct ExpectedTensor {
     at::ScalarType dtype;
 };
 
-constexpr int64_t kBlockRows = 32;      // the int8 "blocks32" layout's rows per block
-constexpr int64_t kInt4BlockRows = 64;  // the int4 "blocks64" layout's
+constexpr int64_t kBlockRows = 32;  // the int8 "blocks32" layout's rows per block
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 

@@ -5,6 +5,7 @@
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -12,6 +13,9 @@
 #include "formats/manifest.h"
 
 namespace gpt {
+
+// Output rows per block of the int4 "blocks64" layout (aot/gpt_aot/linear.py's to_int4_blocks).
+constexpr int64_t kInt4BlockRows = 64;
 
 // Reads the artifact's weights file straight into its tensors, checking its sha256 on the way (integrity.h).
 // Name -> tensor on `device`, tied aliases included (they share storage).

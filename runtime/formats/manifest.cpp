@@ -31,11 +31,12 @@ std::string string_field(const json &obj, const char *key) {
     return v.get<std::string>();
 }
 
-int32_t positive_int(const json &obj, const char *key) {
+// An integer in [1, max]; compared as a JSON number, so no value narrows into the range.
+int32_t bounded_int(const json &obj, const char *key, int32_t max) {
     const json &v = field(obj, key);
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > INT32_MAX)
-        invalid(std::string("field '") + key + "' must be a positive 32-bit integer");
-    return static_cast<int32_t>(v.get<int64_t>());
+    if (!v.is_number_integer() || v < 1 || v > max)
+        invalid(std::string("field '") + key + "' must be an integer from 1 to " + std::to_string(max));
+    return v.get<int32_t>();
 }
 
 double non_negative_number(const json &obj, const char *key) {
@@ -56,7 +57,7 @@ std::string file_name(const json &obj, const char *key) { return plain_name(stri
 
 GraphSpec graph_spec(const json &graphs, const char *name) {
     const json &g = field(graphs, name);
-    return GraphSpec{file_name(g, "file"), positive_int(g, "max_batch"), {}, {}};
+    return GraphSpec{file_name(g, "file"), bounded_int(g, "max_batch", kMaxBatch), {}, {}};
 }
 
 // A non-empty list of strings.
@@ -93,7 +94,9 @@ GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::
     spec.linear = string_field(linear, "form");
     if (!form_reads_weights(spec.linear, weight_layout))
         invalid("'graphs." + std::string(name) + ".linear.form' must be " + linear_forms_for(weight_layout));
-    if (spec.linear == "onednn") {
+    // onednn lists the weights it reads packed; int4pack too, except in artifacts compiled before the runtime
+    // packed them for the host (their graphs read the stored weights: exec/model.cpp checks the host).
+    if (spec.linear == "onednn" || (spec.linear == "int4pack" && linear.contains("packed"))) {
         const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
         spec.packed.insert(packed.begin(), packed.end());
     }
@@ -228,12 +231,12 @@ Manifest parse_manifest(const Bytes &text) {
     }
 
     const json &model = field(j, "model");
-    m.model.block_size = positive_int(model, "block_size");
-    m.model.vocab_size = positive_int(model, "vocab_size");
-    m.model.padded_vocab_size = positive_int(model, "padded_vocab_size");
-    m.model.n_layer = positive_int(model, "n_layer");
-    m.model.n_head = positive_int(model, "n_head");
-    m.model.n_embd = positive_int(model, "n_embd");
+    m.model.block_size = bounded_int(model, "block_size", kMaxBlockSize);
+    m.model.vocab_size = bounded_int(model, "vocab_size", kMaxVocab);
+    m.model.padded_vocab_size = bounded_int(model, "padded_vocab_size", kMaxVocab);
+    m.model.n_layer = bounded_int(model, "n_layer", kMaxLayers);
+    m.model.n_head = bounded_int(model, "n_head", kMaxHeads);
+    m.model.n_embd = bounded_int(model, "n_embd", kMaxEmbd);
     if (!field(model, "bias").is_boolean()) invalid("field 'bias' must be true or false");
     m.model.bias = model.at("bias").get<bool>();
     // Optional: manifests written before the field ran nanoGPT's exact GELU.

@@ -30,6 +30,18 @@ struct FileEntry {
     uint64_t size = 0;
 };
 
+// Bounds on every size a manifest gives, far above any real model's (GPT-3 175B: 96 layers and heads, width
+// 12 288; vocabularies of a few 100 000 tokens, contexts of 10^6) and checked as the manifest is parsed,
+// before anything is sized from them: the loader lists every weight's name per layer before it compares the
+// weights file with them, and sessions size caches and logits from them (a manifest's n_layer of 2^31 - 1
+// once grew the loader by ~340 MB/s until it was killed).
+constexpr int32_t kMaxLayers = 4096;
+constexpr int32_t kMaxHeads = 4096;
+constexpr int32_t kMaxEmbd = 1 << 17;       // n_embd
+constexpr int32_t kMaxBlockSize = 1 << 24;  // positions
+constexpr int32_t kMaxVocab = 1 << 24;      // vocab_size and padded_vocab_size
+constexpr int32_t kMaxBatch = 4096;         // every graph's max_batch
+
 struct ModelConfig {
     int32_t block_size = 0;
     int32_t vocab_size = 0;         // ids the tokenizer produces
@@ -61,8 +73,10 @@ constexpr size_t kMaxIsaWordBytes = 64;
 struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
-    std::string linear;            // inference graphs: their linears' form, "mm", "reduction", "onednn" or "int8pack"
-    std::set<std::string> packed;  // onednn form: the weights bound packed for oneDNN (runtime/exec/packed_weights.h)
+    // inference graphs: their linears' form, "mm", "reduction", "onednn", "int8pack", "blocked" or "int4pack"
+    std::string linear;
+    // onednn and int4pack forms: the weights bound packed for the form's kernel (runtime/exec/packed_weights.h)
+    std::set<std::string> packed;
 };
 
 struct OptimizerSpec {

@@ -13,7 +13,8 @@ namespace gpt {
 class SplitPattern {
 public:
     // `pattern` is written for tiktoken's regex engine. Throws gpt::Error
-    // (GPT_ERR_ARTIFACT_INVALID) when PCRE2 cannot compile it.
+    // (GPT_ERR_ARTIFACT_INVALID) when PCRE2 cannot compile it or it uses what cannot
+    // be translated for PCRE2 (split_pattern.cpp).
     explicit SplitPattern(std::string_view pattern);
     ~SplitPattern();
     SplitPattern(const SplitPattern &) = delete;
@@ -45,6 +46,9 @@ public:
     // The pattern as given to PCRE2, after translating what the two engines
     // read differently (see split_pattern.cpp).
     const std::string &pcre2_pattern() const { return translated_; }
+    // The Unicode version of PCRE2's tables ("14.0.0" for PCRE2 10.42): the translation adds
+    // what the categories gained from unicode_tables::kPcre2UnicodeVersion on, so the two must agree.
+    static std::string pcre2_unicode_version();
 
 private:
     // The first match at or after `at`, empty or not; false when there is none.

@@ -5,6 +5,7 @@
 #include <sodium.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -68,7 +69,8 @@ std::string base64_bytes(const std::string &text, size_t id) {
 
 // {"kind":"bpe","pattern":..,"vocab":[base64 | null],"special":{text: id},"eos": id | null}:
 // vocab[id] holds the bytes of token `id`, whose BPE rank is `id`; null marks a
-// special token's id. docs/TOKENIZERS.md describes the form.
+// special token's id, or an id no token has (a gap, as OpenAI's encodings leave:
+// no text, never sampled). docs/TOKENIZERS.md describes the form.
 Vocabulary read_bpe(const json &j, int32_t vocab_size) {
     const json &vocab = member(j, "vocab");
     const json &special = member(j, "special");
@@ -79,11 +81,11 @@ Vocabulary read_bpe(const json &j, int32_t vocab_size) {
     if (!special.is_object()) invalid("'special' must be an object");
     Vocabulary v;
     v.bytes_of.resize(vocab.size());
-    std::vector<bool> is_special(vocab.size(), false);
+    std::vector<bool> is_null(vocab.size(), false);
     RankTable ranks;
     for (size_t id = 0; id < vocab.size(); ++id) {
         if (vocab[id].is_null()) {
-            is_special[id] = true;
+            is_null[id] = true;
             continue;
         }
         if (!vocab[id].is_string()) invalid("'vocab' entries must be base64 strings or null");
@@ -99,7 +101,7 @@ Vocabulary read_bpe(const json &j, int32_t vocab_size) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= static_cast<int64_t>(vocab.size()))
             invalid("special token '" + text + "' needs an id in [0, " + std::to_string(vocab.size()) + ")");
         const auto slot = static_cast<size_t>(id.get<int64_t>());
-        if (!is_special[slot] || !v.bytes_of[slot].empty())
+        if (!is_null[slot] || !v.bytes_of[slot].empty())
             invalid("special token '" + text + "' has id " + std::to_string(slot) +
                     ", which is an ordinary token's or another special's");
         if (text.empty() || first_invalid_utf8(text) != std::string::npos)
@@ -107,15 +109,13 @@ Vocabulary read_bpe(const json &j, int32_t vocab_size) {
         v.bytes_of[slot] = text;
         specials.emplace_back(text, static_cast<gpt_token>(slot));
     }
-    for (size_t id = 0; id < vocab.size(); ++id)
-        if (is_special[id] && v.bytes_of[id].empty())
-            invalid("'vocab' entry " + std::to_string(id) + " is null but no special token has that id");
     const json &eos = member(j, "eos");
     if (!eos.is_null()) {
         if (!eos.is_number_integer() || eos.get<int64_t>() < 0 ||
             eos.get<int64_t>() >= static_cast<int64_t>(vocab.size()))
             invalid("'eos' must be null or a token id");
         v.eos = static_cast<gpt_token>(eos.get<int64_t>());
+        if (v.bytes_of[static_cast<size_t>(v.eos)].empty()) invalid("'eos' is an id no token has");
     }
     v.bpe = std::make_unique<const BpeEncoder>(
         std::move(ranks), std::make_shared<const SplitPattern>(member(j, "pattern").get<std::string>()),
@@ -125,7 +125,8 @@ Vocabulary read_bpe(const json &j, int32_t vocab_size) {
 
 }  // namespace
 
-Tokenizer::Tokenizer(const std::string &json_text, const std::string &kind, int32_t vocab_size) : kind_(kind) {
+Tokenizer::Tokenizer(const std::string &json_text, const std::string &kind, int32_t vocab_size)
+    : kind_(kind), vocab_size_(vocab_size) {
     const json j = json::parse(json_text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || member(j, "kind") != kind)
         fail(GPT_ERR_ARTIFACT_INVALID,
@@ -160,9 +161,15 @@ std::vector<gpt_token> Tokenizer::encode(std::string_view text, bool allow_speci
         while (i + len < text.size() && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80) ++len;
         const std::string ch(text.substr(i, len));
         const auto it = char_ids_.find(ch);
-        if (it == char_ids_.end())
-            fail(GPT_ERR_INVALID_ARGUMENT,
-                 "character '" + ch + "' at byte " + std::to_string(i) + " is not in the model's vocabulary");
+        if (it == char_ids_.end()) {
+            // An ASCII control character by its number: a NUL would end the message where callers read it
+            // (gpt_runtime_last_error() is a C string), and \n or ESC would garble a log line.
+            char control[8];
+            const auto byte = static_cast<unsigned char>(ch[0]);
+            std::snprintf(control, sizeof control, "U+%04X", byte);
+            fail(GPT_ERR_INVALID_ARGUMENT, "character " + (byte < 0x20 || byte == 0x7F ? control : "'" + ch + "'") +
+                                               " at byte " + std::to_string(i) + " is not in the model's vocabulary");
+        }
         ids.push_back(it->second);
         i += len;
     }
@@ -172,9 +179,22 @@ std::vector<gpt_token> Tokenizer::encode(std::string_view text, bool allow_speci
 std::string_view Tokenizer::token_bytes(gpt_token id) const {
     if (kind_ == "none") fail(GPT_ERR_INVALID_ARGUMENT, "this artifact has no text tokenizer");
     if (id < 0 || static_cast<size_t>(id) >= bytes_of_.size())
-        fail(GPT_ERR_OUT_OF_RANGE, "token id " + std::to_string(id) + " has no text (vocabulary of " +
-                                       std::to_string(bytes_of_.size()) + ")");
-    return bytes_of_[static_cast<size_t>(id)];
+        fail(GPT_ERR_OUT_OF_RANGE, "token id " + std::to_string(id) + " has no text (the tokenizer's ids are 0.." +
+                                       std::to_string(bytes_of_.size() - 1) + "; no sampler gives one past them)");
+    const std::string &bytes = bytes_of_[static_cast<size_t>(id)];
+    if (bytes.empty())
+        fail(GPT_ERR_OUT_OF_RANGE,
+             "token id " + std::to_string(id) + " has no text (a gap in the tokenizer's ids, which no sampler gives)");
+    return bytes;
+}
+
+std::vector<gpt_token> Tokenizer::textless_ids() const {
+    std::vector<gpt_token> ids;
+    if (kind_ == "none") return ids;
+    for (gpt_token id = 0; id < vocab_size_; ++id)
+        if (static_cast<size_t>(id) >= bytes_of_.size() || bytes_of_[static_cast<size_t>(id)].empty())
+            ids.push_back(id);
+    return ids;
 }
 
 std::string Tokenizer::decode(const gpt_token *tokens, size_t n) const {

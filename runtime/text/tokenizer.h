@@ -33,12 +33,17 @@ public:
     std::string decode(const gpt_token *tokens, size_t n) const;
     // One token's bytes (a special token's: its text). GPT_ERR_OUT_OF_RANGE for an id without any.
     std::string_view token_bytes(gpt_token id) const;
+    // The ids below the model's vocab_size that have no text: past the tokenizer's last id (nanoGPT pads
+    // GPT-2's 50257 tokens to a vocab_size of 50304) and the gaps among its ids (OpenAI's cl100k_base has no
+    // id 100256). The model sets their logits to -inf, so that no sampler picks them. None for kind "none".
+    std::vector<gpt_token> textless_ids() const;
     // The end-of-text token, or -1 when the tokenizer has none.
     gpt_token eos() const { return eos_; }
 
 private:
     std::string kind_;
-    std::vector<std::string> bytes_of_;                    // id -> bytes
+    int32_t vocab_size_;                                   // the model's
+    std::vector<std::string> bytes_of_;                    // id -> bytes; empty at a gap in the ids
     std::unordered_map<std::string, gpt_token> char_ids_;  // "char": character -> id
     std::unique_ptr<const BpeEncoder> bpe_;                // "bpe"
     gpt_token eos_ = -1;

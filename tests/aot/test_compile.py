@@ -124,15 +124,22 @@ def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, n
         assert calls == {kernel: linears if kernel == form else 0 for kernel in LINEAR_CALLS}, graph
 
 
-def test_onednn_graphs_name_the_embedding_apart_from_the_packed_lm_head(artifacts):
-    """The runtime binds lm_head's weight packed where the linears are oneDNN's: there
-    the embedding reads its own constant (the same tensor in the weights file)."""
-    directory = artifacts / "tiny-math" / "cpu"
+@pytest.mark.parametrize("name", ["tiny-math", "tiny-int4"])
+def test_packed_form_graphs_name_the_embedding_apart_from_the_packed_lm_head(artifacts, fixtures, name):
+    """The runtime binds every linear weight packed where the linears are oneDNN's or
+    aten's int4 kernel (tiny-int4: the host's int4 packing): there the embedding reads
+    its own constant (the same tensor in the weights file), as stored."""
+    from gpt_aot.linear import PACKED_FORMS, Linear
+
+    linear_weights = {f"{n}.weight" for n, m in fixtures.tiny_model("math").named_modules() if isinstance(m, Linear)}
+    directory = artifacts / name / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
     for graph in ("prefill", "decode", "decode_one"):
         loader = torch._inductor.aoti_load_package(str(directory / f"{graph}.pt2"))
         fqns = set(loader.get_constant_fqns())
-        packed = set(manifest["graphs"][graph]["linear"].get("packed", []))
+        linear = manifest["graphs"][graph]["linear"]
+        packed = set(linear.get("packed", []))
+        assert packed == (linear_weights if linear["form"] in PACKED_FORMS else set()), graph
         assert packed <= fqns, graph
         assert ("transformer.wte.weight" in fqns) == ("lm_head.weight" in packed), graph
         assert "lm_head.weight" in fqns

@@ -1,10 +1,16 @@
-"""Weight-only int4 (quantize.quantize_int4): the scheme, aten's CPU packing,
-each int4 linear form against the eager reference (quantize → dequantize → the
-same model in PyTorch), the compiled int4 graphs against it, and what an int4
+"""Weight-only int4 (quantize.quantize_int4): the scheme, the stored packing and
+the host's copy of it for aten's CPU kernel, each int4 linear form against the
+eager reference (quantize → dequantize → the same model in PyTorch), the
+compiled int4 graphs against it under each ATen CPU capability, and what an int4
 artifact records."""
 
 import dataclasses
+import functools
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,11 +20,25 @@ from safetensors.torch import load_file
 from gpt_aot import compile as compile_mod
 from gpt_aot import linear_pick
 from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.linear import Linear, dequantize_int4, from_int4_blocks, linear_form_runs_on, to_int4_blocks
+from gpt_aot.linear import (
+    Linear,
+    dequantize_int4,
+    from_int4_blocks,
+    host_reads_int4_blocks64,
+    linear_form_runs_on,
+    pack_for_int4pack,
+    to_int4_blocks,
+)
 from gpt_aot.model import GPT, GPTConfig
 from gpt_aot.quantize import dequantized, quantize_groups, quantize_int4, quantize_int8, weight_bytes
 from gpt_aot.target import resolve
 from gpt_aot.training import OptimizerConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
+# ATen's x86 CPU capabilities, each running the kernels of the one before too. ATEN_CPU_CAPABILITY picks one
+# at the first dispatch, without asking the CPU: a process may run only those up to the host's own.
+CAPABILITIES = ("default", "avx2", "avx512")
 
 # Rows that are no multiple of 64 (64 wide: c_attn 192 rows, lm_head 128; n_embd 64 so that groups of 64
 # fit), and the tiny model's (32 wide: c_attn 96 rows): the last block is padded.
@@ -29,19 +49,25 @@ def quantized_tiny(fixtures, dtype=torch.float32, group_size=32) -> GPT:
     return quantize_int4(fixtures.tiny_model("math"), dtype, group_size).to(dtype=dtype)
 
 
-def test_the_packing_is_atens_cpu_int4_packing_and_reverses():
-    """Our packing must be the one aten's CPU kernel reads (torch could change it: this catches that)."""
+def test_the_stored_packing_reverses_and_the_hosts_copy_is_atens_packing_of_the_same_values():
+    """blocks64 round-trips; pack_for_int4pack gives what aten packs from the int values on this host (its
+    kernel reads that, whatever its ATen CPU capability), padding rows included; the stored bytes are read
+    as they are only where aten's packing is blocks64 itself (AVX-512: test below)."""
     gen = torch.Generator().manual_seed(0)
     for rows, cols in ((64, 32), (128, 96), (3072, 64)):
         q = torch.randint(0, 16, (rows, cols), generator=gen, dtype=torch.int32)
         packed = to_int4_blocks(q)
         assert packed.dtype == torch.uint8 and packed.shape == (rows, cols // 2)
-        assert torch.equal(packed, torch._convert_weight_to_int4pack_for_cpu(q, 1))
         assert torch.equal(from_int4_blocks(packed, rows), q.to(torch.uint8))
+        atens = torch._convert_weight_to_int4pack_for_cpu(q, 1)
+        assert torch.equal(pack_for_int4pack(packed), atens)
+        assert host_reads_int4_blocks64() == torch.equal(packed, atens)
     q = torch.randint(0, 16, (70, 32), generator=gen, dtype=torch.int32)
     packed = to_int4_blocks(q)  # padded to 128 rows with zeros
     assert packed.shape == (128, 16) and torch.equal(from_int4_blocks(packed, 128)[70:], torch.zeros(58, 32).byte())
     assert torch.equal(from_int4_blocks(packed, 70), q.to(torch.uint8))
+    padded = torch.cat([q, torch.zeros(58, 32, dtype=torch.int32)])
+    assert torch.equal(pack_for_int4pack(packed), torch._convert_weight_to_int4pack_for_cpu(padded, 1))
 
 
 def test_groups_are_quantized_within_half_a_step_and_constant_groups_exactly():
@@ -141,6 +167,82 @@ def test_compiled_int4_graphs_equal_the_eager_int4_reference(artifacts, fixtures
     length 7 and rows at their own positions (none an export example)."""
     graphs = ArtifactGraphs(artifacts / "tiny-int4" / "cpu")
     assert_compiled_graphs_match(graphs, dequantized(quantized_tiny(fixtures)), fixtures.CONFIG.vocab_size)
+
+
+# Run with ATEN_CPU_CAPABILITY set (argv: capability, tiny-int4's directory, "run" or "pack"). The packing
+# checks hold at any capability (aten's packer is plain C++, which runs where the capability's kernels would
+# not), the int4 kernel's only where the host runs the capability's kernels.
+UNDER_CAPABILITY = """
+import sys
+
+import gpt_aot
+import torch
+import build_artifacts as fixtures
+from quantized_checks import assert_compiled_graphs_match, assert_eager_model_matches
+from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.linear import host_reads_int4_blocks64, pack_for_int4pack, to_int4_blocks
+from gpt_aot.quantize import dequantized, quantize_int4
+
+capability, directory, run = sys.argv[1], sys.argv[2], sys.argv[3] == "run"
+assert torch.backends.cpu.get_cpu_capability() == capability.upper(), torch.backends.cpu.get_cpu_capability()
+q = torch.randint(0, 16, (192, 64), generator=torch.Generator().manual_seed(0), dtype=torch.int32)
+assert torch.equal(pack_for_int4pack(to_int4_blocks(q)), torch._convert_weight_to_int4pack_for_cpu(q, 1))
+# The stored layout is AVX-512's packing (artifacts compiled before the copy was packed read it as stored).
+assert host_reads_int4_blocks64() == (capability == "avx512")
+if run:
+    model = quantize_int4(fixtures.tiny_model("math"), torch.float32, 32)
+    reference = dequantized(model)
+    model.set_linear_form("int4pack")
+    assert_eager_model_matches(model, reference, torch.float32)
+    assert_compiled_graphs_match(ArtifactGraphs(directory), reference, fixtures.CONFIG.vocab_size)
+"""
+
+
+@functools.cache
+def host_capability() -> str:
+    """The ATen CPU capability this host's processes get unless told otherwise."""
+    env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+    probe = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().lower()
+
+
+def under_capability(capability: str) -> dict:
+    if host_capability() not in CAPABILITIES:
+        pytest.skip(f"ATen CPU capability {host_capability()} is no x86 one")
+    paths = [str(ROOT / "aot"), str(ROOT / "tests" / "fixtures"), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "ATEN_CPU_CAPABILITY": capability, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+
+
+def host_runs(capability: str) -> bool:
+    return CAPABILITIES.index(capability) <= CAPABILITIES.index(host_capability())
+
+
+@pytest.mark.parametrize("capability", CAPABILITIES)
+def test_an_int4_artifact_gives_the_eager_logits_under_each_aten_cpu_capability(artifacts, capability):
+    """Each capability's int4 kernel reads its own packing (AVX-512 blocks of 64 rows, AVX2 of 32, default
+    another): the host's copy is aten's packing under each, and where the host runs that capability the
+    eager int4pack model and tiny-int4's compiled graphs (Python loader) give the dequantised model's logits."""
+    env = under_capability(capability)
+    mode = "run" if host_runs(capability) else "pack"
+    directory = artifacts / "tiny-int4" / "cpu"
+    command = [sys.executable, "-c", UNDER_CAPABILITY, capability, str(directory), mode]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+@pytest.mark.parametrize("capability", CAPABILITIES)
+def test_the_runtime_verifies_an_int4_artifact_under_each_aten_cpu_capability(artifacts, capability):
+    """The C++ runtime packs its copy at load under the capability it runs: the golden vector matches."""
+    env = under_capability(capability)
+    if not host_runs(capability):
+        pytest.skip(f"this host runs ATen CPU capabilities up to {host_capability()}")
+    done = subprocess.run(
+        [str(CLI), "verify", str(artifacts / "tiny-int4" / "cpu")], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_an_int4_artifact_records_its_quantization_and_stores_int4_weights(artifacts, fixtures):

@@ -148,3 +148,78 @@ def test_cpu_flags_reads_the_flags_line():
     text = "processor\t: 0\nflags\t\t: fpu sse2 avx2\nbugs\t\t: none\n"
     assert isa.cpu_flags(text) == {"fpu", "sse2", "avx2"}
     assert isa.cpu_flags("processor: 0\n") == set()
+
+
+def test_cpu_flags_are_those_every_processor_shows_and_not_other_flag_lists():
+    text = (
+        "processor\t: 0\nflags\t\t: fpu sse2 avx2 rdseed\nvmx flags\t: vnmi ept\n\n"
+        "processor\t: 1\nflags\t\t: fpu sse2 avx2\nvmx flags\t: vnmi\n"
+    )
+    assert isa.cpu_flags(text) == {"fpu", "sse2", "avx2"}
+    assert isa.cpu_flags("processor: 0\nFeatures\t: fp asimd\n") == {"fp", "asimd"}  # Arm's name for the list
+
+
+def test_gcc_option_turns_off_each_extension_the_compiler_can_enable():
+    """native_flags disables a hidden extension with -mno-<gcc_option>: each option must exist and turn its macro
+    off, for every ISA macro the richest -march values this compiler knows define."""
+    macros = set()
+    for march in ("sapphirerapids", "znver3", "native"):
+        macros |= {m for m in isa.compiler_macros("g++", [f"-march={march}"]) if isa.ISA_MACROS.get(m)}
+    assert {"__RDSEED__", "__AVX2__", "__SSE4_2__", "__LAHF_SAHF__"} <= macros
+    for macro in sorted(macros):
+        march = "sapphirerapids" if macro in isa.compiler_macros("g++", ["-march=sapphirerapids"]) else "znver3"
+        off = isa.compiler_macros("g++", [f"-march={march}", f"-mno-{isa.gcc_option(macro)}"])
+        assert macro not in off, (macro, isa.gcc_option(macro))
+
+
+def test_a_native_compile_leaves_out_what_the_kernel_hides():
+    """The host of the issue: CPUID (and so -march=native) reports rdseed, the kernel's cpuinfo does not."""
+    native = isa.extensions("g++", ["-march=native"])
+    here = isa.cpu_flags()
+    assert isa.native_flags("g++", here | set(native)) == ["-march=native"]  # nothing hidden: Inductor's own flags
+    hidden = next(e for e in ("rdseed", "adx", "sha_ni", "avx2") if e in native)
+    host = (here | set(native)) - {hidden}
+    flags = isa.native_flags("g++", host)
+    assert flags[0] == "-march=native" and len(flags) > 1
+    allowed = isa.extensions("g++", flags)
+    assert hidden not in allowed and set(allowed) <= host
+    assert isa.hidden_by_kernel("g++", host) == [hidden]
+
+
+def test_the_fixture_compiled_on_a_host_hiding_an_extension_records_and_obeys_it(artifacts, fixtures):
+    """tiny-other was compiled with GPT_CPUINFO naming a cpuinfo without one extension -march=native enables
+    (tests/fixtures/build_artifacts.py): every package was compiled with it turned off, the manifest's list lacks
+    it and says how it was derived."""
+    cpuinfo = artifacts / fixtures.HIDDEN_CPUINFO
+    host = isa.cpu_flags(cpuinfo.read_text())
+    hidden = set(isa.extensions("g++", ["-march=native"])) & isa.cpu_flags() - host
+    assert len(hidden) == 1
+    (extension,) = hidden
+    directory = artifacts / "tiny-other" / "cpu"
+    target = json.loads((directory / "manifest.json").read_text())["target"]
+    assert target["isa_level"] == "native"
+    assert extension not in target["isa_extensions"] and set(target["isa_extensions"]) <= host
+    assert "-march=native" in target["isa_flags"] and any(f.startswith("-mno-") for f in target["isa_flags"])
+    assert "kernel hides" in target["isa_derivation"]
+    for package in sorted(directory.glob("*.pt2")):
+        for command in isa.compile_commands(package):
+            assert extension not in isa.extensions(command[0], isa.machine_flags(command)), package
+    # the other fixtures were compiled on this host as it is: its kernel hides nothing from them
+    native = json.loads((artifacts / "tiny-math" / "cpu" / "manifest.json").read_text())["target"]
+    assert extension in native["isa_extensions"]
+    assert native["isa_derivation"].startswith("the ISA macros") and "kernel hides" not in native["isa_derivation"]
+
+
+def test_a_native_compile_lowers_inductors_vector_isa_below_what_the_kernel_hides():
+    """Inductor picks its vector ISA from CPUID as well: one whose flags need a hidden extension is passed over."""
+    from torch._inductor import cpu_vec_isa
+
+    picked = cpu_vec_isa.pick_vec_isa()
+    assert str(isa.native_vec_isa("g++")) == str(picked)  # nothing hidden: Inductor's own pick
+    if picked:
+        needed = set(isa.extensions("g++", picked.build_arch_flags().split()))
+        lowered = isa.native_vec_isa("g++", isa.cpu_flags() - {max(needed)})
+        assert str(lowered) != str(picked)
+        assert not lowered or set(isa.extensions("g++", lowered.build_arch_flags().split())) <= isa.cpu_flags() - {
+            max(needed)
+        }

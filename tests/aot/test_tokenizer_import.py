@@ -226,10 +226,9 @@ def test_encoder_json_and_vocab_bpe_names(tmp_path):
         ({"Ġt": 256}, ["Ġ zz"], r"merges.txt line 2: merge 'Ġ' \+ 'zz' references unknown token 'zz'"),
         ({"Ġt": 256}, ["Ġ t", "a b"], r"merges.txt line 3: merge 'a' \+ 'b': the result 'ab' is not in the vocab"),
         ({"Ġt": 256, EOT: 256}, ["Ġ t"], r"duplicate id 256"),
-        ({"Ġt": 256, EOT: 300}, ["Ġ t"], r"not contiguous: 258 tokens must have ids 0..257, but id 257 is missing"),
         ({"Ġt": 257, "Ġth": 256}, ["Ġ t", "Ġt h"], r"line 3: .* gives id 256, not above id 257 .*merge order"),
     ],
-    ids=["unknown-token", "result-missing", "duplicate-id", "non-contiguous", "merge-order"],
+    ids=["unknown-token", "result-missing", "duplicate-id", "merge-order"],
 )
 def test_bad_gpt2_layouts_are_refused_by_name(tmp_path, extra, merges, message):
     with pytest.raises(ValueError, match=message):
@@ -261,8 +260,6 @@ def test_tiktoken_refusals(tmp_path):
         read_tokenizer(path)
     with pytest.raises(ValueError, match=r"duplicate id 256: token b'ab' and special token '<\|endoftext\|>'"):
         read_tokenizer(path, "gpt2", [f"{EOT}=256"])
-    with pytest.raises(ValueError, match=r"not contiguous"):
-        read_tokenizer(path, "gpt2", [f"{EOT}=300"])
     with pytest.raises(ValueError, match=r"EOS token '<\|end\|>' is not a special token"):
         read_tokenizer(path, "gpt2", [f"{EOT}=257"], eos="<|end|>")
     with pytest.raises(ValueError, match=r"split pattern .* does not compile"):
@@ -461,3 +458,202 @@ def test_to_hf_splits_and_merges_as_tiktoken_for_each_known_pattern(trained, pat
     hf.encode_special_tokens = True
     for text in texts():
         assert enc.encode(text, disallowed_special=()) == hf.encode(text).ids, text
+
+
+# -- files other tools write: transformers 5.x save_pretrained, GPT-2's vocab.json, tiktoken's id gaps ------------
+
+# GPT-2's post-processor as transformers 5.x's save_pretrained writes it: a template that adds nothing.
+TRANSFORMERS5_POST_PROCESSOR = {
+    "type": "TemplateProcessing",
+    "single": [{"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+    "special_tokens": {},
+}
+# Merges whose results spell GPT-2's own vocabulary entries "Ġthe" and "model" (GPT-2's vocab.json has a key "model").
+GPT2_MERGES = [("Ġ", "t"), ("Ġt", "h"), ("h", "e"), ("Ġth", "e"), ("m", "o"), ("mo", "d"), ("mod", "e"), ("mode", "l")]
+ENCODED = ["the model", " the model the", "themodel", "model", "Models and the modem", "  the\n\nmodel  ", "héllo 😀"]
+
+
+def gpt2_files(directory: Path) -> Path:
+    """A small vocab.json + merges.txt in GPT-2's own layout (merge results, then <|endoftext|> last)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = byte_vocab()
+    for a, b in GPT2_MERGES:
+        vocab[a + b] = len(vocab)
+    vocab[EOT] = len(vocab)
+    (directory / "vocab.json").write_text(json.dumps(vocab))
+    (directory / "merges.txt").write_text("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in GPT2_MERGES))
+    return directory
+
+
+def test_a_gpt2_vocab_json_holding_the_token_model_is_read_as_vocab_json(tmp_path):
+    source = gpt2_files(tmp_path)
+    assert isinstance(json.loads((source / "vocab.json").read_text())["model"], int)
+    c = read_tokenizer(source / "vocab.json")
+    assert c == read_tokenizer(source) == read_tokenizer(source / "merges.txt")
+    assert base64.b64decode(c["vocab"][json.loads((source / "vocab.json").read_text())["model"]]) == b"model"
+    assert tokenizer.to_tiktoken(c).encode("model") == [263]  # one token: the last merge's result
+
+
+def test_transformers_save_pretrained_gpt2_tokenizer_imports_and_encodes_as_hf(tmp_path):
+    import transformers
+
+    source = gpt2_files(tmp_path / "gpt2")
+    hf = transformers.GPT2TokenizerFast.from_pretrained(str(source))  # from vocab.json + merges.txt, no hub
+    hf.save_pretrained(str(tmp_path / "saved"))
+    saved = tmp_path / "saved" / "tokenizer.json"
+    obj = json.loads(saved.read_text())
+    if (obj.get("post_processor") or {}).get("type") != "TemplateProcessing":
+        # This transformers writes no template: put in the one transformers 5.x writes, to import that shape.
+        obj["post_processor"] = TRANSFORMERS5_POST_PROCESSOR
+        saved.write_text(json.dumps(obj))
+    c = read_tokenizer(tmp_path / "saved")  # the directory save_pretrained wrote
+    assert c == read_tokenizer(saved) == read_tokenizer(source)
+    assert c["special"] == {EOT: hf.eos_token_id} and c["eos"] == hf.eos_token_id
+    enc = tokenizer.to_tiktoken(c)
+    for text in ENCODED:
+        assert enc.encode(text, disallowed_special=()) == hf(text)["input_ids"], text
+    assert enc.encode(f"the{EOT}model", allowed_special="all") == hf(f"the{EOT}model")["input_ids"]
+
+
+def test_post_processors_that_add_no_token_are_accepted_and_those_that_do_refused(tmp_path):
+    from tokenizers import processors
+
+    base = gpt2_files(tmp_path / "gpt2")
+    expected = read_tokenizer(base)
+    obj = json.loads(hf_tokenizer_json(base).read_text())
+    eot = expected["eos"]
+
+    def imported(post: dict) -> dict:
+        obj["post_processor"] = post
+        path = tmp_path / "tokenizer.json"
+        path.write_text(json.dumps(obj))
+        return read_tokenizer(path)
+
+    nothing = processors.TemplateProcessing(single="$A", pair="$A $B:1")
+    assert imported(TRANSFORMERS5_POST_PROCESSOR) == expected
+    assert imported(processor_json(nothing)) == expected
+    assert imported(processor_json(processors.ByteLevel(trim_offsets=True))) == expected
+    both = processors.Sequence([processors.ByteLevel(trim_offsets=False), nothing])
+    assert imported(processor_json(both)) == expected
+    bos = processors.TemplateProcessing(single=f"{EOT} $A", pair=f"{EOT} $A $B:1", special_tokens=[(EOT, eot)])
+    with pytest.raises(ValueError, match=r"post-processor TemplateProcessing adds <\|endoftext\|> to every text"):
+        imported(processor_json(bos))
+    with pytest.raises(ValueError, match=r"post-processor TemplateProcessing adds <\|endoftext\|> to every text"):
+        imported(processor_json(processors.Sequence([processors.ByteLevel(), bos])))
+    pair_only = processors.TemplateProcessing(single="$A", pair=f"$A {EOT} $B:1", special_tokens=[(EOT, eot)])
+    with pytest.raises(ValueError, match=r"post-processor TemplateProcessing adds <\|endoftext\|> to a pair"):
+        imported(processor_json(pair_only))
+    roberta = processors.RobertaProcessing((EOT, eot), (EOT, eot))
+    with pytest.raises(ValueError, match=r"post-processor RobertaProcessing adds tokens: not supported"):
+        imported(processor_json(roberta))
+
+
+def hf_tokenizer_json(gpt2_dir: Path) -> Path:
+    """The Hugging Face tokenizer.json of a GPT-2 vocab.json + merges.txt, written by `tokenizers` itself."""
+    from tokenizers import AddedToken, decoders
+
+    tok = Tokenizer(models.BPE(vocab=json.loads((gpt2_dir / "vocab.json").read_text()), merges=GPT2_MERGES))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(EOT, special=True, normalized=False)])
+    path = gpt2_dir.parent / "hf" / "tokenizer.json"
+    path.parent.mkdir(exist_ok=True)
+    tok.save(str(path))
+    return path
+
+
+def processor_json(processor) -> dict:
+    """A post-processor's tokenizer.json entry, as `tokenizers` serialises it."""
+    tok = Tokenizer(models.BPE())
+    tok.post_processor = processor
+    return json.loads(tok.to_str())["post_processor"]
+
+
+# cl100k_base's special tokens at their real ids: 100256 (after the last rank, 100255) and 100261..100275 are gaps.
+CL100K_SPECIAL = {
+    EOT: 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+
+
+def dump_tiktoken_ranks(path: Path, ranks: dict[bytes, int]) -> Path:
+    """tiktoken.load.dump_tiktoken_bpe's format, byte for byte (that function needs blobfile): 'base64 rank' lines."""
+    path.write_bytes(
+        b"".join(
+            base64.b64encode(t) + b" " + str(r).encode() + b"\n" for t, r in sorted(ranks.items(), key=lambda kv: kv[1])
+        )
+    )
+    return path
+
+
+def trained_ranks(trained) -> dict[bytes, int]:
+    """The trained BPE's ranks renumbered 0..N-1 in merge order (EOT, its id 0, left out)."""
+    tokens = [t for _, t in sorted((i, to_bytes(k)) for k, i in trained[1].get_vocab().items() if k != EOT)]
+    return {t: i for i, t in enumerate(tokens)}
+
+
+def test_a_tiktoken_rank_file_with_cl100k_id_gaps_imports_as_tiktoken_encodes(trained, tmp_path, monkeypatch):
+    from tiktoken.load import load_tiktoken_bpe
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")  # read the file itself, not a cached copy
+    ranks = trained_ranks(trained)
+    path = dump_tiktoken_ranks(tmp_path / "cl100k_layout.tiktoken", ranks)
+    special = [f"{text}={i}" for text, i in CL100K_SPECIAL.items()]
+    c = read_tokenizer(path, "cl100k_base", special)
+    reference = tiktoken.Encoding(
+        "cl100k_layout",
+        pat_str=tokenizer.CL100K_PATTERN,
+        mergeable_ranks=load_tiktoken_bpe(str(path)),
+        special_tokens=CL100K_SPECIAL,
+    )
+    assert len(c["vocab"]) == reference.n_vocab == 100277 and c["special"] == CL100K_SPECIAL and c["eos"] == 100257
+    gaps = [i for i, t in enumerate(c["vocab"]) if t is None and i not in CL100K_SPECIAL.values()]
+    assert gaps == [*range(len(ranks), 100257), *range(100261, 100276)]
+    enc = tokenizer.to_tiktoken(c)
+    specials = "".join(CL100K_SPECIAL) + f"a{EOT}b<|fim_prefix|>x = 1<|fim_suffix|>\n<|fim_middle|><|endofprompt|>"
+    for text in [*texts(), specials]:
+        assert enc.encode(text, allowed_special="all") == reference.encode(text, allowed_special="all"), text
+        assert enc.encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=()), text
+    assert reference.encode(specials, allowed_special="all").count(100276) == 2
+    tokenizer.check_fits(c, 100277)
+    with pytest.raises(ValueError, match=r"the tokenizer has 100277 tokens but the model's vocab_size is 100276"):
+        tokenizer.check_fits(c, 100276)
+    assert read_tokenizer(write_canonical(tmp_path, c)) == c  # an artifact's form with gaps reads back
+
+
+def write_canonical(tmp_path: Path, c: dict) -> Path:
+    path = tmp_path / "canonical" / "tokenizer.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(c))
+    return path
+
+
+def test_id_gaps_are_accepted_and_collisions_refused_by_name(tmp_path):
+    single = [bytes([b]) for b in range(256)]
+    path = write_ranks(tmp_path / "ok.tiktoken", [*single, b"ab"])
+    c = read_tokenizer(path, "gpt2", [f"{EOT}=300"])
+    assert len(c["vocab"]) == 301 and c["vocab"][257:300] == [None] * 43 and c["special"] == {EOT: 300}
+    (tmp_path / "gpt2").mkdir()
+    assert read_tokenizer(gpt2_layout(tmp_path / "gpt2", {"Ġt": 256, EOT: 300}, ["Ġ t"]))["vocab"][257:] == [None] * 44
+    with pytest.raises(ValueError, match=r"duplicate id 256: token b'ab' and special token '<\|endoftext\|>'"):
+        read_tokenizer(path, "gpt2", [f"{EOT}=256"])  # a special token's id equal to a rank
+    with pytest.raises(ValueError, match=r"duplicate id 300: special token '<\|a\|>' and special token '<\|b\|>'"):
+        read_tokenizer(path, "gpt2", ["<|a|>=300", "<|b|>=300"])
+    with pytest.raises(ValueError, match=r"special token 'ab' \(id 300\) has the bytes of ordinary token 256"):
+        read_tokenizer(path, "gpt2", ["ab=300"])
+    with pytest.raises(ValueError, match=r"token b'ab' has a negative id -1"):
+        read_tokenizer(ranks_with(tmp_path, single, {b"ab": -1}), "gpt2")
+    with pytest.raises(ValueError, match=r"special token '<\|endoftext\|>' has id 16777216, beyond"):
+        read_tokenizer(path, "gpt2", [f"{EOT}={2**24}"])
+
+
+def ranks_with(tmp_path: Path, single: list[bytes], extra: dict[bytes, int]) -> Path:
+    path = tmp_path / "extra.tiktoken"
+    lines = [f"{base64.b64encode(t).decode()} {i}\n" for i, t in enumerate(single)]
+    lines += [f"{base64.b64encode(t).decode()} {i}\n" for t, i in extra.items()]
+    path.write_text("".join(lines))
+    return path

@@ -118,3 +118,61 @@ def test_a_checkpoint_fixes_the_shape_and_the_config_the_rest(tmp_path):
     for key, value in (("n_head", 4), ("vocab_size", 96), ("bias", False), ("block_size", 32)):
         with pytest.raises(ValueError, match=f"has {key}="):
             load_model(path, {key: value}, seed=0, attention="math")
+
+
+def hf_gpt2(directory, **config):
+    """A random transformers GPT-2 saved as save_pretrained writes it (model.safetensors + config.json)."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**config)).eval()
+    model.save_pretrained(directory, safe_serialization=True)
+    return model
+
+
+def test_hf_checkpoint_with_heads_not_64_wide_compiles_as_its_config_says(tmp_path):
+    """The issue's file: GPT2Config(n_layer=2, n_embd=128, n_head=4). The tensors alone suggest n_head 2
+    (128 / 64); config.json beside them says 4, and only 4 gives transformers' logits."""
+    hf = hf_gpt2(tmp_path, n_layer=2, n_embd=128, n_head=4, n_positions=32, vocab_size=96)
+    loaded = load_model(tmp_path / "model.safetensors", {}, seed=0, attention="math").eval()
+    assert (loaded.config.n_head, loaded.config.n_layer, loaded.config.n_embd) == (4, 2, 128)
+    assert loaded.config.gelu == "tanh" and loaded.config.block_size == 32 and loaded.config.vocab_size == 96
+    idx = torch.randint(0, 96, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want = hf(idx).logits
+        got = loaded(idx)[0][..., :96]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # a --set that contradicts the file is an error, one that agrees is fine
+    with pytest.raises(ValueError, match="has n_head=4, the config asks for 2"):
+        load_model(tmp_path / "model.safetensors", {"n_head": 2}, seed=0, attention="math")
+    assert load_model(tmp_path / "model.safetensors", {"n_head": 4}, seed=0, attention="math").config.n_head == 4
+
+
+def test_safetensors_that_do_not_record_n_head_are_refused_naming_the_key(tmp_path):
+    hf_gpt2(tmp_path, n_layer=2, n_embd=128, n_head=4, n_positions=32, vocab_size=96)
+    (tmp_path / "config.json").unlink()
+    with pytest.raises(ValueError, match=r"does not record n_head .* --set n_head=N"):
+        load_model(tmp_path / "model.safetensors", {}, seed=0, attention="math")
+    assert load_model(tmp_path / "model.safetensors", {"n_head": 4}, seed=0, attention="math").config.n_head == 4
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"activation_function": "relu"}, "activation_function 'relu'"),
+        ({"n_inner": 100}, "n_inner 100"),
+        ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon"),
+        ({"scale_attn_by_inverse_layer_idx": True}, "attention scaled"),
+        ({"tie_word_embeddings": False}, "untied lm_head"),
+        ({"model_type": "llama"}, "model_type 'llama'"),
+        ({"n_layer": 3}, "tensors say n_layer=2, its config says 3"),
+    ],
+)
+def test_a_gpt2_config_the_model_cannot_compute_is_refused(tmp_path, change, message):
+    import json
+
+    hf_gpt2(tmp_path, n_layer=2, n_embd=64, n_head=4, n_positions=32, vocab_size=96)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(ValueError, match=message):
+        load_model(tmp_path / "model.safetensors", {}, seed=0, attention="math")

@@ -19,10 +19,11 @@ CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
 class Server:
     """A gpt-server process on a free loopback port, with its log in a file."""
 
-    def __init__(self, tmp_path: Path, model: Path, *flags: str):
+    def __init__(self, tmp_path: Path, model: Path, *flags: str, env: dict | None = None):
         self.log_path = tmp_path / f"server-{time.monotonic_ns()}.log"
         self.log = open(self.log_path, "w")
-        # The test models are CPU artifacts: on a GPU host the server must be allowed to serve them.
+        # The test models are CPU artifacts: on a GPU host the server must be allowed to serve them. They are
+        # unsigned too: served with --allow-unsigned, unless the test gives trusted keys (then signed ones only).
         args = [
             str(SERVER),
             "--model",
@@ -32,9 +33,10 @@ class Server:
             "--log-level",
             "info",
             "--allow-cpu-fallback",
+            *([] if "--trusted-keys" in flags else ["--allow-unsigned"]),
             *flags,
         ]
-        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         self.port = self._wait_for_port()
 
     def _wait_for_port(self) -> int:

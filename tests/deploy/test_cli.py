@@ -1,6 +1,7 @@
 """The gpt CLI's options: what the runtime would refuse is refused before the model is loaded, with the
 runtime's message; generate, info and verify take --allow-cpu-fallback like `gpt artifacts` and gpt-server."""
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -50,3 +51,30 @@ def test_generate_info_and_verify_accept_allow_cpu_fallback(artifacts):
         run = gpt(*args, "--allow-cpu-fallback")
         assert run.returncode == 0, (args, run.stderr)
         assert "loaded" in run.stderr
+
+
+def test_a_host_whose_kernel_hides_an_extension_loads_what_it_compiled_and_refuses_what_would_use_it(
+    artifacts, fixtures
+):
+    """The runtime and the compile read one description of the CPU (cpuinfo, here the fixture GPT_CPUINFO names):
+    tiny-other, compiled natively as on that host, loads there; tiny-math, compiled where the extension is shown,
+    is refused naming it."""
+    from gpt_aot import isa
+
+    cpuinfo = artifacts / fixtures.HIDDEN_CPUINFO
+    env = {**os.environ, isa.CPUINFO_ENV: str(cpuinfo)}
+    (hidden,) = set(isa.cpu_flags()) - isa.cpu_flags(cpuinfo.read_text())
+
+    def gpt_on_that_host(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(CLI), *args], capture_output=True, text=True, env=env, timeout=300)
+
+    report = json.loads(gpt_on_that_host("artifacts", "inspect", str(artifacts / "tiny-other")).stdout)
+    assert set(report["host"]["cpu_flags"]) == isa.cpu_flags(cpuinfo.read_text())  # one reading of one file
+    assert report["targets"][0]["loads_here"], report["targets"][0]
+    verify = gpt_on_that_host("verify", str(artifacts / "tiny-other" / "cpu"))
+    assert verify.returncode == 0, verify.stderr
+    refused = gpt_on_that_host("verify", str(artifacts / "tiny-math" / "cpu"))
+    assert refused.returncode != 0
+    assert "GPT_ERR_DEVICE_MISMATCH" in refused.stderr and f"may use {hidden}," in refused.stderr
+    # this machine as it is runs both
+    assert gpt("verify", str(artifacts / "tiny-math" / "cpu")).returncode == 0

@@ -11,6 +11,7 @@ The model is the fixtures' tiny-bpe (byte-level BPE, 1024 tokens, context 32, ma
 import codecs
 import http.client
 import json
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from server_process import SERVER, Server
 
 from gpt_aot.artifact import ArtifactGraphs
+from gpt_aot.manifest import sha256_file
 from gpt_aot.tokenizer import to_tiktoken
 
 pytestmark = pytest.mark.skipif(not SERVER.exists(), reason=f"gpt-server not built at {SERVER}")
@@ -164,6 +166,40 @@ def test_logprobs_are_the_log_softmax_of_the_graphs_logits(client, bpe, tokenize
             logits = graphs.decode(torch.tensor([[token]]), torch.tensor([len(prompt) + i]), kv)
 
 
+def test_ids_without_text_are_never_sampled_nor_listed(serve, artifacts, tmp_path):
+    # nanoGPT pads vocab_size past its tokenizer's (50304 over GPT-2's 50257): here tiny-flash's 96 ids, with text
+    # for the first 80 only. The padding ids' logits are the model's own; before the runtime masked them, they were
+    # sampled (no text in the reply, /detokenize 400) and listed among the top log-probabilities.
+    with_text = 80
+    model = tmp_path / "padded"
+    shutil.copytree(artifacts / "tiny-flash", model)
+    tokenizer_json = model / "cpu" / "tokenizer.json"
+    stored = json.loads(tokenizer_json.read_text())
+    stored["itos"] = stored["itos"][:with_text]
+    tokenizer_json.write_text(json.dumps(stored))
+    manifest = json.loads((model / "cpu" / "manifest.json").read_text())
+    manifest["files"]["tokenizer.json"] = {"sha256": sha256_file(tokenizer_json), "size": tokenizer_json.stat().st_size}
+    (model / "cpu" / "manifest.json").write_text(json.dumps(manifest))
+    server = serve(model)
+    for seed in range(4):
+        body = {"prompt": "Hell", "max_tokens": 24, "temperature": 1.5, "seed": seed, "logprobs": 5}
+        status, reply = server.request("POST", "/v1/completions", {**body, "return_tokens_as_token_ids": True})
+        assert status == 200, reply
+        choice = json.loads(reply)["choices"][0]
+        tokens = [int(t.removeprefix("token_id:")) for t in choice["logprobs"]["tokens"]]
+        listed = [int(t.removeprefix("token_id:")) for top in choice["logprobs"]["top_logprobs"] for t in top]
+        assert len(tokens) == 24 and len(listed) == 24 * 5
+        assert [t for t in tokens + listed if t >= with_text] == []
+        status, reply = server.request("POST", "/detokenize", {"tokens": tokens})
+        assert status == 200 and json.loads(reply)["prompt"] == choice["text"] == "".join(
+            stored["itos"][t] for t in tokens
+        )
+        status, reply = server.request("POST", "/v1/completions", body)  # the same, tokens named by their text
+        assert status == 200 and json.loads(reply)["choices"][0]["logprobs"]["tokens"] == [
+            stored["itos"][t] for t in tokens
+        ]
+
+
 def test_models_tokenize_and_detokenize(client, server, tokenizer):
     assert [m.id for m in client.models.list().data] == ["tiny-bpe"]
     text = "In the beginning 😀 was"
@@ -171,6 +207,23 @@ def test_models_tokenize_and_detokenize(client, server, tokenizer):
     assert status == 200 and json.loads(body)["tokens"] == tokenizer.encode_ordinary(text)
     status, body = server.request("POST", "/detokenize", {"tokens": tokenizer.encode_ordinary(text)})
     assert status == 200 and json.loads(body)["prompt"] == text
+
+
+def test_a_nul_in_the_prompt_is_a_character_of_it(client, server, tokenizer):
+    # JSON's "\u0000" is U+0000: the runtime gets the prompt with its length (gpt_model_tokenize_n), so the NUL
+    # byte is a token of it, not the prompt's end nor a reason to refuse it (issue 41).
+    text = "In the\u0000beginning"
+    ids = tokenizer.encode_ordinary(text)
+    assert tokenizer.encode_single_token(b"\x00") in ids and tokenizer.decode(ids) == text
+    status, body = server.request("POST", "/tokenize", {"prompt": text})
+    assert status == 200, body
+    assert json.loads(body)["tokens"] == ids
+    r = complete(client, prompt=text, max_tokens=2, temperature=0, echo=True, extra_body={"ignore_eos": True})
+    assert r.usage.prompt_tokens == len(ids)
+    assert r.choices[0].text.startswith(text)
+    status, body = server.request("POST", "/v1/generate", {"prompt": "\u0000", "max_tokens": 1})
+    assert status == 200, body
+    assert json.loads(body)["prompt_tokens"] == 1
 
 
 def test_errors_surface_as_the_clients_typed_exceptions(client, server):

@@ -45,7 +45,8 @@ def test_generate_matches_the_cli_and_is_seeded(serve, model_dirs, fixtures):
     status, body = server.generate(**params)
     assert status == 200, body
     assert body["model"] == "tiny-flash" and body["completion_tokens"] == 24 and body["finish_reason"] == "length"
-    assert body["artifact"].endswith("tiny-flash/cpu")  # the model directory's cpu target was selected
+    assert "artifact" not in body  # the model's name, never its directory (test_unsigned.py)
+    assert f"from {model_dirs['flash'] / 'cpu'} " in server.log_text()  # the model directory's cpu target was selected
     assert body["text"] == "".join(fixtures.VOCAB[t] for t in body["tokens"])
     # The same request through the gpt CLI (same runtime, same sampler) prints the same text.
     args = "-p Hello -n 24 --temperature 0.8 --top-k 20 --seed 5".split()
@@ -110,7 +111,7 @@ def test_metrics_parse_as_prometheus_text(serve, model_dirs):
     assert samples[("gpt_time_to_first_token_seconds_count", ())] == 3
     assert samples[("gpt_token_latency_seconds_count", ())] == 3 * 4  # gaps between 5 tokens
     assert samples[("gpt_queue_depth", ())] == 0
-    assert samples[("gpt_model_info", (("artifact", str(model_dirs["flash"] / "cpu")), ("name", "tiny-flash")))] == 1
+    assert samples[("gpt_model_info", (("name", "tiny-flash"),))] == 1
 
 
 def _stored_and_packed_bytes(artifact: Path) -> int:
@@ -158,8 +159,9 @@ def test_metrics_report_the_models_memory(serve, model_dirs):
         ({"prompt": "a", "temprature": 1}, 400, "Unrecognized request argument supplied: temprature"),
         ({"prompt": "caf\u00e9"}, 400, "prompt"),
         (b'{"prompt": "\xff"}', 400, "not valid JSON"),  # the echoed byte is not UTF-8
-        ({"prompt": "\u0000"}, 400, "NUL"),
-        ({"prompt": "ab\u0000cd"}, 400, "NUL"),  # would otherwise generate from "ab"
+        # U+0000 is text (tokenized with its length, not cut at it), but not in this char vocabulary.
+        ({"prompt": "\u0000"}, 400, "character U+0000 at byte 0 is not in the model's vocabulary"),
+        ({"prompt": "ab\u0000cd"}, 400, "character U+0000 at byte 2 is not in the model's vocabulary"),
         ({"prompt": "x" * 33}, 400, "context is 32"),
         ({"prompt": "x" * 70000}, 413, "exceeds 65536 bytes"),
     ],
@@ -271,6 +273,43 @@ def test_hot_swap_under_load_loses_no_request(serve, model_dirs, tmp_path):
     _, text = server.request("GET", "/metrics")
     assert 'gpt_model_reloads_total{result="ok"} 2' in text  # start-up + the swap
     assert 'gpt_model_reloads_total{result="failed"} 1' in text
+
+
+def test_twenty_hot_reloads_leave_no_model_behind(serve, artifacts, tmp_path):
+    """Every reload left the replaced model's weights resident (torch's AOTInductor container never released
+    its handles on them: runtime/exec/graph.cpp): 24 reloads of a 12.7 MB model took the server from 390 to
+    1036 MB, and 20 reloads of this one add 20 times its weights. Now they leave less than one model's weights.
+
+    That bound, not a tenth of one: the server's resident set drifts by 1-2 kB a reload as the allocator's pages
+    settle (its live heap is the same after 20 and 60 reloads), over a tenth of this 237 kB model in 20 reloads.
+    One malloc arena, so that a reading is what the server holds rather than which arena a new thread drew (each
+    load runs on a thread of its own: model_slot.cpp); few HTTP workers, each of which keeps some buffers after
+    its first requests, and a warm-up that reaches them all."""
+    model = artifacts / "tiny-bpe"  # every linear mm, nothing packed: the weights are all a load allocates
+    flags, auth = admin_flags(tmp_path, model)
+    server = serve(model, *flags, "--parallel", "1", "--max-queue", "0", env={"MALLOC_ARENA_MAX": "1"})
+    _, text = server.request("GET", "/metrics")
+    families = text_string_to_metric_families(text)
+    weights = next(s.value for f in families for s in f.samples if s.name == "gpt_model_weights_bytes")
+    assert weights > 100_000
+
+    def reload_floor(reloads: int) -> int:
+        """The lowest resident set after each of `reloads` reloads: the floor a leak raises."""
+        lowest = None
+        for _ in range(reloads):
+            status, payload = server.request("POST", "/admin/reload", {}, headers=auth)
+            assert status == 200, payload
+            rss = vm_rss_bytes(server.proc.pid)
+            lowest = rss if lowest is None else min(lowest, rss)
+        return lowest
+
+    for _ in range(40):
+        assert server.request("GET", "/metrics")[0] == 200
+    reload_floor(10)
+    before = reload_floor(5)
+    reload_floor(15)
+    after = reload_floor(5)  # the two floors' windows are 20 reloads apart
+    assert after - before < weights, (before, after, weights)
 
 
 def test_trusted_keys_serve_signed_artifacts_only(serve, model_dirs, tmp_path):

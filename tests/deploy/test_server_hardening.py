@@ -258,7 +258,10 @@ def shared_hardened(artifacts, tmp_path_factory):
 
 def start_refusal(flash: Path, *flags: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(SERVER), "--model", str(flash), "--port", "0", *flags], capture_output=True, text=True, timeout=60
+        [str(SERVER), "--model", str(flash), "--port", "0", "--allow-unsigned", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

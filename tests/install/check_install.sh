@@ -12,14 +12,17 @@ build=$1 artifact=$2 python=$3
 src=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$src/../.." && pwd)
 work=$(mktemp -d "$build/install-check.XXXXXX")  # beside the virtualenv's file system: hard links work
-trap 'rm -rf "$work"' EXIT
+# The library-only tree sits beside BUILD_DIR, as deep in the source tree: its compile commands are then the
+# same as BUILD_DIR's, and the compiler cache (CMakeLists.txt) serves it what BUILD_DIR compiled.
+libonly=$(mktemp -d "$build-libonly.XXXXXX")
+trap 'rm -rf "$work" "$libonly"' EXIT
 prefix=$work/prefix
 
 log=$work/libonly.log  # shown only on failure: torch's CMake package warns about things that do not apply
-cmake -S "$root" -B "$work/libonly" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_BUILD_TESTS=OFF \
+cmake -S "$root" -B "$libonly" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_BUILD_TESTS=OFF \
   -DPython3_EXECUTABLE="$python" >"$log" 2>&1 || { cat "$log"; exit 1; }
-cmake --build "$work/libonly" --target gpt_runtime >>"$log" 2>&1 || { cat "$log"; exit 1; }
-cmake --install "$work/libonly" --prefix "$prefix" >/dev/null
+cmake --build "$libonly" --target gpt_runtime >>"$log" 2>&1 || { cat "$log"; exit 1; }
+cmake --install "$libonly" --prefix "$prefix" >/dev/null
 programs=$(ls -A "$prefix/bin" 2>/dev/null || true)
 [ -z "$programs" ] || { echo "a library-only build installed programs: $programs"; exit 1; }
 
@@ -33,9 +36,9 @@ dynamic=$(readelf -d "$lib")
 grep -q "SONAME.*libgpt_runtime.so.$abi\]" <<<"$dynamic" || { echo "SONAME is not libgpt_runtime.so.$abi"; exit 1; }
 venv=$("$python" -c 'import sys; print(sys.prefix)')
 installed=$(cat "$prefix"/lib*/pkgconfig/gpt_runtime.pc "$prefix"/lib*/cmake/gpt_runtime/*.cmake; echo "$dynamic")
-if grep -q -e "$venv" -e "$(realpath "$venv")" -e "$work/libonly" <<<"$installed"; then
+if grep -q -e "$venv" -e "$(realpath "$venv")" -e "$libonly" <<<"$installed"; then
   echo "the install points into the build's virtualenv or build tree:"
-  grep -e "$venv" -e "$(realpath "$venv")" -e "$work/libonly" <<<"$installed"
+  grep -e "$venv" -e "$(realpath "$venv")" -e "$libonly" <<<"$installed"
   exit 1
 fi
 

@@ -3,7 +3,9 @@
 // GPU hosts are simulated (gpt::Host), so every rule is checked without a GPU.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "artifact/artifact_select.h"
 #include "artifact/device.h"
@@ -87,6 +89,25 @@ TEST_CASE("a CPU lacking any recorded extension is refused, every missing one na
     host.cpu_flags.erase("fma");
     CHECK(target_status(target, host, &message) == GPT_ERR_DEVICE_MISMATCH);
     CHECK(message.find("bmi2 fma") != std::string::npos);
+}
+
+TEST_CASE("the host's CPU flags are those every processor in cpuinfo shows, from the file GPT_CPUINFO names") {
+    // The compile reads the same file the same way (aot/gpt_aot/isa.py cpu_flags, tests/aot/test_isa.py).
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / "gpt-test-cpuinfo";
+    std::ofstream(path) << "processor\t: 0\nflags\t\t: fpu sse2 avx2 rdseed\nvmx flags\t: vnmi ept\n\n"
+                           "processor\t: 1\nflags\t\t: fpu sse2 avx2\nvmx flags\t: vnmi\n";
+    const char *saved = std::getenv("GPT_CPUINFO");
+    const std::string restore = saved != nullptr ? saved : "";
+    setenv("GPT_CPUINFO", path.c_str(), 1);
+    const gpt::Host host = gpt::detect_host();
+    if (saved != nullptr) {
+        setenv("GPT_CPUINFO", restore.c_str(), 1);
+    } else {
+        unsetenv("GPT_CPUINFO");
+    }
+    std::filesystem::remove(path);
+    CHECK(host.cpu_flags == std::set<std::string>{"avx2", "fpu", "sse2"});
+    CHECK(!gpt::detect_host().cpu_flags.empty());  // the real /proc/cpuinfo again
 }
 
 TEST_CASE("a CUDA artifact compiled with another CUDA major is refused with both versions named") {

@@ -5,8 +5,11 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "artifact/device.h"
@@ -38,6 +41,22 @@ void edit_manifest(const test::ScratchArtifact &art, const std::function<void(js
     auto m = art.manifest();
     edit(m);
     art.write_manifest(m);
+}
+
+// A line of /proc/self/status in kB (VmRSS, VmHWM), 0 where it cannot be read.
+uint64_t status_kb(const std::string &key) {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind(key + ":", 0) == 0) return std::stoull(line.substr(key.size() + 1));
+    return 0;
+}
+
+// Starts a new peak resident set (VmHWM = VmRSS); false where the kernel does not let this process.
+bool reset_peak_resident() {
+    std::ofstream clear_refs("/proc/self/clear_refs");
+    clear_refs << "5";
+    clear_refs.flush();
+    return clear_refs.good() && status_kb("VmHWM") <= status_kb("VmRSS") + 1024;
 }
 
 }  // namespace
@@ -81,6 +100,47 @@ TEST_CASE("DeeplyNestedManifestIsRefusedBeforeItIsBuilt", "[artifact]") {
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
     // The same manifest without the nesting loads.
     edit_manifest(art, [](json &m) { m["unknown"] = json::array({json::array({1})}); });
+    CHECK(load(art.dir()) == GPT_OK);
+}
+
+TEST_CASE("HugeModelSizesInAManifestAreRefusedBeforeAnythingIsSizedFromThem", "[artifact]") {
+    // An n_layer of 2^31 - 1 grew gpt_model_load (and `gpt info`) by ~340 MB/s until it was killed: the loader
+    // listed every layer's weight names before it compared the weights file with them. Each size is bounded as
+    // the manifest is parsed (formats/manifest.h), before any file is hashed or anything sized from it.
+    test::ScratchArtifact art(test::artifact());
+    const json original = art.manifest();
+    const bool peak_resets = reset_peak_resident();
+    if (!peak_resets) WARN("this kernel does not reset the peak resident set: memory is not checked here");
+    const auto refused_quickly = [&](const std::function<void(json &)> &edit, const std::string &needle) {
+        art.write_manifest(original);
+        edit_manifest(art, edit);
+        reset_peak_resident();
+        const uint64_t resident_kb = status_kb("VmRSS");
+        const auto start = std::chrono::steady_clock::now();
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+        CHECK(error_mentions(needle));
+        if (peak_resets) CHECK(status_kb("VmHWM") < resident_kb + 64 * 1024);  // under 64 MiB more at any time
+    };
+    const int64_t huge = INT32_MAX;
+    for (const char *size : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "padded_vocab_size"}) {
+        INFO(size);
+        refused_quickly([&](json &m) { m["model"][size] = huge; },
+                        "'" + std::string(size) + "' must be an integer from 1 to");
+        refused_quickly([&](json &m) { m["model"][size] = int64_t{1} << 40; }, "'" + std::string(size) + "'");
+    }
+    for (const char *graph : {"prefill", "decode"}) {
+        INFO(graph);
+        refused_quickly([&](json &m) { m["graphs"][graph]["max_batch"] = huge; },
+                        "'max_batch' must be an integer from 1 to");
+    }
+    // At the bounds the sizes are merely wrong for these weights: the loader's list of names stays small.
+    refused_quickly([](json &m) { m["model"]["n_layer"] = gpt::kMaxLayers; }, "lacks 'transformer.h.");
+    refused_quickly([](json &m) { m["model"]["block_size"] = gpt::kMaxBlockSize; },
+                    "expected [" + std::to_string(gpt::kMaxBlockSize) + ", ");
+    refused_quickly([](json &m) { m["model"]["padded_vocab_size"] = gpt::kMaxVocab; },
+                    "expected [" + std::to_string(gpt::kMaxVocab) + ", ");
+    art.write_manifest(original);
     CHECK(load(art.dir()) == GPT_OK);
 }
 

@@ -2,6 +2,8 @@
 // tokenizer trained on the corpus) through the public C API: EOS in the model
 // info and at the end of generation, special tokens only when asked, the
 // streaming detokenizer, and training on the BPE dataset.
+#include <sodium.h>
+
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,6 +23,19 @@ gpt_token endoftext_id() {
     std::ifstream in(bpe_artifact() / "tokenizer.json");
     const auto j = nlohmann::json::parse(in);
     return j.at("special").at("<|endoftext|>").get<gpt_token>();
+}
+
+// The id of the token whose bytes are the single byte `byte`, as tokenizer.json lists it.
+gpt_token byte_token(char byte) {
+    std::ifstream in(bpe_artifact() / "tokenizer.json");
+    const auto vocab = nlohmann::json::parse(in).at("vocab");
+    char base64[8];
+    sodium_bin2base64(base64, sizeof base64, reinterpret_cast<const unsigned char *>(&byte), 1,
+                      sodium_base64_VARIANT_ORIGINAL);
+    for (size_t id = 0; id < vocab.size(); ++id)
+        if (vocab[id].is_string() && vocab[id].get<std::string>() == base64) return static_cast<gpt_token>(id);
+    FAIL("tokenizer.json has no token for byte " << static_cast<int>(byte));
+    return -1;
 }
 
 std::vector<gpt_token> tokenize(gpt_model *model, const std::string &text, bool with_special, gpt_status *status) {
@@ -81,6 +96,48 @@ TEST_CASE("special tokens are text unless the caller allows them", "[bpe]") {
     (void)tokenize(model.handle, "bad \xC3(", false, &s);
     CHECK(s == GPT_ERR_INVALID_ARGUMENT);
     CHECK(test::error_mentions("not valid UTF-8 at byte 4"));
+}
+
+TEST_CASE("text with its length keeps NUL bytes; a C string ends at the first", "[bpe]") {
+    test::Model model(bpe_artifact());
+    REQUIRE(model.status == GPT_OK);
+    const std::string text("a\0b", 3);  // GPT-2's pattern: pieces "a", "\0" (not a letter), "b"; a byte token each
+    const std::vector<gpt_token> want = {byte_token('a'), byte_token('\0'), byte_token('b')};
+    std::vector<gpt_token> ids(8);
+    int32_t n = 0;
+    REQUIRE(gpt_model_tokenize_n(model.handle, text.data(), text.size(), 0, ids.data(), 8, &n) == GPT_OK);
+    CHECK(std::vector<gpt_token>(ids.begin(), ids.begin() + n) == want);
+    char back[8];
+    size_t size = 0;
+    REQUIRE(gpt_model_detokenize(model.handle, ids.data(), n, back, sizeof back, &size) == GPT_OK);
+    CHECK(std::string(back, size - 1) == text);
+    // The C-string calls read "a" (documented in the header): what gpt-server refused NUL for.
+    gpt_status s = GPT_OK;
+    CHECK(tokenize(model.handle, text, false, &s) == std::vector<gpt_token>{byte_token('a')});
+    CHECK(s == GPT_OK);
+    // GPT_TOKENIZE_SPECIAL as gpt_model_tokenize_with_special; specials after a NUL are found too.
+    const std::string special = std::string("\0<|endoftext|>", 14);
+    REQUIRE(gpt_model_tokenize_n(model.handle, special.data(), special.size(), GPT_TOKENIZE_SPECIAL, ids.data(), 8,
+                                 &n) == GPT_OK);
+    CHECK(std::vector<gpt_token>(ids.begin(), ids.begin() + n) ==
+          std::vector<gpt_token>{byte_token('\0'), endoftext_id()});
+    std::vector<gpt_token> plain(64);
+    REQUIRE(gpt_model_tokenize_n(model.handle, special.data(), special.size(), 0, plain.data(), 64, &n) == GPT_OK);
+    CHECK(n > 2);  // ordinary text without the flag
+    CHECK(std::find(plain.begin(), plain.begin() + n, endoftext_id()) == plain.begin() + n);
+    // The arguments: too small a buffer reports the count, empty text is no tokens (NULL allowed), unknown flags.
+    CHECK(gpt_model_tokenize_n(model.handle, text.data(), text.size(), 0, ids.data(), 2, &n) ==
+          GPT_ERR_BUFFER_TOO_SMALL);
+    CHECK(n == 3);
+    CHECK(gpt_model_tokenize_n(model.handle, nullptr, 0, 0, nullptr, 0, &n) == GPT_OK);
+    CHECK(n == 0);
+    CHECK(gpt_model_tokenize_n(model.handle, nullptr, 1, 0, ids.data(), 8, &n) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_model_tokenize_n(model.handle, text.data(), text.size(), 1u << 5, ids.data(), 8, &n) ==
+          GPT_ERR_INVALID_ARGUMENT);
+    CHECK(test::error_mentions("flags holds a bit"));
+    const std::string bad("a\0\xC3(", 4);
+    CHECK(gpt_model_tokenize_n(model.handle, bad.data(), bad.size(), 0, ids.data(), 8, &n) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(test::error_mentions("not valid UTF-8 at byte 2"));
 }
 
 TEST_CASE("the detokenizer holds a split character and keeps a token it could not write", "[bpe]") {

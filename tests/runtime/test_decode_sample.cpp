@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -114,6 +116,164 @@ TEST_CASE("decode_sample_batch draws what decode_batch and the samplers draw, st
         CHECK(compare_with_two_calls(model.handle, model.info.vocab_size, 12, n_seq) == 0.0f);
 }
 
+namespace {
+
+// has_text[id]: whether a model's id has text. The tiny char models' 96 ids, of which keep_text_of_first
+// leaves text to the first 80, or tiny-bpe's 1024 with gaps.
+using HasText = std::vector<bool>;
+constexpr int32_t kWithText = 80;
+
+// The tokens of `tokens` that have no text (none, when the test passes).
+std::vector<gpt_token> without_text(const std::vector<gpt_token> &tokens, const HasText &has_text) {
+    std::vector<gpt_token> out;
+    std::copy_if(tokens.begin(), tokens.end(), std::back_inserter(out), [&](gpt_token t) {
+        return t < 0 || static_cast<size_t>(t) >= has_text.size() || !has_text[static_cast<size_t>(t)];
+    });
+    return out;
+}
+
+constexpr int32_t kGreedyPrompts = 128;  // generated()'s greedy runs: from the first ids
+
+// Generation (its prefill and its decode steps sampled where the logits are): greedy from each of the
+// first kGreedyPrompts single-token prompts, and sampled hot under several settings and seeds. Returns
+// every token it drew.
+std::vector<gpt_token> generated(gpt_model *model, int32_t vocab) {
+    std::vector<gpt_token> all;
+    gpt_generate_params params = test::default_generate_params();
+    params.stop_at_eos = false;
+    const auto run = [&](gpt_token first, int32_t n) {
+        std::vector<gpt_token> out(static_cast<size_t>(n));
+        int32_t count = 0;
+        test::Session session(model);
+        params.max_new_tokens = n;
+        REQUIRE(gpt_session_generate(session.handle, &first, 1, &params, out.data(), n, &count) == GPT_OK);
+        all.insert(all.end(), out.begin(), out.begin() + count);
+    };
+    params.temperature = 0.0f;
+    for (gpt_token first = 0; first < std::min(vocab, kGreedyPrompts); ++first) run(first, 3);
+    for (const gpt_sampler_params &s :
+         {sampling(1.5f, 0, 1.0f, 0), sampling(2.0f, 50, 1.0f, 0), sampling(1.5f, 0, 0.99f, 0)})
+        for (uint64_t seed = 0; seed < 4; ++seed) {
+            params.temperature = s.temperature;
+            params.top_k = s.top_k;
+            params.top_p = s.top_p;
+            params.seed = seed;
+            run(static_cast<gpt_token>(seed * 7 % static_cast<uint64_t>(vocab)), 24);
+        }
+    return all;
+}
+
+// What every path of `model` gives: logits, generated tokens, steps sampled in one call, and each
+// row's top log-probabilities; none holds or names an id without text.
+void check_no_id_without_text(gpt_model *model, const HasText &has_text) {
+    const auto vocab = static_cast<int32_t>(has_text.size());
+    std::vector<float> logits(static_cast<size_t>(vocab));
+    test::Session session(model);
+    const gpt_token prompt[3] = {1, 2, 3};
+    REQUIRE(gpt_session_prefill(session.handle, prompt, 3, logits.data()) == GPT_OK);
+    for (const bool decoded : {false, true}) {
+        if (decoded) REQUIRE(gpt_session_decode(session.handle, 4, logits.data()) == GPT_OK);
+        INFO((decoded ? "decode" : "prefill") << " logits");
+        for (int32_t id = 0; id < vocab; ++id) {
+            INFO("id " << id);
+            if (has_text[static_cast<size_t>(id)])
+                CHECK(std::isfinite(logits[static_cast<size_t>(id)]));
+            else
+                CHECK(logits[static_cast<size_t>(id)] == -INFINITY);
+        }
+    }
+    const std::vector<gpt_token> drawn = generated(model, vocab);
+    CHECK(without_text(drawn, has_text) == std::vector<gpt_token>{});
+    size_t size = 0;
+    CHECK(gpt_model_detokenize(model, drawn.data(), static_cast<int32_t>(drawn.size()), nullptr, 0, &size) ==
+          GPT_ERR_BUFFER_TOO_SMALL);  // only asks the size: every token has text
+    // Steps sampled in one call, and the same logits through the samplers with 20 top log-probabilities.
+    const int32_t n_seq = 4, n_top = GPT_MAX_TOP_LOGPROBS;
+    test::Session batch(model, n_seq);
+    std::vector<float> rows(static_cast<size_t>(n_seq * vocab));
+    prefill_all(batch.handle, n_seq, vocab, rows);
+    const std::vector<gpt_sampler_params> hot = {sampling(0.0f, 0, 1.0f, 1), sampling(1.5f, 0, 1.0f, 2),
+                                                 sampling(2.0f, 40, 1.0f, 3), sampling(1.5f, 0, 0.99f, 4)};
+    Samplers fused(hot), listing(hot);
+    std::vector<gpt_token> step_tokens = {1, 2, 3, 4}, next(static_cast<size_t>(n_seq)), tokens;
+    std::vector<gpt_token> listed(static_cast<size_t>(n_seq));
+    std::vector<gpt_token_logprob> top(static_cast<size_t>(n_seq * (1 + n_top)));
+    for (int step = 0; step < 16; ++step) {
+        REQUIRE(gpt_session_decode_sample_batch(batch.handle, step_tokens.data(), fused.handles.data(), next.data(),
+                                                rows.data()) == GPT_OK);
+        tokens.insert(tokens.end(), next.begin(), next.end());
+        step_tokens = next;
+        REQUIRE(gpt_sampler_sample_batch(listing.handles.data(), n_seq, rows.data(), vocab, listed.data(), n_top,
+                                         top.data()) == GPT_OK);
+        tokens.insert(tokens.end(), listed.begin(), listed.end());
+        for (const gpt_token_logprob &entry : top) tokens.push_back(entry.token);  // 20, all with text
+    }
+    CHECK(without_text(tokens, has_text) == std::vector<gpt_token>{});
+}
+
+// The char model's ids: text for the first kWithText.
+HasText first_with_text(int32_t vocab) {
+    HasText has_text(static_cast<size_t>(vocab), false);
+    std::fill(has_text.begin(), has_text.begin() + kWithText, true);
+    return has_text;
+}
+
+}  // namespace
+
+TEST_CASE("ids without text (vocabulary padding) are never sampled nor listed among the most likely",
+          "[inference][sampling]") {
+    test::ScratchArtifact artifact(test::artifact("flash"));
+    test::keep_text_of_first(artifact, kWithText);
+    test::Model model(artifact.dir());
+    REQUIRE(model.status == GPT_OK);
+    REQUIRE(model.info.vocab_size == 96);
+    check_no_id_without_text(model.handle, first_with_text(model.info.vocab_size));
+    const gpt_token padding[1] = {kWithText};
+    size_t size = 0;
+    CHECK(gpt_model_detokenize(model.handle, padding, 1, nullptr, 0, &size) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("token id 80 has no text"));
+}
+
+TEST_CASE("gaps in a BPE's ids (as in cl100k_base) load, are never sampled nor listed, and have no text",
+          "[bpe][sampling]") {
+    // The gaps are ids tiny-bpe picks greedily after single-token prompts: unmasked, generation gives them.
+    const std::filesystem::path source = test::artifact("bpe");
+    std::vector<gpt_token> gaps;
+    {
+        test::Model original(source);
+        REQUIRE(original.status == GPT_OK);
+        gpt_generate_params params = test::default_generate_params();
+        params.temperature = 0.0f;
+        params.max_new_tokens = 3;
+        params.stop_at_eos = false;
+        for (gpt_token first = 0; first < kGreedyPrompts && gaps.size() < 8; ++first) {  // as generated() runs
+            test::Session session(original.handle);
+            gpt_token out[3];
+            int32_t count = 0;
+            REQUIRE(gpt_session_generate(session.handle, &first, 1, &params, out, 3, &count) == GPT_OK);
+            for (int32_t i = 0; i < count; ++i)  // ordinary multi-byte tokens only: not the 256 bytes, not EOS
+                if (out[i] >= 256 && out[i] != original.info.eos_token &&
+                    std::find(gaps.begin(), gaps.end(), out[i]) == gaps.end() && gaps.size() < 8)
+                    gaps.push_back(out[i]);
+        }
+    }
+    REQUIRE(gaps.size() >= 4);
+    test::ScratchArtifact artifact(source);
+    nlohmann::json tokenizer;
+    std::ifstream(artifact.file("tokenizer.json")) >> tokenizer;
+    for (const gpt_token gap : gaps) tokenizer["vocab"][static_cast<size_t>(gap)] = nullptr;
+    std::ofstream(artifact.file("tokenizer.json")) << tokenizer.dump();
+    artifact.rehash("tokenizer.json");
+    test::Model model(artifact.dir());
+    REQUIRE(model.status == GPT_OK);
+    HasText has_text(static_cast<size_t>(model.info.vocab_size), true);
+    for (const gpt_token gap : gaps) has_text[static_cast<size_t>(gap)] = false;
+    check_no_id_without_text(model.handle, has_text);
+    size_t size = 0;
+    CHECK(gpt_model_detokenize(model.handle, &gaps[0], 1, nullptr, 0, &size) == GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("has no text (a gap in the tokenizer's ids"));
+}
+
 TEST_CASE("decode_sample_batch refuses a stepping sequence without a sampler and changes nothing", "[sampling]") {
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
@@ -203,4 +363,17 @@ TEST_CASE("on the GPU, CUDA-graph decode gives the plain steps' logits and token
         worst = std::max(worst, max_abs_diff(la, lb));
     }
     CHECK(worst < 1e-4f);  // fp32: the same kernels, a longer masked span at most
+}
+
+TEST_CASE("on the GPU, captured decode steps and device sampling never choose an id without text",
+          "[inference][sampling][cuda]") {
+    std::filesystem::path dir;
+    if (!test::have_cuda_artifact(&dir)) return;
+    test::ScratchArtifact artifact(dir);
+    test::keep_text_of_first(artifact, kWithText);
+    for (const uint64_t flags : {uint64_t{0}, uint64_t{GPT_MODEL_NO_CUDA_GRAPHS}}) {  // the greedy choice in the graph
+        test::Model model(artifact.dir(), 1, 0, flags);
+        REQUIRE(model.status == GPT_OK);
+        check_no_id_without_text(model.handle, first_with_text(model.info.vocab_size));
+    }
 }

@@ -4,14 +4,18 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "base/error.h"
 #include "exec/device_sampling.h"
+#include "exec/model.h"
 #include "exec/sampler.h"
+#include "test_support.h"
 
 namespace {
 
@@ -161,4 +165,44 @@ TEST_CASE("a step's own greedy choice is what an all-greedy step returns", "[sam
     const auto used = gpt::sample_on_device(logits, 40, {&g0, nullptr, &g1}, other);
     CHECK(used.tokens[0] == 7);
     CHECK(used.refused == std::vector<int32_t>{2});
+}
+
+TEST_CASE("tensor sampling never draws an id without text from a model's logits", "[sampler][device_sampling]") {
+    // A tiny model whose tokenizer has text for ids 0..79 of its 96: its logits there are the model's own
+    // (random), and nothing but the model's mask keeps the tensor path from them.
+    const int32_t with_text = 80;
+    test::ScratchArtifact artifact(test::artifact("flash"));
+    test::keep_text_of_first(artifact, with_text);
+    gpt_model_params params;
+    REQUIRE(gpt_model_default_params(&params, sizeof params) == GPT_OK);
+    const gpt::Model model(artifact.dir(), params);
+    const int32_t vocab = model.config().vocab_size;
+    const int64_t rows = model.manifest().decode.max_batch;
+    const auto grid = settings_grid(vocab);
+    std::vector<std::unique_ptr<gpt::Sampler>> samplers;
+    for (size_t i = 0; i < grid.size(); ++i)
+        samplers.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, i));
+    std::vector<gpt_token> chosen;
+    for (int64_t batch = 0; batch * rows < vocab; ++batch) {  // a prompt starting with each id
+        const at::Tensor first = at::arange(batch * rows, (batch + 1) * rows, at::kLong).remainder(vocab);
+        const at::Tensor idx = at::stack({first, (first * 7 + 3).remainder(vocab)}, 1);  // (rows, 2)
+        const at::Tensor logits = model.prefill(idx, model.new_kv_cache(rows));          // (rows, padded_vocab)
+        const at::Tensor greedy = gpt::greedy_choice(logits, vocab);
+        for (int64_t row = 0; row < rows; ++row)
+            chosen.push_back(static_cast<gpt_token>(greedy[0][row].item<int64_t>()));
+        for (size_t from = 0; from < grid.size(); from += static_cast<size_t>(rows)) {  // every setting, a row each
+            std::vector<gpt::Sampler *> step(static_cast<size_t>(rows), nullptr);
+            for (size_t row = 0; row < step.size() && from + row < grid.size(); ++row)
+                step[row] = samplers[from + row].get();
+            const gpt::SampledRows sampled = gpt::sample_on_device(logits, vocab, step);
+            CHECK(sampled.refused.empty());
+            for (size_t row = 0; row < step.size(); ++row)
+                if (step[row] != nullptr) chosen.push_back(sampled.tokens[row]);
+        }
+    }
+    std::vector<gpt_token> without_text;
+    std::copy_if(chosen.begin(), chosen.end(), std::back_inserter(without_text),
+                 [&](gpt_token t) { return t < 0 || t >= with_text; });
+    CHECK(chosen.size() > 1000);
+    CHECK(without_text == std::vector<gpt_token>{});
 }

@@ -1,8 +1,12 @@
 // Weight-only int4 artifacts through the C ABI (tiny-int4: tiny-math's model compiled with
 // --quantize int4, groups of 32 inputs, every graph aten's CPU int4 kernel): it loads and matches
-// its golden vector, says what it is, holds fewer bytes than int8, refuses a trainer, and a
-// damaged or reshaped scale, weight or group size never reaches the kernel.
+// its golden vector, says what it is, holds its file's bytes plus the embedding's stored table (the
+// linears read copies packed for the host's kernel), refuses a trainer, a damaged or reshaped scale,
+// weight or group size never reaches the kernel, and graphs that read the stored packing run only
+// where the kernel reads it. The other ATen CPU capabilities: tests/aot/test_int4.py runs `gpt verify`
+// under each.
 #include <ATen/ATen.h>
+#include <ATen/Version.h>
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -43,7 +47,8 @@ TEST_CASE("an int4 artifact loads, matches its golden vector and says its weight
     CHECK(err < 1e-4);
 }
 
-TEST_CASE("an int4 model's weights are its file's packed bytes, scales and zeros, under int8's", "[int4][memory]") {
+TEST_CASE("an int4 model holds its file's bytes, each linear packed for the host, and the embedding's table",
+          "[int4][memory]") {
     const auto dir = test::artifact("int4");
     std::ifstream manifest_file(dir / "manifest.json");
     const auto manifest = json::parse(manifest_file);
@@ -56,10 +61,11 @@ TEST_CASE("an int4 model's weights are its file's packed bytes, scales and zeros
     CHECK(weights.at("transformer.wte.weight").sizes() == at::IntArrayRef({128, 16}));
     CHECK(weights.at(kScaleZero).sizes() == at::IntArrayRef({1, 128, 2}));  // c_attn's 96 rows padded to 128
     CHECK(weights.at(kGroupSize).item<int64_t>() == 32);
-    const uint64_t int4_bytes = test::loaded_weights_bytes(dir);
-    CHECK(int4_bytes == stored);
-    CHECK(int4_bytes == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
-    CHECK(int4_bytes < test::loaded_weights_bytes(test::artifact("int8")));
+    CHECK(stored == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
+    CHECK(stored < test::loaded_weights_bytes(test::artifact("int8")));
+    // Every graph's linears read copies packed for this host's int4 kernel, as large as the stored weights,
+    // which are freed: only lm_head's stays, the table the embedding gathers from.
+    CHECK(test::loaded_weights_bytes(dir) == stored + weights.at("transformer.wte.weight").nbytes());
 }
 
 TEST_CASE("a trainer on an int4 artifact is refused: quantized weights are for inference only", "[int4][train]") {
@@ -113,6 +119,28 @@ TEST_CASE("int4 scales, weights or group sizes that do not fit the quantization 
     }
 }
 
+TEST_CASE("int4pack graphs that bind no packed copies load only where the kernel reads the stored packing",
+          "[int4][artifact]") {
+    // As an artifact compiled before the runtime packed int4 weights for the host: "blocks64" is the packing
+    // of ATen's AVX-512 int4 kernel; the others read another (tests/aot/test_int4.py checks which).
+    test::ScratchArtifact art(test::artifact("int4"));
+    auto m = art.manifest();
+    for (const char *graph : {"prefill", "decode", "decode_one"}) m["graphs"][graph]["linear"].erase("packed");
+    art.write_manifest(m);
+    gpt_model *model = nullptr;
+    if (at::get_cpu_capability() == "AVX512") {
+        CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_OK);
+        CHECK(test::golden_error(model) < 1e-4);
+        CHECK(gpt_model_free(model) == GPT_OK);
+        return;
+    }
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_DEVICE_MISMATCH);
+    CHECK(model == nullptr);
+    CHECK(test::error_mentions("reads its int4 weights as stored"));
+    CHECK(test::error_mentions("ATen CPU capability " + at::get_cpu_capability()));
+    CHECK(test::error_mentions("recompile the artifact"));
+}
+
 TEST_CASE("a manifest's int4 quantization must be whole and agree with the linear forms", "[int4][artifact]") {
     test::ScratchArtifact art(test::artifact("int4"));
     auto m = art.manifest();
@@ -128,6 +156,10 @@ TEST_CASE("a manifest's int4 quantization must be whole and agree with the linea
     SECTION("a larger group than the shapes were written for: every scale's shape is wrong") {
         m["weights"]["quantization"]["group_size"] = 64;
         mention = "inputs, not a whole number of int4 groups of 64";  // tiny's linears read 32 inputs
+    }
+    SECTION("a packed int4 weight that is no int4 weight") {
+        m["graphs"]["decode"]["linear"]["packed"].push_back("transformer.wpe.weight");
+        mention = "packs 'transformer.wpe.weight' for the int4 kernel, which is no int4 weight";
     }
     SECTION("int8's layout") {
         m["weights"]["quantization"]["layout"] = "rows";

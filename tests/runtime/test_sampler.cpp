@@ -111,3 +111,20 @@ TEST_CASE("sample_rows refuses a row of non-finite logits alone and leaves its s
     CHECK(sampled.tokens[2] == fresh_c.sample(logits + 6, 3));
     CHECK(b.sample(logits + 6, 3) == fresh_b.sample(logits + 6, 3));  // b did not draw
 }
+
+TEST_CASE("tokens ruled out (-inf: ids without text) are never listed among the most likely", "[sampler]") {
+    // What a model's logits look like at its ids without text (vocabulary padding, gaps in the ids).
+    const float logits[] = {0.5f, -INFINITY, 2.0f, -INFINITY, -1.0f, -INFINITY};
+    gpt_token_logprob out[1 + 5];
+    gpt::log_probabilities(logits, 6, 2, 5, out);
+    const double log_z = std::log(std::exp(0.5) + std::exp(2.0) + std::exp(-1.0));
+    CHECK(out[0].token == 2);
+    CHECK(out[0].logprob == Approx(2.0 - log_z));
+    const gpt_token listed[] = {2, 0, 4, GPT_TOKEN_NONE, GPT_TOKEN_NONE};
+    for (int i = 0; i < 5; ++i) {
+        INFO("entry " << i);
+        CHECK(out[1 + i].token == listed[i]);
+        if (listed[i] == GPT_TOKEN_NONE) CHECK(out[1 + i].logprob == -INFINITY);
+    }
+    CHECK(out[2].logprob == Approx(0.5 - log_z));
+}

@@ -64,6 +64,16 @@ void write_safetensors(const std::filesystem::path &path, const std::map<std::st
                                [&](const gpt::ByteSink &put) { gpt::write_safetensors(tensors, {}, put); });
 }
 
+void keep_text_of_first(const ScratchArtifact &artifact, int32_t n_text) {
+    nlohmann::json tokenizer;
+    std::ifstream(artifact.file("tokenizer.json")) >> tokenizer;
+    REQUIRE(tokenizer["kind"] == "char");
+    REQUIRE(tokenizer["itos"].size() > static_cast<size_t>(n_text));
+    tokenizer["itos"].erase(tokenizer["itos"].begin() + n_text, tokenizer["itos"].end());
+    std::ofstream(artifact.file("tokenizer.json")) << tokenizer.dump();
+    artifact.rehash("tokenizer.json");
+}
+
 LogCapture::LogCapture() {
     setenv("GPT_LOG", "debug", 1);
     gpt_log_set_callback(

@@ -54,6 +54,11 @@ private:
     std::filesystem::path dir_;
 };
 
+// Rewrites the char tokenizer of `artifact` (a tiny-* copy) to keep only its first `n_text` characters, and
+// rehashes it: ids n_text..vocab_size - 1 then have no text, as nanoGPT's vocab_size 50304 has 47 ids past
+// GPT-2's 50257 tokens. Their logits stay as the model computes them (the tiny models' are random).
+void keep_text_of_first(const ScratchArtifact &artifact, int32_t n_text);
+
 // Captures the library's log lines (at debug level) so a test can prove which load stages ran.
 class LogCapture {
 public:

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "text/split_pattern.h"
 #include "text/tokenizer.h"
+#include "text/unicode_tables.h"
 
 namespace {
 
@@ -26,6 +27,22 @@ TEST_CASE("multi-byte characters round-trip", "[tokenizer]") {
     const auto ids = t.encode("aé€\na");
     CHECK(ids == std::vector<gpt_token>{0, 1, 3, 2, 0});
     CHECK(t.decode(ids.data(), ids.size()) == "aé€\na");
+}
+
+TEST_CASE("a character outside a char vocabulary is named, a control character by its number", "[tokenizer]") {
+    gpt::Tokenizer t(R"({"kind":"char","itos":["a","b"]})", "char", 2);
+    const auto refusal = [&](std::string_view text) {
+        try {
+            t.encode(text);
+        } catch (const gpt::Error &e) {
+            CHECK(e.status() == GPT_ERR_INVALID_ARGUMENT);
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    CHECK(refusal(std::string_view("a\0b", 3)) == "character U+0000 at byte 1 is not in the model's vocabulary");
+    CHECK(refusal("ab\x1B") == "character U+001B at byte 2 is not in the model's vocabulary");
+    CHECK(refusal("\xC3\xA9") == "character '\xC3\xA9' at byte 0 is not in the model's vocabulary");
 }
 
 TEST_CASE("bad text and bad files are refused", "[tokenizer]") {
@@ -115,14 +132,19 @@ TEST_CASE("malformed BPE files are refused with the problem named", "[tokenizer]
     j["special"] = {{"<|end|>", 256}};
     CHECK_THAT(refusal(j), Catch::Contains("has id 256, which is an ordinary token's"));
     j = small_bpe();
-    j["special"] = json::object();
-    CHECK_THAT(refusal(j), Catch::Contains("entry 259 is null but no special token has that id"));
+    j["special"] = {{"<|end|>", 259}, {"<|again|>", 259}};
+    CHECK_THAT(refusal(j), Catch::Contains("special token '<|end|>' has id 259, which is an ordinary token's or "
+                                           "another special's"));
     j = small_bpe();
     j["pattern"] = "(unclosed";
     CHECK_THAT(refusal(j), Catch::Contains("pattern does not compile"));
     j = small_bpe();
     j["eos"] = 400;
     CHECK_THAT(refusal(j), Catch::Contains("'eos' must be null or a token id"));
+    j = small_bpe();
+    j["vocab"][260] = nullptr;
+    j["eos"] = 260;
+    CHECK_THAT(refusal(j), Catch::Contains("'eos' is an id no token has"));
 }
 
 TEST_CASE("the split pattern reads \\s as tiktoken does, NEL included", "[tokenizer]") {
@@ -133,6 +155,74 @@ TEST_CASE("the split pattern reads \\s as tiktoken does, NEL included", "[tokeni
         "a\xC2\x85"
         "b");
     CHECK(ids == std::vector<gpt_token>{'a', 0xC2, 0x85, 'b'});
+}
+
+namespace {
+
+// The pieces `pattern` cuts `text` into.
+std::vector<std::string> pieces(const char *pattern, std::string_view text) {
+    std::vector<std::string> out;
+    gpt::SplitPattern(pattern).split(text, [&](std::string_view piece) { out.emplace_back(piece); });
+    return out;
+}
+
+const char *const kGpt2Pattern = R"('(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s)";
+
+}  // namespace
+
+TEST_CASE("the split pattern's classes are tiktoken's: White_Space, Unicode 16 letters and numbers", "[tokenizer]") {
+    using Pieces = std::vector<std::string>;
+    // The gained code points are relative to PCRE2's own tables: a PCRE2 of another Unicode
+    // version needs scripts/gen_unicode_tables.py run against it.
+    CHECK(gpt::SplitPattern::pcre2_unicode_version() == gpt::unicode_tables::kPcre2UnicodeVersion);
+    // U+180E MONGOLIAN VOWEL SEPARATOR (E1 A0 8E) is no longer White_Space (Unicode 6.3), PCRE2's \s still held
+    // it: " \u180e" is one piece of " ?[^\s\p{L}\p{N}]++", not a whitespace run (issue 41).
+    CHECK(pieces(kGpt2Pattern,
+                 " \xE1\xA0\x8E"
+                 "b") == Pieces{" \xE1\xA0\x8E", "b"});
+    // U+1D2C0 KAKTOVIK NUMERAL ZERO (F0 9D 8B 80), Unicode 15: \p{N}, as digits are.
+    CHECK(pieces(kGpt2Pattern,
+                 "1\xF0\x9D\x8B\x80"
+                 "2!") == Pieces{"1\xF0\x9D\x8B\x80"
+                                 "2",
+                                 "!"});
+    // U+1E4D0 NAG MUNDARI LETTER O (F0 9E 93 90), Unicode 15: \p{L}; \pL, \p{Letter} and \p{is_letter} name it too.
+    for (const char *letter : {R"(\p{L}+)", R"(\pL+)", R"(\p{Letter}+)", R"(\p{is_letter}+)", R"([^\s\P{Lt}\d]+|\w+)"})
+        CHECK(pieces(letter,
+                     "a\xF0\x9E\x93\x90"
+                     "b") == Pieces{"a\xF0\x9E\x93\x90"
+                                    "b"});
+    // \S inside a class is White_Space's complement written out; \d is \p{Nd}; \b is a boundary of Unicode \w.
+    CHECK(pieces(R"([\S]+)", "a\xE1\xA0\x8E b") == Pieces{"a\xE1\xA0\x8E", " ", "b"});
+    CHECK(pieces(R"(\d+)", "1\xF0\x9E\x93\xB0") == Pieces{"1\xF0\x9E\x93\xB0"});  // U+1E4F0 NAG MUNDARI DIGIT ZERO
+    // (the second letter is no match: no boundary before it; the stretch is a piece of its own).
+    CHECK(pieces(R"(\b.)", "\xF0\x9E\x93\x90\xF0\x9E\x93\x90 x") ==
+          Pieces{"\xF0\x9E\x93\x90", "\xF0\x9E\x93\x90", " ", "x"});
+    // '.' is anything but \n, whatever PCRE2's build takes for a newline.
+    CHECK(pieces(".+", "a\rb\nc") == Pieces{"a\rb", "\n", "c"});
+}
+
+TEST_CASE("split patterns PCRE2 cannot read as tiktoken does are refused", "[tokenizer]") {
+    const auto refusal = [](const char *pattern) {
+        try {
+            gpt::SplitPattern p(pattern);
+        } catch (const gpt::Error &e) {
+            CHECK(e.status() == GPT_ERR_ARTIFACT_INVALID);
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    // A class cannot leave out what PCRE2's Unicode 14 tables lack (Unicode 15 and 16 letters, marks, digits).
+    CHECK_THAT(refusal(R"([\P{L}x])"), Catch::Contains("\\P{L} inside a character class"));
+    CHECK_THAT(refusal(R"([^\W])"), Catch::Contains("\\W inside a character class"));
+    CHECK_THAT(refusal(R"([\D])"), Catch::Contains("\\D inside a character class"));
+    CHECK(refusal(R"([\P{Lt}\S])") == "accepted");  // \p{Lt} gained nothing; \S is written out
+    // The regex crate's nested classes and set operations; PCRE2 would read them as literal characters.
+    CHECK_THAT(refusal(R"([a[bc]])"), Catch::Contains("nested class"));
+    CHECK_THAT(refusal(R"([[:alpha:]])"), Catch::Contains("nested class"));
+    CHECK_THAT(refusal(R"([\p{L}&&\p{Greek}])"), Catch::Contains("class operator &&"));
+    CHECK_THAT(refusal(R"([a-z--c])"), Catch::Contains("class operator --"));
+    CHECK(refusal(R"([\[\]a-])") == "accepted");  // escaped brackets, a '-' at the end
 }
 
 TEST_CASE("text no match of the split pattern covers stays, as pieces of its own", "[tokenizer]") {
@@ -160,4 +250,35 @@ TEST_CASE("text no match of the split pattern covers stays, as pieces of its own
     // Pieces "ab", ", 42", " ab", "!", as HF splits them; skipping the stretches would give {257, 258}.
     CHECK(ids == std::vector<gpt_token>{257, ',', ' ', '4', '2', 258, '!'});
     CHECK(t.decode(ids.data(), ids.size()) == text);
+}
+
+TEST_CASE("ids no token has (gaps, as in cl100k_base) are read, have no text and are never encoded", "[tokenizer]") {
+    // cl100k_base's layout in small: ranks, a gap, specials, a gap, one more special (there 100256 is missing,
+    // <|endoftext|> and the fim tokens are 100257..100260, 100261..100275 are missing, <|endofprompt|> is 100276).
+    json j = small_bpe();  // ordinary tokens 0..258
+    for (int id = 259; id < 265; ++id) j["vocab"][static_cast<size_t>(id)] = nullptr;
+    j["special"] = {{"<|end|>", 260}, {"<|fim|>", 264}};
+    j["eos"] = 260;
+    const gpt::Tokenizer t(j.dump(), "bpe", 300);
+    CHECK(t.eos() == 260);
+    CHECK(t.encode("x<|end|> ab<|fim|>", true) == std::vector<gpt_token>{'x', 260, 258, 264});
+    const gpt_token specials[] = {260, 264};
+    CHECK(t.decode(specials, 2) == "<|end|><|fim|>");
+    const std::vector<gpt_token> without_text = t.textless_ids();  // the gaps, then past the last id
+    CHECK(std::vector<gpt_token>(without_text.begin(), without_text.begin() + 4) ==
+          std::vector<gpt_token>{259, 261, 262, 263});
+    CHECK(without_text.size() == 4 + (300 - 265));
+    CHECK(without_text.back() == 299);
+    CHECK(gpt::Tokenizer(R"({"kind":"char","itos":["a","b"]})", "char", 4).textless_ids() ==
+          std::vector<gpt_token>{2, 3});
+    CHECK(gpt::Tokenizer(R"({"kind":"none"})", "none", 4).textless_ids().empty());
+    for (const gpt_token gap : {259, 261, 263}) {
+        try {
+            t.token_bytes(gap);
+            FAIL("token " << gap << " has bytes");
+        } catch (const gpt::Error &e) {
+            CHECK(e.status() == GPT_ERR_OUT_OF_RANGE);
+            CHECK_THAT(e.what(), Catch::Contains("token id " + std::to_string(gap) + " has no text"));
+        }
+    }
 }

@@ -3,10 +3,11 @@
 //
 //   tokenizer_tool TOKENIZER_JSON KIND VOCAB_SIZE < lines
 //
-// Each input line is {"text": str, "special": bool}; each output line is
+// Each input line is {"text": str, "special": bool, "ids_only": bool}; each output line is
 // {"ids": [...], "decoded": str, "streamed": str, "broken_pieces": n} or {"error": str, "status": str}:
 // `decoded` is decode(ids), `streamed` what Utf8Stream gave fed one token at a
 // time, `broken_pieces` how many of its outputs were not valid UTF-8 on their own.
+// With "ids_only" the reply is {"ids": [...]} (tests/text/test_unicode_sweep.py's megabytes).
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,7 @@ using nlohmann::json;
 json run(const gpt::Tokenizer &tokenizer, const json &request) {
     const std::string text = request.at("text").get<std::string>();
     const std::vector<gpt_token> ids = tokenizer.encode(text, request.value("special", false));
+    if (request.value("ids_only", false)) return {{"ids", ids}};
     gpt::Utf8Stream stream;
     std::string streamed;
     int broken = 0;
