@@ -13,23 +13,5 @@ fi
 .venv/bin/ruff check aot tests bench scripts
 .venv/bin/ruff format --check aot tests bench scripts
 git ls-files '*.c' '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
-# clang-tidy parses torch's headers for most files (tens of seconds each): a file is checked again only when
-# it, a project header, the checks, the tool or its compile command changed since it last passed on this
-# machine (stamps under GPT_CACHE_DIR); GPT_FULL=1 (scripts/test.sh --full) checks every file.
-tidy_cache=${GPT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt-aot}/clang-tidy
-mkdir -p "$tidy_cache"
-shared=$( { clang-tidy --version; cat .clang-tidy; git ls-files -z '*.h' | xargs -0 cat; } | sha256sum | cut -c1-64)
-export shared tidy_cache
-tidy_one() {
-  local file=$1 key
-  key=$( { echo "$shared"; cat "$file"; .venv/bin/python -c 'import json, sys
-import os
-commands = json.load(open("build/compile_commands.json"))
-print([str(c.get("command", c.get("arguments"))).replace(os.getcwd(), "@") for c in commands
-       if c["file"].endswith("/" + sys.argv[1])])' "$file"; } | sha256sum | cut -c1-64)
-  if [ -z "${GPT_FULL:-}" ] && [ -e "$tidy_cache/$key" ]; then return 0; fi
-  clang-tidy -p build --quiet "$file" 2>&1 | { grep -v "warnings generated" || true; }
-  [ "${PIPESTATUS[0]}" -eq 0 ] && touch "$tidy_cache/$key"
-}
-export -f tidy_one
-git ls-files 'runtime/*.cpp' 'cli/*.cpp' 'deploy/server/*.cpp' | xargs -P "$(nproc)" -I{} bash -c 'tidy_one "$1"' _ {}
+# clang-tidy, again only for files that changed since they last passed here (scripts/tidy.py).
+scripts/tidy.py $(git ls-files 'runtime/*.cpp' 'cli/*.cpp' 'deploy/server/*.cpp')
