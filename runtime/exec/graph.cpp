@@ -20,8 +20,8 @@ namespace gpt {
 namespace {
 
 // The container's constant map, name -> its handle, through the runner's own entry point into the graph's
-// library. The runner keeps the container and that entry point to itself (protected); a derived class may
-// name them.
+// library (empty where it has none). The runner keeps the container and that entry point to itself
+// (protected); a derived class may name them.
 struct ContainerConstants : torch::inductor::AOTIModelContainerRunner {
     static std::unordered_map<std::string, AtenTensorHandle> handles(
         const torch::inductor::AOTIModelContainerRunner &runner) {
@@ -30,7 +30,7 @@ struct ContainerConstants : torch::inductor::AOTIModelContainerRunner {
         const auto container = runner.*(&ContainerConstants::container_handle_);
         if (extract == nullptr || extract(container, reinterpret_cast<AOTInductorConstantMapHandle>(&handles),
                                           /*use_inactive=*/false) != AOTI_RUNTIME_SUCCESS)
-            fail(GPT_ERR_INTERNAL, "cannot read a graph's bound constants back");
+            handles.clear();
         return handles;
     }
 };
@@ -95,7 +95,10 @@ void Graph::bind(const std::map<std::string, at::Tensor> &weights) {
                 it->second.unsafeGetTensorImpl())
             bound_.push_back({it->second, handle});
     }
-    log(GPT_LOG_DEBUG, "bound " + std::to_string(constants.size()) + " weights to graph " + name_);
+    if (bound_.empty() && !constants.empty())
+        log(GPT_LOG_WARN, "graph '" + name_ + "' does not give its constants back: its weights outlive the model");
+    log(GPT_LOG_DEBUG, "bound " + std::to_string(constants.size()) + " weights to graph " + name_ + " (" +
+                           std::to_string(bound_.size()) + " container handles to release)");
 }
 
 std::vector<at::Tensor> Graph::run(const std::vector<at::Tensor> &inputs) const {

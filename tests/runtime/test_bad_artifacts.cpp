@@ -120,7 +120,8 @@ TEST_CASE("HugeModelSizesInAManifestAreRefusedBeforeAnythingIsSizedFromThem", "[
         CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
         CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
         CHECK(error_mentions(needle));
-        if (peak_resets) CHECK(status_kb("VmHWM") < resident_kb + 64 * 1024);  // under 64 MiB more at any time
+        if (peak_resets)
+            CHECK(status_kb("VmHWM") < resident_kb + uint64_t{64} * 1024);  // under 64 MiB more at any time
     };
     const int64_t huge = INT32_MAX;
     for (const char *size : {"n_layer", "n_head", "n_embd", "block_size", "vocab_size", "padded_vocab_size"}) {

@@ -82,7 +82,7 @@ TEST_CASE("100 loads and frees of a model leave none of its weights behind", "[m
         REQUIRE(gpt_model_get_memory(model.handle, &stats, sizeof stats) == GPT_OK);
         weights = stats.weights_bytes;
     }
-    REQUIRE(weights > 100 * 1024);
+    REQUIRE(weights > uint64_t{100} * 1024);
     const auto cycle = [&] {
         gpt_model *model = nullptr;
         REQUIRE(gpt_model_load(dir.c_str(), nullptr, &model) == GPT_OK);
