@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at 
 SAMPLING = "need temperature >= 0, top_k >= 0 and 0 < top_p <= 1"
 
 
-def gpt(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GPT_LOG": "info"}  # a load would log "loaded ..."
+def gpt(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GPT_LOG": "info", **(env or {})}  # a load would log "loaded ..."
     return subprocess.run([str(CLI), *args], capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -62,11 +62,10 @@ def test_a_host_whose_kernel_hides_an_extension_loads_what_it_compiled_and_refus
     from gpt_aot import isa
 
     cpuinfo = artifacts / fixtures.HIDDEN_CPUINFO
-    env = {**os.environ, isa.CPUINFO_ENV: str(cpuinfo)}
     (hidden,) = set(isa.cpu_flags()) - isa.cpu_flags(cpuinfo.read_text())
 
     def gpt_on_that_host(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(CLI), *args], capture_output=True, text=True, env=env, timeout=300)
+        return gpt(*args, env={isa.CPUINFO_ENV: str(cpuinfo)})
 
     report = json.loads(gpt_on_that_host("artifacts", "inspect", str(artifacts / "tiny-other")).stdout)
     assert set(report["host"]["cpu_flags"]) == isa.cpu_flags(cpuinfo.read_text())  # one reading of one file
