@@ -12,8 +12,11 @@ PRESETS = {
     "char-small": dict(block_size=128, n_layer=4, n_head=4, n_embd=128, bias=False),
     # The seed benchmark's model (85M parameters with GPT-2's padded vocab).
     "seed-85m": dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=False, vocab_size=50304),
-    # GPT-2 small (124M).
+    # GPT-2 small (124M), medium (355M), large (774M) and XL (1.5B): OpenAI's released sizes, 64-wide heads.
     "gpt2": dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257),
+    "gpt2-medium": dict(block_size=1024, n_layer=24, n_head=16, n_embd=1024, bias=True, vocab_size=50257),
+    "gpt2-large": dict(block_size=1024, n_layer=36, n_head=20, n_embd=1280, bias=True, vocab_size=50257),
+    "gpt2-xl": dict(block_size=1024, n_layer=48, n_head=25, n_embd=1600, bias=True, vocab_size=50257),
 }
 
 

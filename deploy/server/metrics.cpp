@@ -3,8 +3,11 @@
 
 #include <unistd.h>
 
+#include <array>
+#include <charconv>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 namespace server {
 
@@ -21,6 +24,16 @@ std::string label_value(const std::string &s) {
         out += c;
     }
     return out;
+}
+
+// The shortest text that reads back as exactly `value` (a stream's default 6 significant digits would freeze a
+// histogram's _sum once it passes ~1e6, a day of token latencies), in plain decimals as bounds are written
+// (0.0001, not 1e-04) unless that takes more than 64 characters.
+std::string exact(double value) {
+    std::array<char, 64> text{};
+    auto result = std::to_chars(text.data(), text.data() + text.size(), value, std::chars_format::fixed);
+    if (result.ec != std::errc()) result = std::to_chars(text.data(), text.data() + text.size(), value);
+    return std::string(text.data(), result.ptr);
 }
 
 void header(std::ostringstream &out, const char *name, const char *type, const char *help) {
@@ -51,10 +64,10 @@ std::string Histogram::render(const std::string &name) const {
     uint64_t cumulative = 0;
     for (size_t i = 0; i < bounds_.size(); ++i) {
         cumulative += counts_[i];
-        out << name << "_bucket{le=\"" << bounds_[i] << "\"} " << cumulative << '\n';
+        out << name << "_bucket{le=\"" << exact(bounds_[i]) << "\"} " << cumulative << '\n';
     }
     out << name << "_bucket{le=\"+Inf\"} " << count_ << '\n';
-    out << name << "_sum " << sum_ << '\n' << name << "_count " << count_ << '\n';
+    out << name << "_sum " << exact(sum_) << '\n' << name << "_count " << count_ << '\n';
     return out.str();
 }
 

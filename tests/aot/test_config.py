@@ -15,11 +15,23 @@ AOT_DIR = Path(__file__).resolve().parents[2] / "aot"
 
 
 def test_overrides_and_presets_resolve():
-    assert resolve_config("tiny", ["n_layer=3", "bias=true"]) == {
-        **resolve_config("tiny", []),
-        "n_layer": 3,
-        "bias": True,
-    }
+    assert resolve_config("tiny", []) == dict(block_size=32, n_layer=2, n_head=2, n_embd=32, bias=False)
+    assert resolve_config("tiny", ["n_layer=3", "bias=true"]) == dict(
+        block_size=32, n_layer=3, n_head=2, n_embd=32, bias=True
+    )
+    assert resolve_config("tiny", ["gelu=tanh"])["gelu"] == "tanh"  # not JSON: kept as text
+
+
+# The four GPT-2 sizes as transformers' GPT2Config describes OpenAI's released models (the hub's config.json
+# files: n_layer, n_head, n_embd; n_positions 1024 and vocab_size 50257 for all), written out here as literals.
+@pytest.mark.parametrize(
+    "preset, n_layer, n_head, n_embd",
+    [("gpt2", 12, 12, 768), ("gpt2-medium", 24, 16, 1024), ("gpt2-large", 36, 20, 1280), ("gpt2-xl", 48, 25, 1600)],
+)
+def test_gpt2_presets_are_openais_sizes(preset, n_layer, n_head, n_embd):
+    assert resolve_config(preset, []) == dict(
+        block_size=1024, n_layer=n_layer, n_head=n_head, n_embd=n_embd, bias=True, vocab_size=50257
+    )
 
 
 def test_an_unknown_set_key_is_an_error_listing_the_valid_keys():

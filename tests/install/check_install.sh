@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# The install as a deployment gets it. Builds the library alone (no CLI, server or
-# tests) in a fresh tree and installs it into a scratch prefix; checks what it
-# exports and that nothing in it points into the build's virtualenv. Then, with
+# The install as a deployment gets it. Installs the library (the `runtime` component)
+# into a scratch prefix; checks what it exports and that nothing in it points into
+# the build's virtualenv or build tree. Under GPT_FULL=1 (scripts/test.sh --full) the
+# library is first built alone (no CLI, server or tests) in a fresh tree, and that
+# is what gets installed; otherwise BUILD_DIR's library is (the same sources and
+# flags: the fresh tree's objects would not come from the compiler cache, whose
+# entries a precompiled header of another tree does not match). Then, with
 # that virtualenv out of reach (a private mount namespace puts an empty directory
 # over it), builds and runs tests/install/consumer against the install with
 # find_package and pkg-config, and builds deploy/server against it, giving
@@ -12,19 +16,21 @@ build=$1 artifact=$2 python=$3
 src=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$src/../.." && pwd)
 work=$(mktemp -d "$build/install-check.XXXXXX")  # beside the virtualenv's file system: hard links work
-# The library-only tree sits beside BUILD_DIR, as deep in the source tree: its compile commands are then the
-# same as BUILD_DIR's, and the compiler cache (CMakeLists.txt) serves it what BUILD_DIR compiled.
 libonly=$(mktemp -d "$build-libonly.XXXXXX")
 trap 'rm -rf "$work" "$libonly"' EXIT
 prefix=$work/prefix
 
-log=$work/libonly.log  # shown only on failure: torch's CMake package warns about things that do not apply
-cmake -S "$root" -B "$libonly" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_BUILD_TESTS=OFF \
-  -DPython3_EXECUTABLE="$python" >"$log" 2>&1 || { cat "$log"; exit 1; }
-cmake --build "$libonly" --target gpt_runtime >>"$log" 2>&1 || { cat "$log"; exit 1; }
-cmake --install "$libonly" --prefix "$prefix" >/dev/null
-programs=$(ls -A "$prefix/bin" 2>/dev/null || true)
-[ -z "$programs" ] || { echo "a library-only build installed programs: $programs"; exit 1; }
+if [ -n "${GPT_FULL:-}" ]; then
+  log=$work/libonly.log  # shown only on failure: torch's CMake package warns about things that do not apply
+  cmake -S "$root" -B "$libonly" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGPT_BUILD_TESTS=OFF \
+    -DPython3_EXECUTABLE="$python" >"$log" 2>&1 || { cat "$log"; exit 1; }
+  cmake --build "$libonly" --target gpt_runtime >>"$log" 2>&1 || { cat "$log"; exit 1; }
+  cmake --install "$libonly" --prefix "$prefix" >/dev/null
+  programs=$(ls -A "$prefix/bin" 2>/dev/null || true)
+  [ -z "$programs" ] || { echo "a library-only build installed programs: $programs"; exit 1; }
+else
+  cmake --install "$build" --component runtime --prefix "$prefix" >/dev/null
+fi
 
 abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$root/include/gpt_runtime.h")
 lib=$(ls "$prefix"/lib*/libgpt_runtime.so."$abi")
@@ -36,9 +42,9 @@ dynamic=$(readelf -d "$lib")
 grep -q "SONAME.*libgpt_runtime.so.$abi\]" <<<"$dynamic" || { echo "SONAME is not libgpt_runtime.so.$abi"; exit 1; }
 venv=$("$python" -c 'import sys; print(sys.prefix)')
 installed=$(cat "$prefix"/lib*/pkgconfig/gpt_runtime.pc "$prefix"/lib*/cmake/gpt_runtime/*.cmake; echo "$dynamic")
-if grep -q -e "$venv" -e "$(realpath "$venv")" -e "$libonly" <<<"$installed"; then
+if grep -q -e "$venv" -e "$(realpath "$venv")" -e "$libonly" -e "$(realpath "$build")" <<<"$installed"; then
   echo "the install points into the build's virtualenv or build tree:"
-  grep -e "$venv" -e "$(realpath "$venv")" -e "$libonly" <<<"$installed"
+  grep -e "$venv" -e "$(realpath "$venv")" -e "$libonly" -e "$(realpath "$build")" <<<"$installed"
   exit 1
 fi
 
