@@ -93,30 +93,16 @@ void Metrics::count_reload(bool ok) {
     ++(ok ? reloads_ok_ : reloads_failed_);
 }
 
-void Metrics::observe_time_to_first_token(double seconds) {
+void Metrics::observe(Histogram &histogram, double value) {
     std::lock_guard<std::mutex> lock(mutex_);
-    time_to_first_token_.observe(seconds);
+    histogram.observe(value);
 }
 
-void Metrics::observe_token_latency(double seconds) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    token_latency_.observe(seconds);
-}
-
-void Metrics::observe_request_duration(double seconds) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    request_duration_.observe(seconds);
-}
-
-void Metrics::observe_queue_wait(double seconds) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    queue_wait_.observe(seconds);
-}
-
-void Metrics::observe_batch_size(double sequences) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    batch_size_.observe(sequences);
-}
+void Metrics::observe_time_to_first_token(double seconds) { observe(time_to_first_token_, seconds); }
+void Metrics::observe_token_latency(double seconds) { observe(token_latency_, seconds); }
+void Metrics::observe_request_duration(double seconds) { observe(request_duration_, seconds); }
+void Metrics::observe_queue_wait(double seconds) { observe(queue_wait_, seconds); }
+void Metrics::observe_batch_size(double sequences) { observe(batch_size_, sequences); }
 
 std::string Metrics::render(const Gauges &gauges) const {
     std::lock_guard<std::mutex> lock(mutex_);

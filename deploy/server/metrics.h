@@ -54,6 +54,8 @@ public:
     std::string render(const Gauges &gauges) const;
 
 private:
+    void observe(Histogram &histogram, double value);  // takes mutex_
+
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, int>, uint64_t> requests_;
     uint64_t tokens_ = 0;

@@ -6,8 +6,12 @@ import json
 
 import pytest
 import torch
-from quantized_checks import FP32_TOL, assert_compiled_graphs_match, assert_eager_model_matches
-from safetensors.torch import load_file
+from quantized_checks import (
+    FP32_TOL,
+    assert_artifact_stores,
+    assert_compiled_graphs_match,
+    assert_eager_model_matches,
+)
 
 from gpt_aot import compile as compile_mod
 from gpt_aot import linear_pick
@@ -182,24 +186,10 @@ def test_compiled_int8_graphs_equal_the_eager_int8_reference(artifacts, fixtures
 
 @pytest.mark.parametrize("name,layout", [("tiny-int8", "rows"), ("tiny-int8-blocks", "blocks32")])
 def test_an_int8_artifact_records_its_quantization_and_stores_int8_weights(artifacts, fixtures, name, layout):
-    directory = artifacts / name / "cpu"
-    manifest = json.loads((directory / "manifest.json").read_text())
-    record = manifest["weights"]["quantization"]
+    model = set_int8_layout(quantized_tiny(fixtures), layout)
+    record = assert_artifact_stores(artifacts / name / "cpu", model, fixtures.tiny_model("math"))
     assert record["scheme"] == "int8" and record["granularity"] == "per output channel, symmetric"
     assert record["layout"] == layout
-    model = set_int8_layout(quantized_tiny(fixtures), layout)
-    assert record["weight_bytes"] == weight_bytes(model, torch.float32)
-    assert record["unquantized_weight_bytes"] == weight_bytes(fixtures.tiny_model("math"), torch.float32)
-    stored = load_file(str(directory / "weights.safetensors"))
-    for name, tensor in model.state_dict().items():
-        key = manifest["weights"]["tied"].get(name, name)
-        assert torch.equal(stored[key], tensor), name
-    # The golden vector comes from the quantized reference, not the float model.
-    golden = load_file(str(directory / "golden.safetensors"))
-    kv = model.new_kv_cache(1)
-    with torch.no_grad():
-        expected = dequantized(model).prefill(golden["tokens"], kv)
-    torch.testing.assert_close(golden["prefill_logits"], expected, atol=FP32_TOL, rtol=FP32_TOL)
 
 
 def test_a_quantized_artifact_cannot_hold_training_graphs(tmp_path, fixtures):
