@@ -246,19 +246,26 @@ def test_hot_swap_under_load_loses_no_request(serve, model_dirs, tmp_path):
             status, body = server.generate(**req)
             results.append((started, status, body))
 
+    def after_more_requests(count: int):
+        """Until `count` more requests were answered: the load is there however slow the machine is."""
+        target, deadline = len(results) + count, time.monotonic() + 60
+        while len(results) < target:
+            assert time.monotonic() < deadline, f"{len(results)} requests answered, waiting for {target}"
+            time.sleep(0.02)
+
     with ThreadPoolExecutor(8) as pool:
         for _ in range(8):
             pool.submit(client)
-        time.sleep(0.5)
+        after_more_requests(8)
         status, payload = server.request("POST", "/admin/reload", {"path": str(other)}, headers=auth)
         swapped_at = time.monotonic()
         assert status == 200 and json.loads(payload)["model"] == "tiny-other", payload
-        time.sleep(0.5)
+        after_more_requests(8)
         bad = corrupt_copy(model_dirs["other"], tmp_path / "corrupt")
         status, payload = server.request("POST", "/admin/reload", {"path": str(bad)}, headers=auth)
         assert status == 422, payload
         assert "GPT_ERR_ARTIFACT_HASH" in payload and "previous model keeps serving" in payload
-        time.sleep(0.5)
+        after_more_requests(8)
         stop.set()
 
     after = server.generate(**req)[1]
@@ -366,7 +373,7 @@ def test_sighup_reloads_the_configured_model(serve, model_dirs, tmp_path):
 
 
 def test_sigterm_during_a_stream_ends_it_cleanly_and_exits_0(serve, model_dirs):
-    grace = 1.0
+    grace = 5.0  # long enough that a loaded machine still sees /readyz flip and new requests refused within it
     server = serve(model_dirs["flash"], "--shutdown-grace", str(grace), "--max-tokens", "100000")
     conn, _, events = server.stream(prompt="a", max_tokens=100000, timeout=60)
     for _ in range(3):
