@@ -48,6 +48,11 @@ bool Admission::wait_idle(Clock::time_point deadline) {
     return changed_.wait_until(lock, deadline, [this] { return active_ == 0; });
 }
 
+bool Admission::full() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return active_ >= max_active_ && queued_ >= max_queued_;
+}
+
 int Admission::active() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return active_;

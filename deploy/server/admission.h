@@ -25,6 +25,8 @@ public:
     // True once no request holds a slot; false at `deadline`.
     bool wait_idle(Clock::time_point deadline);
 
+    // Every slot and queue place taken: enter() would say queue_full.
+    bool full() const;
     int active() const;
     int queued() const;
 

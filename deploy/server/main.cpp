@@ -15,7 +15,6 @@
 
 #include "admission.h"
 #include "clock.h"
-#include "health_listener.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "model_slot.h"
@@ -33,8 +32,8 @@ void runtime_log(gpt_log_level level, const char *message, void *) {
     spdlog::log(levels[level], "event=runtime message=\"{}\"", message);
 }
 
-// Stop taking work, give in-flight requests the grace period, then end what is left. The health
-// listener stays up meanwhile (its /readyz says draining); the caller stops it last.
+// Stop taking work, give in-flight requests the grace period, then end what is left. The listeners stay
+// up meanwhile (/readyz says draining) and stop last.
 void shut_down(server::HttpServer &http, server::Admission &admission, std::atomic<bool> &stop_generations,
                double grace) {
     admission.drain();
@@ -75,24 +74,10 @@ int run(const server::Options &options) {
     if (const auto r = http.reload(options.model); r.status != GPT_OK) return 1;
 
     const int port = http.bind();
-    if (port < 0) {
-        spdlog::critical("event=bind_failed host={} port={}", options.host, options.port);
-        return 1;
-    }
-    std::unique_ptr<server::HealthListener> health;
-    int health_port = -1;
-    if (options.health_port) {
-        health = std::make_unique<server::HealthListener>(server::request_limits(options),
-                                                          [&http](httplib::Server &s) { http.register_probes(s); });
-        if ((health_port = health->bind(options.host, *options.health_port)) < 0) {
-            spdlog::critical("event=bind_failed host={} health_port={}", options.host, *options.health_port);
-            return 1;
-        }
-        health->start();
-    }
+    if (port < 0) return 1;  // logged by the listener
     spdlog::info("event=listening host={} port={} admin={} health_port={}", options.host, port, options.admin,
-                 health ? std::to_string(health_port) : "off");
-    std::thread serving([&http] { http.serve(); });
+                 http.health_port() >= 0 ? std::to_string(http.health_port()) : "off");
+    http.start();
 
     while (true) {
         int signal = 0;
@@ -106,8 +91,6 @@ int run(const server::Options &options) {
         shut_down(http, admission, stop_generations, options.shutdown_grace);
         break;
     }
-    serving.join();
-    if (health) health->stop();
     spdlog::info("event=stopped");
     return 0;
 }

@@ -352,6 +352,8 @@ void Scheduler::end(int seq, const std::string &reason, gpt_status status, const
         if (!tail.text.empty() && status == GPT_OK) slot.job->emit(std::move(tail));
     }
     if (options_.metrics) options_.metrics->count_tokens(static_cast<uint64_t>(slot.generated));
+    // Counted free before the client hears of the end: a reply read right after it sees the slot free.
+    --in_use_;
     slot.job->finish(reason, status, error);
     gpt_sampler_free(std::exchange(slot.sampler, nullptr));
     gpt_detokenizer_free(std::exchange(slot.detokenizer, nullptr));
@@ -359,7 +361,6 @@ void Scheduler::end(int seq, const std::string &reason, gpt_status status, const
     slot.pending = GPT_TOKEN_NONE;
     slot.refill = false;
     slot.history.clear();
-    --in_use_;
 }
 
 // A failed prefill or step ends the requests it was for. CUDA errors leave the device unusable.
