@@ -117,8 +117,7 @@ AdminVerdict AdminAccess::authorize(const http::Request &req) const {
 }
 
 AdminVerdict AdminAccess::resolve_model_path(const std::string &requested, std::string *resolved) const {
-    if (requested.find('\0') != std::string::npos)
-        return {400, "the path holds a NUL byte: no file name has one", ""};
+    if (requested.find('\0') != std::string::npos) return {400, "the path holds a NUL byte: no file name has one", ""};
     const std::string path = !requested.empty() && requested[0] == '/' ? requested : models_root_ + "/" + requested;
     std::string real;
     if (!real_path(path, &real)) return {400, "cannot resolve '" + requested + "': " + std::strerror(errno), ""};

@@ -91,7 +91,8 @@ http::Router HttpServer::api_routes() {
     };
     router.add("POST", "/v1/generate", RunsOn::worker, route(&HttpServer::generate));
     router.add("POST", "/v1/completions", RunsOn::worker, route(&HttpServer::completions));
-    router.add("GET", "/v1/models", RunsOn::io_thread, [this](const http::Request &, http::Response &res) { models(res); });
+    router.add("GET", "/v1/models", RunsOn::io_thread,
+               [this](const http::Request &, http::Response &res) { models(res); });
     router.add("POST", "/tokenize", RunsOn::io_thread, route(&HttpServer::handle_tokenize));
     router.add("POST", "/detokenize", RunsOn::io_thread, route(&HttpServer::handle_detokenize));
     if (options_.admin) router.add("POST", "/admin/reload", RunsOn::worker, route(&HttpServer::admin_reload));
@@ -105,7 +106,8 @@ void HttpServer::add_probe_routes(http::Router &router) {
         res.set_content("ok\n", "text/plain");
         metrics_.count_request("/healthz", 200);
     });
-    router.add("GET", "/readyz", RunsOn::io_thread, [this](const http::Request &, http::Response &res) { readyz(res); });
+    router.add("GET", "/readyz", RunsOn::io_thread,
+               [this](const http::Request &, http::Response &res) { readyz(res); });
     router.add("GET", "/metrics", RunsOn::io_thread,
                [this](const http::Request &, http::Response &res) { serve_metrics(res); });
 }

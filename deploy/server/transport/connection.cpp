@@ -56,7 +56,10 @@ bool client_left(const beast::error_code &ec) {
 class Connection : public std::enable_shared_from_this<Connection> {
 public:
     Connection(tcp::socket socket, std::shared_ptr<ListenerState> state)
-        : stream_(std::move(socket)), deadline_(stream_.get_executor()), state_(std::move(state)), limits_(state_->limits) {
+        : stream_(std::move(socket)),
+          deadline_(stream_.get_executor()),
+          state_(std::move(state)),
+          limits_(state_->limits) {
         ++state_->connections;
         beast::error_code ec;
         stream_.set_option(tcp::no_delay(true), ec);  // each streamed token leaves at once
@@ -84,7 +87,8 @@ public:
                               });
         });
         // The write's own deadline ends it; the margin covers an I/O thread that stopped.
-        if (written.wait_for(limits_.write_timeout + std::chrono::seconds(5)) != std::future_status::ready) return false;
+        if (written.wait_for(limits_.write_timeout + std::chrono::seconds(5)) != std::future_status::ready)
+            return false;
         const bool ok = written.get();
         if (!ok) hung_up_->store(true);
         return ok;
@@ -104,9 +108,10 @@ public:
     }
 
     std::string stream_head(const Response &res) const {
-        std::string head = "HTTP/1.1 " + std::to_string(res.status) + " " +
-                           std::string(bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(res.status)))) +
-                           "\r\nContent-Type: " + res.content_type + "\r\nTransfer-Encoding: chunked\r\n";
+        std::string head =
+            "HTTP/1.1 " + std::to_string(res.status) + " " +
+            std::string(bhttp::obsolete_reason(bhttp::int_to_status(static_cast<unsigned>(res.status)))) +
+            "\r\nContent-Type: " + res.content_type + "\r\nTransfer-Encoding: chunked\r\n";
         for (const auto &[name, value] : res.headers) head += name + ": " + value + "\r\n";
         head += keep_alive_ ? "\r\n" : "Connection: close\r\n\r\n";
         return head;
@@ -131,15 +136,17 @@ private:
         parser_->header_limit(static_cast<uint32_t>(limits_.max_head_bytes));
         parser_->body_limit(limits_.max_body_bytes);
         arm(limits_.head_timeout);
-        bhttp::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](const beast::error_code &ec, size_t) {
-            self->disarm();
-            self->on_head(ec);
-        });
+        bhttp::async_read_header(stream_, buffer_, *parser_,
+                                 [self = shared_from_this()](const beast::error_code &ec, size_t) {
+                                     self->disarm();
+                                     self->on_head(ec);
+                                 });
     }
 
     void on_head(const beast::error_code &ec) {
         if (timed_out_)
-            return refuse(408, "request line and headers took longer than " + seconds_text(limits_.head_timeout) + " s");
+            return refuse(408,
+                          "request line and headers took longer than " + seconds_text(limits_.head_timeout) + " s");
         if (ec == bhttp::error::header_limit) return refuse(431, head_limit_message());
         // A declared Content-Length over the cap: refused before a byte of the body is read.
         if (ec == bhttp::error::body_limit) return refuse(413, body_limit_message());
@@ -147,8 +154,8 @@ private:
         if (ec == bhttp::error::multiple_content_length)
             return refuse(400, "conflicting Content-Length headers: a request has one length");
         if (ec == bhttp::error::bad_transfer_encoding || ec == bhttp::error::bad_content_length)
-            return refuse(400, "a request has one Content-Length or Transfer-Encoding: chunked, not both (" +
-                                   ec.message() + ")");
+            return refuse(
+                400, "a request has one Content-Length or Transfer-Encoding: chunked, not both (" + ec.message() + ")");
         if (ec) return refuse(400, "malformed request head: " + ec.message());
 
         const auto &req = parser_->get();
@@ -206,7 +213,8 @@ private:
         req.method = std::string(msg.method_string());
         req.path = path_;
         req.remote_addr = remote_addr_;
-        for (const auto &field : msg) req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+        for (const auto &field : msg)
+            req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
         req.body = std::move(msg.body());
         parser_.reset();
 
@@ -224,7 +232,8 @@ private:
         hung_up_ = std::make_shared<std::atomic<bool>>(false);
         req.hung_up = hung_up_;
         watch_for_hang_up(served_);
-        state_->workers->submit([self = shared_from_this(), route, req = std::move(req)] { self->on_worker(*route, req); });
+        state_->workers->submit(
+            [self = shared_from_this(), route, req = std::move(req)] { self->on_worker(*route, req); });
     }
 
     void run_route(const Route &route, const Request &req, Response &res) const {
@@ -242,8 +251,7 @@ private:
     // Notices a client that closes its side while its request is being handled; stops at the next request.
     void watch_for_hang_up(size_t request) {
         watching_ = true;
-        stream_.async_wait(tcp::socket::wait_read, [self = shared_from_this(),
-                                                              request](const beast::error_code &ec) {
+        stream_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), request](const beast::error_code &ec) {
             if (ec || !self->watching_ || request != self->served_) return;
             char byte = 0;
             const ssize_t n = ::recv(self->stream_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -311,10 +319,11 @@ private:
 
     // Drops what the client still sends until it stops or the linger time is over.
     void linger() {
-        stream_.async_read_some(asio::buffer(discard_), [self = shared_from_this()](const beast::error_code &ec, size_t) {
-            if (ec) return self->close();
-            self->linger();
-        });
+        stream_.async_read_some(asio::buffer(discard_),
+                                [self = shared_from_this()](const beast::error_code &ec, size_t) {
+                                    if (ec) return self->close();
+                                    self->linger();
+                                });
     }
 
     void close() {

@@ -22,29 +22,32 @@ struct Listener::Io {
     asio::steady_timer retry{context};  // after a failed accept (out of descriptors): try again shortly
 
     void accept(const std::shared_ptr<ListenerState> &state) {
-        acceptor.async_accept(asio::make_strand(context), [this, state](const boost::system::error_code &ec,
-                                                                        tcp::socket socket) {
-            if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-            if (ec) {
-                spdlog::warn("event=accept_failed error=\"{}\"", ec.message());
-                retry.expires_after(std::chrono::milliseconds(50));
-                return retry.async_wait([this, state](const boost::system::error_code &e) {
-                    if (!e) accept(state);
-                });
-            }
-            if (state->connections.load() >= state->limits.max_connections) {
-                boost::system::error_code ignored;
-                socket.close(ignored);  // over the cap: closed before a byte is read
-            } else {
-                serve_connection(std::move(socket), state);
-            }
-            accept(state);
-        });
+        acceptor.async_accept(asio::make_strand(context),
+                              [this, state](const boost::system::error_code &ec, tcp::socket socket) {
+                                  if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+                                  if (ec) {
+                                      spdlog::warn("event=accept_failed error=\"{}\"", ec.message());
+                                      retry.expires_after(std::chrono::milliseconds(50));
+                                      return retry.async_wait([this, state](const boost::system::error_code &e) {
+                                          if (!e) accept(state);
+                                      });
+                                  }
+                                  if (state->connections.load() >= state->limits.max_connections) {
+                                      boost::system::error_code ignored;
+                                      socket.close(ignored);  // over the cap: closed before a byte is read
+                                  } else {
+                                      serve_connection(std::move(socket), state);
+                                  }
+                                  accept(state);
+                              });
     }
 };
 
 Listener::Listener(const Limits &limits, Router router, ErrorBody error_body, size_t io_threads, size_t workers)
-    : state_(std::make_shared<ListenerState>()), io_(std::make_unique<Io>()), workers_(workers), io_threads_(io_threads) {
+    : state_(std::make_shared<ListenerState>()),
+      io_(std::make_unique<Io>()),
+      workers_(workers),
+      io_threads_(io_threads) {
     state_->limits = limits;
     state_->router = std::move(router);
     state_->error_body = std::move(error_body);
@@ -86,8 +89,8 @@ void Listener::stop() {
         io_->acceptor.close(ignored);
         io_->retry.cancel();
     });
-    workers_.stop();       // the routes still running end and write their answers (I/O still runs)
-    io_->context.stop();   // then every connection ends where it is
+    workers_.stop();      // the routes still running end and write their answers (I/O still runs)
+    io_->context.stop();  // then every connection ends where it is
     for (std::thread &t : threads_)
         if (t.joinable()) t.join();
 }
