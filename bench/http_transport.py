@@ -18,6 +18,7 @@ import http.client
 import json
 import platform
 import re
+import select
 import socket
 import statistics
 import subprocess
@@ -30,10 +31,13 @@ CLIENT_TIMEOUT = 15.0  # seconds: an attacked server that answers later counts a
 
 
 class Server:
-    def __init__(self, binary: Path, model: Path, log: Path):
+    def __init__(self, binary: Path, model: Path, log: Path, extra: list[str] | None = None):
         self.log_path = log
         self.log = open(log, "w")
+        # One model thread: the transport is measured, and OpenMP's barriers on a shared 2-core host would
+        # make each decode step wait for a descheduled thread.
         args = [str(binary), "--model", str(model), "--port", "0", "--allow-unsigned", "--allow-cpu-fallback"]
+        args += ["--threads", "1", *(extra or [])]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -50,6 +54,16 @@ class Server:
         self.proc.kill()
         self.proc.wait()
         self.log.close()
+
+
+def help_of(binary: str) -> str:
+    return subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def wrk(port: int, path: str, seconds: int = 5, connections: int = 16) -> float:
@@ -174,6 +188,76 @@ def attacks(port: int) -> dict:
     return results
 
 
+def seconds_until_answered(port: int, first: bytes, rest: bytes, period: float = 0.5, limit: float = 12) -> dict:
+    """A client that sends `first`, then one byte of `rest` every `period` s: when the server answers or
+    closes (and the status it answered), or None when the connection is still open at `limit`."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(first)
+        for i in range(len(rest)):
+            readable = select.select([sock], [], [], period)[0]
+            if readable or time.monotonic() - started > limit:
+                break
+            try:
+                sock.send(rest[i : i + 1])
+            except OSError:
+                break
+        waited = time.monotonic() - started
+        if waited > limit:
+            return {"seconds": None, "status": None}
+        sock.settimeout(2)
+        try:
+            data = sock.recv(4096)
+        except OSError:
+            data = b""
+        status = int(data.split()[1]) if data.startswith(b"HTTP/") else None
+        return {"seconds": time.monotonic() - started, "status": status}
+
+
+def framing_status(port: int, path: str, head: bytes, body: bytes) -> str:
+    """The status a request with this framing gets, with the start of its error message: a 400 from the
+    route (its body read one way, not valid JSON) is not the transport's refusal."""
+    raw = f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode() + head + b"\r\n" + body
+    data = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(raw)
+            while chunk := sock.recv(65536):
+                data += chunk
+    except OSError:
+        pass
+    if not data.startswith(b"HTTP/"):
+        return "no answer"
+    status = data.split()[1].decode()
+    try:
+        message = json.loads(data.partition(b"\r\n\r\n")[2])["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return status
+    return f"{status} ({message[:48]})"
+
+
+def transport_checks(port: int, post_path: str) -> dict:
+    """The limits themselves, with the server's deadlines (or timeout) at 2 s: the same for every candidate."""
+    slow = b"a" * 100
+    post = f"POST {post_path} HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n".encode()
+    return {
+        "rps_healthz": wrk(port, "/healthz"),
+        "slow_head": seconds_until_answered(port, b"G", b"ET /healthz HTTP/1.1\r\nX-Slow: " + slow),
+        "slow_body": seconds_until_answered(port, post, slow),
+        # Either length reads valid JSON (14 bytes, or the same and a space): accepted unless the framing is refused.
+        "two_lengths": framing_status(
+            port, post_path, b"Content-Length: 14\r\nContent-Length: 15\r\n", b'{"prompt":"a"} '
+        ),
+        # Read as chunked it is valid JSON; read by its length it is not.
+        "length_and_chunked": framing_status(
+            port,
+            post_path,
+            b"Content-Length: 14\r\nTransfer-Encoding: chunked\r\n",
+            b'e\r\n{"prompt":"a"}\r\n0\r\n\r\n',
+        ),
+    }
+
+
 def cpu_description() -> dict:
     text = Path("/proc/cpuinfo").read_text()
     field = lambda name: re.search(rf"^{name}\s*:\s*(.*)$", text, re.MULTILINE).group(1)  # noqa: E731
@@ -191,7 +275,7 @@ def report(results: dict, cpu: dict) -> str:
         "",
         f"`bench/http_transport.py`, {results['date']}, commit {results['commit']}, model `{results['model']}`.",
         f"Host: {cpu['model']}, {cpu['cores']} cores (shared with other jobs), {platform.platform()}.",
-        "Each server in turn, alone, default options (`--parallel 4 --max-queue 16`).",
+        "Each server in turn, alone, default options (`--parallel 4 --max-queue 16`) but `--threads 1`.",
         "",
         "| measurement | " + " | ".join(names) + " |",
         "|---" * (len(names) + 1) + "|",
@@ -215,6 +299,34 @@ def report(results: dict, cpu: dict) -> str:
             lambda r, a=attack: f"{r['attacks'][a]['readyz']} in {fmt(r['attacks'][a]['readyz_s'])}",
         )
         row(f"{attack}: /healthz on the main port", lambda r, a=attack: fmt(r["attacks"][a]["healthz_main_port_s"]))
+    if results.get("checks"):
+        checks = results["checks"]
+        names = list(checks)
+        lines += [
+            "",
+            "The limits themselves, each candidate with a 2 s deadline or timeout (gpt-server: `--header-timeout 2"
+            " --body-timeout 2`; cpp-httplib: `--header-timeout 2`, its body reads wait 30 s each; libmicrohttpd:"
+            " `MHD_OPTION_CONNECTION_TIMEOUT` 2, an inactivity timeout), one client sending a byte every 0.5 s:",
+            "",
+            "| check | " + " | ".join(names) + " |",
+            "|---" * (len(names) + 1) + "|",
+        ]
+
+        def answered(r):
+            return (
+                "still open at 12 s"
+                if r["seconds"] is None
+                else f"{r['status'] or 'closed'} after {r['seconds']:.1f} s"
+            )
+
+        for label, value in [
+            ("GET /healthz, wrk 2 threads 16 connections, req/s", lambda r: f"{r['rps_healthz']:.0f}"),
+            ("head sent a byte every 0.5 s", lambda r: answered(r["slow_head"])),
+            ("body (Content-Length 60000) sent a byte every 0.5 s", lambda r: answered(r["slow_body"])),
+            ("two Content-Length headers, 14 and 15", lambda r: r["two_lengths"]),
+            ("Content-Length and Transfer-Encoding: chunked", lambda r: r["length_and_chunked"]),
+        ]:
+            lines.append(f"| {label} | " + " | ".join(value(checks[n]) for n in names) + " |")
     lines += ["", f"CPU flags: `{cpu['flags']}`", ""]
     return "\n".join(lines)
 
@@ -223,13 +335,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--server", action="append", required=True, help="NAME=BINARY, measured in this order")
+    parser.add_argument(
+        "--prototype",
+        action="append",
+        default=[],
+        help="NAME=BINARY of a bare server (bench/mhd_prototype.c): checks only",
+    )
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--checks-only", action="store_true", help="redo the checks table of --out's results.json")
     args = parser.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     results = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit, "model": args.model.name}
     results["servers"] = {}
+    if args.checks_only:
+        results = json.loads((args.out / "results.json").read_text())
     with tempfile.TemporaryDirectory() as logs:
-        for spec in args.server:
+        for spec in [] if args.checks_only else args.server:
             name, _, binary = spec.partition("=")
             server = Server(Path(binary), args.model, Path(logs) / f"{name}.log")
             try:
@@ -244,6 +365,27 @@ def main():
             finally:
                 server.stop()
             print(name, json.dumps(results["servers"][name]), flush=True)
+    results["checks"] = {}
+    with tempfile.TemporaryDirectory() as logs:
+        for spec in args.server:
+            name, _, binary = spec.partition("=")
+            extra = ["--header-timeout", "2"] + (["--body-timeout", "2"] if "--body-timeout" in help_of(binary) else [])
+            server = Server(Path(binary), args.model, Path(logs) / f"{name}.log", extra)
+            try:
+                results["checks"][name] = transport_checks(server.port, "/v1/completions")
+            finally:
+                server.stop()
+        for spec in args.prototype:
+            name, _, binary = spec.partition("=")
+            port = free_port()
+            proc = subprocess.Popen([binary, str(port)], stdout=subprocess.PIPE, text=True)
+            try:
+                proc.stdout.readline()  # event=listening
+                results["checks"][name] = transport_checks(port, "/echo")
+            finally:
+                proc.kill()
+                proc.wait()
+        print("checks", json.dumps(results["checks"]), flush=True)
     cpu = cpu_description()
     results["cpu"] = cpu
     args.out.mkdir(parents=True, exist_ok=True)

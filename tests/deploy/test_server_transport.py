@@ -6,6 +6,7 @@ a client that hangs up mid-generation, and the request checks on seed and top_k.
 Connection counts and times are bounded; every server is killed at the end of its test.
 """
 
+import http.client
 import json
 import select
 import shutil
@@ -83,7 +84,9 @@ def responses_as_they_come(conns: list[socket.socket], limit: float) -> dict[int
 
 
 def test_slow_bodies_and_heads_get_408_by_their_deadline_while_completions_are_answered(serve, flash):
-    server = serve(flash, "--header-timeout", str(DEADLINE), "--body-timeout", str(DEADLINE))
+    # One model thread: on a shared 2-core host OpenMP's barriers can make a decode step wait for a
+    # descheduled thread, which is not what this test measures.
+    server = serve(flash, "--header-timeout", str(DEADLINE), "--body-timeout", str(DEADLINE), "--threads", "1")
     assert completion(server.port)[0] == 200  # warm: the first generation is not the one timed
     conns, payloads, started = [], [], []
     body_head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -217,6 +220,8 @@ def test_connections_beyond_the_cap_are_closed_and_readyz_says_so(serve, flash):
     server = serve(flash, "--max-connections", "8", "--health-port", "0")
     held = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]
     try:
+        for sock in held:
+            sock.sendall(b"G")  # a request begun: these are not idle, so none is closed for a newcomer
         wait_for_readyz(health_port(server), 503)
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as extra:
             assert extra.recv(1) == b""  # closed before a byte is read
@@ -225,6 +230,32 @@ def test_connections_beyond_the_cap_are_closed_and_readyz_says_so(serve, flash):
             sock.close()
     wait_for_readyz(health_port(server), 200)
     assert completion(server.port)[0] == 200
+
+
+def test_at_the_cap_the_longest_idle_connection_makes_room(serve, flash):
+    server = serve(flash, "--max-connections", "8")
+    idle = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]
+    newcomers = []
+    try:
+        started = time.monotonic()
+        for _ in range(3):  # each newcomer, kept open after its answer, closes one of the first 8 to get in
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            conn.request("POST", "/v1/completions", json.dumps({"prompt": "a", "max_tokens": 2}))
+            response = conn.getresponse()
+            assert response.status == 200, response.read()
+            response.read()
+            newcomers.append(conn)
+        closed = set()
+        while len(closed) < 3 and time.monotonic() - started < 3:  # before the 5 s idle timeout closes them all
+            for sock in select.select([s for s in idle if s not in closed], [], [], 0.2)[0]:
+                if sock.recv(1) == b"":
+                    closed.add(sock)
+        assert len(closed) == 3, f"{len(closed)} idle connections closed for 3 newcomers"
+    finally:
+        for sock in idle:
+            sock.close()
+        for conn in newcomers:
+            conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,10 @@ public:
         const tcp::endpoint peer = stream_.remote_endpoint(ec);
         if (!ec) remote_addr_ = peer.address().to_string();
     }
-    ~Connection() { --state_->connections; }
+    ~Connection() {
+        state_->idle.remove(idle_ticket_);
+        --state_->connections;
+    }
     Connection(const Connection &) = delete;
     Connection &operator=(const Connection &) = delete;
 
@@ -121,8 +124,13 @@ private:
     void wait_for_request() {
         if (buffer_.size() > 0) return read_head();  // the next request came with the last one
         arm(limits_.idle_timeout);
+        // At the connection cap, the listener may close this one for a new client (idle_set.h).
+        idle_ticket_ = state_->idle.add([weak = weak_from_this()] {
+            if (const auto self = weak.lock()) asio::post(self->stream_.get_executor(), [self] { self->close(); });
+        });
         stream_.async_read_some(buffer_.prepare(4096),
                                 [self = shared_from_this()](const beast::error_code &ec, size_t n) {
+                                    self->state_->idle.remove(self->idle_ticket_);
                                     self->disarm();
                                     if (ec) return self->close();  // idle too long, or gone: no request to answer
                                     self->buffer_.commit(n);
@@ -362,6 +370,7 @@ private:
     asio::steady_timer deadline_;
     uint64_t armed_ = 0;  // which arm() the pending wait belongs to
     bool timed_out_ = false;
+    uint64_t idle_ticket_ = 0;  // in state_->idle while waiting for a request
     const std::shared_ptr<ListenerState> state_;
     const Limits &limits_;
     std::string remote_addr_;

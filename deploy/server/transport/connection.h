@@ -14,6 +14,7 @@
 #include <string>
 
 #include "http_message.h"
+#include "idle_set.h"
 #include "limits.h"
 #include "router.h"
 #include "worker_pool.h"
@@ -31,6 +32,7 @@ struct ListenerState {
     ErrorBody error_body;
     WorkerPool *workers = nullptr;  // the listener's; alive while any connection is
     std::atomic<size_t> connections{0};
+    IdleSet idle;  // of them, those waiting for their next request
 };
 
 // Serves requests on `socket` (whose executor is a strand) until the client leaves, a limit closes the

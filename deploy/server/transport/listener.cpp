@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -22,24 +23,26 @@ struct Listener::Io {
     asio::steady_timer retry{context};  // after a failed accept (out of descriptors): try again shortly
 
     void accept(const std::shared_ptr<ListenerState> &state) {
-        acceptor.async_accept(asio::make_strand(context),
-                              [this, state](const boost::system::error_code &ec, tcp::socket socket) {
-                                  if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-                                  if (ec) {
-                                      spdlog::warn("event=accept_failed error=\"{}\"", ec.message());
-                                      retry.expires_after(std::chrono::milliseconds(50));
-                                      return retry.async_wait([this, state](const boost::system::error_code &e) {
-                                          if (!e) accept(state);
-                                      });
-                                  }
-                                  if (state->connections.load() >= state->limits.max_connections) {
-                                      boost::system::error_code ignored;
-                                      socket.close(ignored);  // over the cap: closed before a byte is read
-                                  } else {
-                                      serve_connection(std::move(socket), state);
-                                  }
-                                  accept(state);
-                              });
+        acceptor.async_accept(
+            asio::make_strand(context), [this, state](const boost::system::error_code &ec, tcp::socket socket) {
+                if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+                if (ec) {
+                    spdlog::warn("event=accept_failed error=\"{}\"", ec.message());
+                    retry.expires_after(std::chrono::milliseconds(50));
+                    return retry.async_wait([this, state](const boost::system::error_code &e) {
+                        if (!e) accept(state);
+                    });
+                }
+                // At the cap a connection waiting for its next request makes room; without one the new
+                // connection is closed before a byte is read.
+                if (state->connections.load() < state->limits.max_connections || state->idle.close_oldest()) {
+                    serve_connection(std::move(socket), state);
+                } else {
+                    boost::system::error_code ignored;
+                    socket.close(ignored);
+                }
+                accept(state);
+            });
     }
 };
 
@@ -96,7 +99,10 @@ void Listener::stop() {
 }
 
 bool Listener::saturated() const {
-    return state_->connections.load() >= state_->limits.max_connections || workers_.idle() == 0;
+    // Idle connections do not count: one of them makes room for a new client.
+    const size_t open = state_->connections.load();
+    const size_t busy = open - std::min(open, state_->idle.size());
+    return busy >= state_->limits.max_connections || workers_.idle() == 0;
 }
 
 size_t Listener::connections() const { return state_->connections.load(); }

@@ -32,7 +32,8 @@ public:
     // Stops accepting, lets the workers finish what they run, then ends every connection.
     void stop();
 
-    // True when a new request could not start at once: every worker busy, or the connection cap reached.
+    // True when a new request could not start at once: every worker busy, or the connection cap reached by
+    // connections that are not idle.
     bool saturated() const;
     size_t connections() const;
 
