@@ -86,7 +86,7 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
             throw BadRequest("The model '" + request.model + "' does not exist; this server serves '" +
                                  std::string(current->info.name) + "'",
                              "model", 404);
-        if (const int code = admit(started, &ticket, &model, res); code != 0) return finish(code);
+        if (const int code = admit(&ticket, &model, res); code != 0) return finish(code);
         if (request.text) {
             spec.prompt = tokenize_prompt(*model, *request.text);
             prompt_text = *request.text;
@@ -130,13 +130,17 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
         std::string text = request.echo ? prompt_text : "";
         Logprobs logprobs(*model, request.tokens_as_ids);
         double first_token = 0;
-        const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
-            if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
-            if (!e.logprobs.empty()) logprobs.add(e, text + e.text, text.size());
-            text += e.text;
-            return !req.client_hung_up();
-        });
+        const std::shared_ptr<Job> job = run_job(
+            *model, spec,
+            [&](const TokenEvent &e) {
+                if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
+                if (!e.logprobs.empty()) logprobs.add(e, text + e.text, text.size());
+                text += e.text;
+                return true;
+            },
+            [&req] { return req.client_hung_up(); });
         log_generation(id, started, *model, false, prompt_tokens, *job, first_token);
+        if (reply_if_never_started(*job, res)) return finish(res.status);
         if (job->status() != GPT_OK) {
             reply_error(res, job->status() == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, "server_error", job->error(), "",
                         gpt_status_to_string(job->status()));
@@ -155,8 +159,8 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
     finish(200);  // the status line goes out before the first token
     res.set_header("Cache-Control", "no-cache");
     res.content_type = "text/event-stream";
-    res.stream = [this, ticket, model, id, started, spec, request, prompt_text, head, usage,
-                  choice](http::StreamWriter &sink) {
+    res.stream = [this, ticket, model, id, started, spec, request, prompt_text, head, usage, choice,
+                  hung_up = req.hung_up](http::StreamWriter &sink) {
         auto send = [&sink](const json &data) {
             const std::string event = sse("", data);
             return sink.write(event);
@@ -170,19 +174,22 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
         std::string text = request.echo ? prompt_text : "";  // for the log-probabilities' text offsets
         Logprobs logprobs(*model, request.tokens_as_ids);
         double first_token = 0;
-        const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
-            if (client_gone) return false;
-            if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
-            json lp = nullptr;
-            if (!e.logprobs.empty()) {
-                logprobs.clear();
-                logprobs.add(e, text + e.text, text.size());
-                lp = logprobs.to_json();
-            }
-            text += e.text;
-            if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
-            return send(chunk(e.text, lp, nullptr));
-        });
+        const std::shared_ptr<Job> job = run_job(
+            *model, spec,
+            [&](const TokenEvent &e) {
+                if (client_gone) return false;
+                if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
+                json lp = nullptr;
+                if (!e.logprobs.empty()) {
+                    logprobs.clear();
+                    logprobs.add(e, text + e.text, text.size());
+                    lp = logprobs.to_json();
+                }
+                text += e.text;
+                if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
+                return send(chunk(e.text, lp, nullptr));
+            },
+            [&hung_up] { return hung_up && hung_up->load(); });
         log_generation(id, started, *model, true, spec.prompt.size(), *job, first_token);
         if (job->finish_reason() != "cancelled") {
             if (job->status() == GPT_OK) {

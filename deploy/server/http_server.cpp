@@ -148,11 +148,11 @@ void HttpServer::stop() {
 
 void HttpServer::serve_metrics(http::Response &res) {
     Gauges g;
-    g.active = admission_.active();
-    g.queued = admission_.queued();
     g.slots = options_.parallel;
     if (const auto model = slot_.current()) {
         g.slots_in_use = model->scheduler->slots_in_use();
+        g.active = g.slots_in_use;
+        g.queued = model->scheduler->waiting();
         g.model_name = model->info.name;
         if (gpt_model_get_memory(model->model, &g.memory, sizeof g.memory) != GPT_OK) g.memory = {};
     }
@@ -233,7 +233,7 @@ void HttpServer::generate(const http::Request &req, http::Response &res) {
     }
     std::shared_ptr<Ticket> ticket;
     std::shared_ptr<const ServedModel> model;
-    if (const int code = admit(started, &ticket, &model, res); code != 0) return finish(code);
+    if (const int code = admit(&ticket, &model, res); code != 0) return finish(code);
     std::vector<gpt_token> prompt;
     try {
         prompt = tokenize_prompt(*model, request.prompt);
@@ -258,12 +258,15 @@ void HttpServer::generate(const http::Request &req, http::Response &res) {
     auto run = [this, id, started, model, spec, stream = request.stream, hung_up = req.hung_up](const EventSink &sink) {
         Outcome out;
         double first_token = 0;
-        out.job = run_job(*model, spec, [&](const TokenEvent &e) {
-            if (e.token != GPT_TOKEN_NONE && out.tokens.empty()) first_token = seconds_since(started);
-            if (e.token != GPT_TOKEN_NONE) out.tokens.push_back(e.token);
-            out.text += e.text;
-            return !(hung_up && hung_up->load()) && (!sink || sink(e));
-        });
+        out.job = run_job(
+            *model, spec,
+            [&](const TokenEvent &e) {
+                if (e.token != GPT_TOKEN_NONE && out.tokens.empty()) first_token = seconds_since(started);
+                if (e.token != GPT_TOKEN_NONE) out.tokens.push_back(e.token);
+                out.text += e.text;
+                return !sink || sink(e);
+            },
+            [&hung_up] { return hung_up && hung_up->load(); });
         log_generation(id, started, *model, stream, spec.prompt.size(), *out.job, first_token);
         return out;
     };
@@ -278,6 +281,7 @@ void HttpServer::generate(const http::Request &req, http::Response &res) {
 
     if (!request.stream) {
         const Outcome out = run(nullptr);
+        if (reply_if_never_started(*out.job, res)) return finish(res.status);
         if (out.job->status() == GPT_OK) {
             json body = summary(out);
             body["text"] = out.text;
@@ -328,10 +332,8 @@ void HttpServer::finish_request(const char *endpoint, const std::string &id, Clo
         spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
 }
 
-int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket,
-                      std::shared_ptr<const ServedModel> *model, http::Response &res) {
-    const Clock::time_point deadline = started + seconds(options_.request_timeout);
-    switch (admission_.enter(deadline)) {
+int HttpServer::admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res) {
+    switch (admission_.enter()) {
         case Admission::Verdict::admitted: break;
         case Admission::Verdict::queue_full:
             res.set_header("Retry-After", "1");
@@ -339,9 +341,6 @@ int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket
             return 429;
         case Admission::Verdict::draining:
             reply_error(res, 503, "shutting_down", "the server is shutting down");
-            return 503;
-        case Admission::Verdict::timed_out:
-            reply_error(res, 503, "timeout", "no generation slot freed up within the request timeout");
             return 503;
     }
     *ticket = std::make_shared<Ticket>(admission_);
@@ -351,6 +350,12 @@ int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket
         return 503;
     }
     return 0;
+}
+
+bool HttpServer::reply_if_never_started(const Job &job, http::Response &res) {
+    if (job.got_slot() || job.finish_reason() != "timeout") return false;
+    reply_error(res, 503, "server_error", "no generation slot freed up within the request timeout", "", "timeout");
+    return true;
 }
 
 void HttpServer::log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,

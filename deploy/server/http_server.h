@@ -52,9 +52,11 @@ private:
     // A generation request's id (also sent as X-Request-Id), and its count and log line once answered.
     std::string begin_request(const char *id_prefix, http::Response &res);
     void finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code);
-    // Waits for a slot (admission) and takes the current model: 0, or the HTTP status already replied.
-    int admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model,
-              http::Response &res);
+    // Takes a place among the generations (a slot or the scheduler's queue, admission.h) and the current
+    // model: 0, or the HTTP status already replied (429 full, 503 draining or no model).
+    int admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res);
+    // A plain reply for a generation that ended in the queue at its deadline, never given a slot: 503.
+    bool reply_if_never_started(const Job &job, http::Response &res);
     void log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
                         size_t prompt_tokens, const Job &job, double first_token);
     void admin_reload(const http::Request &req, http::Response &res);

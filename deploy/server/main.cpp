@@ -39,7 +39,7 @@ void shut_down(server::HttpServer &http, server::Admission &admission, std::atom
     admission.drain();
     const bool idle = admission.wait_idle(Clock::now() + seconds(grace));
     if (!idle) {
-        spdlog::warn("event=shutdown_grace_over active={} (ending their generations)", admission.active());
+        spdlog::warn("event=shutdown_grace_over admitted={} (ending their generations)", admission.admitted());
         stop_generations = true;
         admission.wait_idle(Clock::now() + seconds(5));
     }
@@ -68,7 +68,7 @@ int run(const server::Options &options) {
     server::SchedulerOptions scheduling{options.parallel, options.prefill_budget, &metrics, &stop_generations};
     server::ModelSlot slot(
         {options.threads, options.allow_cpu_fallback, !options.no_cuda_graphs, options.trusted_keys, scheduling});
-    // A request holds an admission ticket while it is in a slot: as many as there are slots.
+    // A generation holds an admission ticket while it runs in a slot or waits in the scheduler's queue.
     server::Admission admission(options.parallel, options.max_queue);
     server::HttpServer http(options, slot, admission, metrics);
     if (const auto r = http.reload(options.model); r.status != GPT_OK) return 1;
@@ -86,8 +86,8 @@ int run(const server::Options &options) {
             http.reload("");
             continue;
         }
-        spdlog::info("event=shutdown signal={} active={} queued={} grace_s={}", signal, admission.active(),
-                     admission.queued(), options.shutdown_grace);
+        spdlog::info("event=shutdown signal={} admitted={} grace_s={}", signal, admission.admitted(),
+                     options.shutdown_grace);
         shut_down(http, admission, stop_generations, options.shutdown_grace);
         break;
     }

@@ -216,6 +216,23 @@ def test_a_client_that_hangs_up_on_a_plain_completion_frees_its_slot(serve, flas
     assert "finish=cancelled" in server.log_text()
 
 
+def test_a_queued_request_whose_client_hangs_up_frees_its_queue_place(serve, flash):
+    server = serve(flash, "--parallel", "1", "--max-queue", "1", "--max-tokens", "100000")
+    conn, _, events = server.stream(prompt="a", max_tokens=100000)
+    next(events)  # the only slot is taken
+    try:
+        body = json.dumps({"prompt": "a", "max_tokens": 2}).encode()
+        queued = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        queued.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        wait_for_readyz(server.port, 503)  # it waits in the queue: every place is taken
+        queued.close()
+        wait_for_readyz(server.port, 200)  # its place is free again while the stream still runs
+        assert "finish=cancelled" in server.log_text()
+        assert next(events)[0] == "token"
+    finally:
+        conn.close()
+
+
 def test_connections_beyond_the_cap_are_closed_and_readyz_says_so(serve, flash):
     server = serve(flash, "--max-connections", "8", "--health-port", "0")
     held = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]

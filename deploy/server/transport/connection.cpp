@@ -125,12 +125,17 @@ private:
         if (buffer_.size() > 0) return read_head();  // the next request came with the last one
         arm(limits_.idle_timeout);
         // At the connection cap, the listener may close this one for a new client (idle_set.h).
-        idle_ticket_ = state_->idle.add([weak = weak_from_this()] {
-            if (const auto self = weak.lock()) asio::post(self->stream_.get_executor(), [self] { self->close(); });
+        idle_ticket_ = state_->idle.add([weak = weak_from_this()](uint64_t ticket) {
+            const auto self = weak.lock();
+            if (!self) return;
+            asio::post(self->stream_.get_executor(), [self, ticket] {
+                if (self->idle_ticket_ == ticket) self->close();  // not if a request began meanwhile
+            });
         });
         stream_.async_read_some(buffer_.prepare(4096),
                                 [self = shared_from_this()](const beast::error_code &ec, size_t n) {
                                     self->state_->idle.remove(self->idle_ticket_);
+                                    self->idle_ticket_ = 0;
                                     self->disarm();
                                     if (ec) return self->close();  // idle too long, or gone: no request to answer
                                     self->buffer_.commit(n);

@@ -5,7 +5,7 @@
 
 namespace server::http {
 
-uint64_t IdleSet::add(std::function<void()> close) {
+uint64_t IdleSet::add(std::function<void(uint64_t)> close) {
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t ticket = next_ticket_++;
     waiting_.emplace(ticket, std::move(close));
@@ -18,14 +18,16 @@ void IdleSet::remove(uint64_t ticket) {
 }
 
 bool IdleSet::close_oldest() {
-    std::function<void()> close;
+    std::function<void(uint64_t)> close;
+    uint64_t ticket = 0;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         if (waiting_.empty()) return false;
+        ticket = waiting_.begin()->first;
         close = std::move(waiting_.begin()->second);
         waiting_.erase(waiting_.begin());
     }
-    close();  // outside the lock: it posts to the connection's strand
+    close(ticket);  // outside the lock: it posts to the connection's strand
     return true;
 }
 

@@ -14,8 +14,9 @@ namespace server::http {
 
 class IdleSet {
 public:
-    // `close` ends the connection (from any thread); returns the ticket that remove() takes.
-    uint64_t add(std::function<void()> close);
+    // `close(ticket)` ends the connection (from any thread) if it still waits under that ticket; returns the
+    // ticket, which remove() takes.
+    uint64_t add(std::function<void(uint64_t ticket)> close);
     // The connection began a request, or ended: it is no longer one to close.
     void remove(uint64_t ticket);
     // Closes the connection idle the longest; false when none is idle.
@@ -24,7 +25,7 @@ public:
 
 private:
     mutable std::mutex mutex_;
-    std::map<uint64_t, std::function<void()>> waiting_;  // by ticket: the order they began waiting
+    std::map<uint64_t, std::function<void(uint64_t)>> waiting_;  // by ticket: the order they began waiting
     uint64_t next_ticket_ = 1;
 };
 
