@@ -57,7 +57,13 @@ Listener::Listener(const Limits &limits, Router router, ErrorBody error_body, si
     state_->workers = &workers_;
 }
 
-Listener::~Listener() { stop(); }
+Listener::~Listener() {
+    try {
+        stop();
+    } catch (...) {  // a thread that cannot be joined as the process ends: nothing left to do about it
+        spdlog::error("event=listener_stop_failed");
+    }
+}
 
 int Listener::bind(const std::string &host, int port) {
     boost::system::error_code ec;
