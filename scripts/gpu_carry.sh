@@ -11,7 +11,7 @@ PACKAGES=(
   catch2 libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 nlohmann-json3-dev libcli11-dev
   libsodium-dev libsodium23
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3  # the BPE split pattern (runtime/text)
-  libcpp-httplib-dev libcpp-httplib0.11 libbrotli1 libbrotli-dev libssl-dev zlib1g-dev  # httplib.pc requires the last three
+  libboost1.81-dev                                                  # Boost.Beast and Asio headers (gpt-server's transport)
   libgloo-dev                                                       # headers for c10d's ProcessGroupGloo
   pkgconf pkgconf-bin libpkgconf3                                   # CMake's FindPkgConfig
   bible-kjv bible-kjv-text                                          # the test corpus

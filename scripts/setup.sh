@@ -8,9 +8,11 @@ cd "$(dirname "$0")/.."
 # The GPU machines run torch 2.11 (CUDA 13); artifacts are only portable within
 # one torch minor version, so the compiler side is pinned to the same release.
 TORCH_VERSION="${GPT_TORCH_VERSION:-2.11.0}"
-# What the build needs (deploy/build-packages.txt, shared with the Docker image), then what the tests and lint need.
+# What the build needs (deploy/build-packages.txt, shared with the Docker image), then what the tests and lint
+# need, then bench/http_transport.py's load client and its libmicrohttpd prototype.
 mapfile -t APT_PACKAGES < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' -e 's/[[:space:]]//g' deploy/build-packages.txt)
 APT_PACKAGES+=(catch2 bible-kjv clang-format clang-tidy clang libclang-rt-dev ccache)
+APT_PACKAGES+=(wrk libmicrohttpd-dev)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -100,9 +100,9 @@ AdminAccess::AdminAccess(const std::string &token_file, const std::string &model
         throw std::runtime_error("models root '" + models_root + "' is not a directory");
 }
 
-AdminVerdict AdminAccess::authorize(const httplib::Request &req) const {
+AdminVerdict AdminAccess::authorize(const http::Request &req) const {
     if (!gpt::is_loopback_address(req.remote_addr)) return {403, "admin endpoints answer loopback clients only", ""};
-    const std::string header = req.get_header_value("Authorization");
+    const std::string header = req.header("Authorization");
     if (header.empty())
         return {401, "admin endpoints need 'Authorization: Bearer <token>' (the token in --admin-token-file)", kRealm};
     static const std::string scheme = "bearer ";
@@ -117,6 +117,7 @@ AdminVerdict AdminAccess::authorize(const httplib::Request &req) const {
 }
 
 AdminVerdict AdminAccess::resolve_model_path(const std::string &requested, std::string *resolved) const {
+    if (requested.find('\0') != std::string::npos) return {400, "the path holds a NUL byte: no file name has one", ""};
     const std::string path = !requested.empty() && requested[0] == '/' ? requested : models_root_ + "/" + requested;
     std::string real;
     if (!real_path(path, &real)) return {400, "cannot resolve '" + requested + "': " + std::strerror(errno), ""};

@@ -4,11 +4,11 @@
 // only name a directory inside --models-root.
 #pragma once
 
-#include <httplib.h>
-
 #include <array>
 #include <cstdint>
 #include <string>
+
+#include "transport/http_message.h"
 
 namespace server {
 
@@ -29,11 +29,12 @@ public:
 
     // Loopback (403 otherwise), then `Authorization: Bearer <token>` (401 when missing or wrong; the
     // comparison takes the same time wherever the tokens differ).
-    AdminVerdict authorize(const httplib::Request &req) const;
+    AdminVerdict authorize(const http::Request &req) const;
 
     // The directory to load for a requested path: relative paths are taken under the models root, and
     // the path is resolved through every symbolic link; outside the root it is 403, when it cannot be
-    // resolved (missing, unreadable) 400. On success `*resolved` is the resolved path.
+    // resolved (missing, unreadable) or holds a NUL byte (a JSON "\u0000", which the file system would cut the
+    // path at) 400. On success `*resolved` is the resolved path.
     AdminVerdict resolve_model_path(const std::string &requested, std::string *resolved) const;
 
     const std::string &models_root() const { return models_root_; }

@@ -3,29 +3,20 @@
 
 namespace server {
 
-Admission::Admission(int max_active, int max_queued) : max_active_(max_active), max_queued_(max_queued) {}
+Admission::Admission(int slots, int queue) : capacity_(slots + queue) {}
 
-Admission::Verdict Admission::enter(Clock::time_point deadline) {
-    std::unique_lock<std::mutex> lock(mutex_);
+Admission::Verdict Admission::enter() {
+    std::lock_guard<std::mutex> lock(mutex_);
     if (draining_) return Verdict::draining;
-    if (active_ < max_active_) {
-        ++active_;
-        return Verdict::admitted;
-    }
-    if (queued_ >= max_queued_) return Verdict::queue_full;
-    ++queued_;
-    const bool got_slot = changed_.wait_until(lock, deadline, [this] { return draining_ || active_ < max_active_; });
-    --queued_;
-    if (draining_) return Verdict::draining;
-    if (!got_slot) return Verdict::timed_out;
-    ++active_;
+    if (admitted_ >= capacity_) return Verdict::queue_full;
+    ++admitted_;
     return Verdict::admitted;
 }
 
 void Admission::leave() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        --active_;
+        --admitted_;
     }
     changed_.notify_all();
 }
@@ -45,17 +36,17 @@ bool Admission::draining() const {
 
 bool Admission::wait_idle(Clock::time_point deadline) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return changed_.wait_until(lock, deadline, [this] { return active_ == 0; });
+    return changed_.wait_until(lock, deadline, [this] { return admitted_ == 0; });
 }
 
-int Admission::active() const {
+bool Admission::full() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return active_;
+    return admitted_ >= capacity_;
 }
 
-int Admission::queued() const {
+int Admission::admitted() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return queued_;
+    return admitted_;
 }
 
 }  // namespace server

@@ -1,5 +1,6 @@
-// admission.h — how many generations run at once, how many may wait, and the
-// drain at shutdown. A request holds a Ticket while it generates.
+// admission.h — how many generations the server takes at once (running in a slot or
+// waiting in the scheduler's queue, the one queue there is), and the drain at
+// shutdown. A request holds a Ticket from its admission to its reply's end.
 #pragma once
 
 #include <condition_variable>
@@ -11,34 +12,34 @@ namespace server {
 
 class Admission {
 public:
-    enum class Verdict { admitted, queue_full, draining, timed_out };
+    enum class Verdict { admitted, queue_full, draining };
 
-    Admission(int max_active, int max_queued);
+    // At most `slots` generations running and `queue` more waiting for a slot.
+    Admission(int slots, int queue);
 
-    // Takes a slot, waiting in the queue until `deadline` when all are busy.
-    Verdict enter(Clock::time_point deadline);
+    // Takes a place at once, or says why not: it never waits (the scheduler's queue does).
+    Verdict enter();
     void leave();
 
-    // From now on enter() says `draining`; queued requests are woken and refused.
+    // From now on enter() says `draining`.
     void drain();
     bool draining() const;
-    // True once no request holds a slot; false at `deadline`.
+    // True once no request holds a place; false at `deadline`.
     bool wait_idle(Clock::time_point deadline);
 
-    int active() const;
-    int queued() const;
+    // Every place taken: enter() would say queue_full.
+    bool full() const;
+    int admitted() const;
 
 private:
-    const int max_active_;
-    const int max_queued_;
+    const int capacity_;
     mutable std::mutex mutex_;
     std::condition_variable changed_;
-    int active_ = 0;
-    int queued_ = 0;
+    int admitted_ = 0;
     bool draining_ = false;
 };
 
-// Holds an admitted slot until destruction.
+// Holds an admitted place until destruction.
 class Ticket {
 public:
     explicit Ticket(Admission &admission) : admission_(admission) {}

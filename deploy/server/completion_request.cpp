@@ -118,12 +118,8 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
     r.max_tokens = static_cast<int>(integer(j, "max_tokens", r.max_tokens, 1, max_tokens_limit));
     r.temperature = static_cast<float>(number(j, "temperature", r.temperature, 0.0, 2.0));
     r.top_p = static_cast<float>(number(j, "top_p", r.top_p, 0.0, 1.0, /*lo_open=*/true));
-    r.top_k = static_cast<int>(integer(j, "top_k", r.top_k, -1, std::numeric_limits<int32_t>::max()));
-    if (r.top_k < 0) r.top_k = 0;
-    if (const json *s = field(j, "seed")) {
-        if (!s->is_number_integer()) throw BadRequest("'seed' must be an integer", "seed");
-        r.seed = s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
-    }
+    r.top_k = static_cast<int>(integer(j, "top_k", r.top_k, 0, std::numeric_limits<int32_t>::max()));
+    if (field(j, "seed")) r.seed = parse_seed(j);
     if (const json *s = field(j, "stop")) {
         if (s->is_string()) {
             r.stop.push_back(s->get<std::string>());

@@ -21,8 +21,8 @@ struct CompletionRequest {
     int max_tokens = 16;                 // OpenAI's default
     float temperature = 1.0f;
     float top_p = 1.0f;
-    int top_k = 0;  // extension: 0 (or -1) = off
-    std::optional<uint64_t> seed;
+    int top_k = 0;                  // extension: 0 = off; negative values are refused
+    std::optional<uint64_t> seed;   // [0, 2^63); none: drawn by the server and named in the reply
     std::vector<std::string> stop;  // up to 4
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage

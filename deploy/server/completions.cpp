@@ -18,12 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-// A 400 of the OpenAI kind; `code` and `param` as OpenAI fills them.
-void reply_bad_request(httplib::Response &res, const BadRequest &e) {
-    reply_error(res, e.code, e.code == 404 ? "not_found_error" : "invalid_request_error", e.what(), e.param,
-                e.code == 404 ? "model_not_found" : "");
-}
-
 int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
 
 // Code points before byte `bytes` of `text`: OpenAI's text_offset counts characters, not bytes.
@@ -74,7 +68,7 @@ private:
 
 }  // namespace
 
-void HttpServer::completions(const httplib::Request &req, httplib::Response &res) {
+void HttpServer::completions(const http::Request &req, http::Response &res) {
     const Clock::time_point started = Clock::now();
     const std::string id = begin_request("cmpl-", res);
     auto finish = [&](int code) { finish_request("/v1/completions", id, started, code); };
@@ -92,7 +86,7 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
             throw BadRequest("The model '" + request.model + "' does not exist; this server serves '" +
                                  std::string(current->info.name) + "'",
                              "model", 404);
-        if (const int code = admit(started, &ticket, &model, res); code != 0) return finish(code);
+        if (const int code = admit(&ticket, &model, res); code != 0) return finish(code);
         if (request.text) {
             spec.prompt = tokenize_prompt(*model, *request.text);
             prompt_text = *request.text;
@@ -136,13 +130,17 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
         std::string text = request.echo ? prompt_text : "";
         Logprobs logprobs(*model, request.tokens_as_ids);
         double first_token = 0;
-        const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
-            if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
-            if (!e.logprobs.empty()) logprobs.add(e, text + e.text, text.size());
-            text += e.text;
-            return true;
-        });
+        const std::shared_ptr<Job> job = run_job(
+            *model, spec,
+            [&](const TokenEvent &e) {
+                if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
+                if (!e.logprobs.empty()) logprobs.add(e, text + e.text, text.size());
+                text += e.text;
+                return true;
+            },
+            [&req] { return req.client_hung_up(); });
         log_generation(id, started, *model, false, prompt_tokens, *job, first_token);
+        if (reply_if_never_started(*job, res)) return finish(res.status);
         if (job->status() != GPT_OK) {
             reply_error(res, job->status() == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, "server_error", job->error(), "",
                         gpt_status_to_string(job->status()));
@@ -160,11 +158,12 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
     res.status = 200;
     finish(200);  // the status line goes out before the first token
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, ticket, model, id, started, spec, request, prompt_text,
-                                                           head, usage, choice](size_t, httplib::DataSink &sink) {
+    res.content_type = "text/event-stream";
+    res.stream = [this, ticket, model, id, started, spec, request, prompt_text, head, usage, choice,
+                  hung_up = req.hung_up](http::StreamWriter &sink) {
         auto send = [&sink](const json &data) {
             const std::string event = sse("", data);
-            return sink.write(event.data(), event.size());
+            return sink.write(event);
         };
         auto chunk = [&head, &choice](const std::string &text, const json &logprobs, const json &finish_reason) {
             json c = head;
@@ -175,19 +174,22 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
         std::string text = request.echo ? prompt_text : "";  // for the log-probabilities' text offsets
         Logprobs logprobs(*model, request.tokens_as_ids);
         double first_token = 0;
-        const std::shared_ptr<Job> job = run_job(*model, spec, [&](const TokenEvent &e) {
-            if (client_gone) return false;
-            if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
-            json lp = nullptr;
-            if (!e.logprobs.empty()) {
-                logprobs.clear();
-                logprobs.add(e, text + e.text, text.size());
-                lp = logprobs.to_json();
-            }
-            text += e.text;
-            if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
-            return send(chunk(e.text, lp, nullptr));
-        });
+        const std::shared_ptr<Job> job = run_job(
+            *model, spec,
+            [&](const TokenEvent &e) {
+                if (client_gone) return false;
+                if (e.token != GPT_TOKEN_NONE && first_token == 0) first_token = seconds_since(started);
+                json lp = nullptr;
+                if (!e.logprobs.empty()) {
+                    logprobs.clear();
+                    logprobs.add(e, text + e.text, text.size());
+                    lp = logprobs.to_json();
+                }
+                text += e.text;
+                if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
+                return send(chunk(e.text, lp, nullptr));
+            },
+            [&hung_up] { return hung_up && hung_up->load(); });
         log_generation(id, started, *model, true, spec.prompt.size(), *job, first_token);
         if (job->finish_reason() != "cancelled") {
             if (job->status() == GPT_OK) {
@@ -205,15 +207,12 @@ void HttpServer::completions(const httplib::Request &req, httplib::Response &res
                         {"param", nullptr},
                         {"code", gpt_status_to_string(job->status())}}}});
             }
-            const std::string done = "data: [DONE]\n\n";
-            sink.write(done.data(), done.size());
+            sink.write("data: [DONE]\n\n");
         }
-        sink.done();
-        return true;
-    });
+    };
 }
 
-void HttpServer::models(httplib::Response &res) {
+void HttpServer::models(http::Response &res) {
     const auto model = slot_.current();
     json data = json::array();
     if (model)
@@ -227,7 +226,7 @@ void HttpServer::models(httplib::Response &res) {
     metrics_.count_request("/v1/models", 200);
 }
 
-void HttpServer::handle_tokenize(const httplib::Request &req, httplib::Response &res) {
+void HttpServer::handle_tokenize(const http::Request &req, http::Response &res) {
     const auto model = slot_.current();
     try {
         if (!model) throw BadRequest("no model is loaded", "", 503);
@@ -243,7 +242,7 @@ void HttpServer::handle_tokenize(const httplib::Request &req, httplib::Response 
     metrics_.count_request("/tokenize", res.status);
 }
 
-void HttpServer::handle_detokenize(const httplib::Request &req, httplib::Response &res) {
+void HttpServer::handle_detokenize(const http::Request &req, http::Response &res) {
     const auto model = slot_.current();
     try {
         if (!model) throw BadRequest("no model is loaded", "", 503);

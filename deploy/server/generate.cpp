@@ -54,7 +54,8 @@ gpt_sampler_params sampling_params(float temperature, int top_k, float top_p, st
     return p;
 }
 
-std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink) {
+std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink,
+                             const std::function<bool()> &client_gone) {
     auto job = std::make_shared<Job>(std::move(spec));
     model.scheduler->submit(job);
     std::vector<TokenEvent> events;
@@ -65,6 +66,7 @@ std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const Event
         ended = job->take(&events, Clock::now() + seconds(0.5));
         for (const TokenEvent &e : events)
             if (!job->cancelled() && sink && !sink(e)) job->cancel();
+        if (!job->cancelled() && client_gone && client_gone()) job->cancel();
         events.clear();
     }
     return job;

@@ -30,7 +30,10 @@ gpt_sampler_params sampling_params(float temperature, int top_k, float top_p, st
 // Called per event; returning false means the client is gone (the request is cancelled).
 using EventSink = std::function<bool(const TokenEvent &event)>;
 
-// Runs `spec` on the model's scheduler until it ends; returns the ended job.
-std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink);
+// Runs `spec` on the model's scheduler until it ends; returns the ended job. `client_gone` (optional) is
+// asked between waits as well as the sink per event, so that a client that leaves while its request waits
+// in the queue frees its place too.
+std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink,
+                             const std::function<bool()> &client_gone = nullptr);
 
 }  // namespace server

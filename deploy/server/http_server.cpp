@@ -5,9 +5,12 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
 #include <memory>
 
-#include "body_limit.h"
 #include "generate.h"
 #include "readiness.h"
 #include "reply.h"
@@ -18,6 +21,12 @@ namespace {
 
 using nlohmann::json;
 
+// I/O threads of the main port: reading requests costs them little (generations run on workers); two keep
+// one quick route (a long /tokenize) from delaying every other connection.
+constexpr size_t kIoThreads = 2;
+// Probers are few: a flood on the health port meets its own small cap.
+constexpr size_t kMaxProbeConnections = 64;
+
 // The endpoint a request is counted under: its path if the server has one there, else "other", so that
 // clients cannot add a metrics series per made-up URL.
 std::string endpoint_label(const std::string &path) {
@@ -27,16 +36,28 @@ std::string endpoint_label(const std::string &path) {
     return "other";
 }
 
+// A quarter of the open-file limit, at most 1024: connections cannot use up the descriptors that accept()
+// and the model's files need.
+size_t default_max_connections() {
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return 1024;
+    return std::clamp<size_t>(static_cast<size_t>(files.rlim_cur) / 4, 16, 1024);
+}
+
+std::chrono::milliseconds millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
 }  // namespace
 
-RequestLimits request_limits(const Options &options) {
-    RequestLimits limits;
+http::Limits request_limits(const Options &options) {
+    http::Limits limits;
     limits.max_head_bytes = options.max_header_bytes;
     limits.max_header_lines = options.max_headers;
-    limits.head_timeout = std::chrono::milliseconds(static_cast<int64_t>(options.header_timeout * 1000));
-    // Room for any sane chunk framing around a body at the cap (1-byte chunks take 6 bytes each).
-    const uint64_t body = options.max_body_bytes;
-    limits.max_body_wire_bytes = body > (UINT64_MAX - 65536) / 8 ? UINT64_MAX : 8 * body + 65536;
+    limits.max_body_bytes = options.max_body_bytes;
+    limits.head_timeout = millis(options.header_timeout);
+    limits.body_timeout = millis(options.body_timeout);
+    limits.max_connections = options.max_connections ? options.max_connections : default_max_connections();
     return limits;
 }
 
@@ -45,80 +66,93 @@ HttpServer::HttpServer(const Options &options, ModelSlot &slot, Admission &admis
       slot_(slot),
       admission_(admission),
       metrics_(metrics),
-      admin_(options.admin ? std::make_unique<AdminAccess>(options.admin_token_file, options.models_root) : nullptr),
-      // Queued requests wait on a thread: room for every slot, the queue, and probes.
-      http_(request_limits(options),
-            static_cast<size_t>(options.parallel) + static_cast<size_t>(options.max_queue) + 4) {
-    http_.set_payload_max_length(options.max_body_bytes);
-    http_.set_read_timeout(30);
-    http_.set_write_timeout(30);
-
-    register_probes(http_);
-    // Every POST route reads its body through the cap, whatever the transfer encoding (body_limit.h).
-    const auto post = [this](const char *path,
-                             void (HttpServer::*handler)(const httplib::Request &, httplib::Response &)) {
-        post_with_body_limit(
-            http_, path, options_.max_body_bytes,
-            [this, handler](const httplib::Request &req, httplib::Response &res) { (this->*handler)(req, res); });
+      admin_(options.admin ? std::make_unique<AdminAccess>(options.admin_token_file, options.models_root) : nullptr) {
+    const auto error = [this](http::Response &res, int status, const std::string &message, const std::string &path) {
+        transport_error(res, status, message, path);
     };
-    post("/v1/generate", &HttpServer::generate);
-    post("/v1/completions", &HttpServer::completions);
-    http_.Get("/v1/models", [this](const httplib::Request &, httplib::Response &res) { models(res); });
-    post("/tokenize", &HttpServer::handle_tokenize);
-    post("/detokenize", &HttpServer::handle_detokenize);
-    if (options.admin) post("/admin/reload", &HttpServer::admin_reload);
-    // Errors httplib raises itself (413 body too large, 404, ...) get a JSON body too.
-    http_.set_error_handler([this](const httplib::Request &req, httplib::Response &res) {
-        if (res.body.empty()) {  // raised by httplib, not by a handler (which counts its own)
-            const std::string message =
-                res.status == 413   ? "request body exceeds " + std::to_string(options_.max_body_bytes) + " bytes"
-                : res.status == 431 ? "request head exceeds " + std::to_string(options_.max_header_bytes) +
-                                          " bytes or " + std::to_string(options_.max_headers) + " header lines"
-                : res.status == 408
-                    ? fmt::format("request line and headers took longer than {:g} s", options_.header_timeout)
-                : res.status == 415
-                    ? std::string("request bodies are plain JSON: no Content-Encoding, no multipart/form-data")
-                : res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
-                                    : "HTTP error " + std::to_string(res.status);
-            reply_error(res, res.status, "http", message);
-            metrics_.count_request(endpoint_label(req.path), res.status);
-        }
-    });
+    // Workers run the routes that wait: room for every slot, the queue, and a reload or two.
+    main_ = std::make_unique<http::Listener>(request_limits(options), api_routes(), error, kIoThreads,
+                                             static_cast<size_t>(options.parallel + options.max_queue) + 4);
+    if (options.health_port) {
+        http::Router probes;
+        add_probe_routes(probes);
+        http::Limits limits = request_limits(options);
+        limits.max_connections = std::min<size_t>(limits.max_connections, kMaxProbeConnections);
+        health_ = std::make_unique<http::Listener>(limits, std::move(probes), error, 1, 0);
+    }
 }
 
-void HttpServer::register_probes(httplib::Server &server) {
-    server.Get("/healthz", [this](const httplib::Request &, httplib::Response &res) {
+http::Router HttpServer::api_routes() {
+    http::Router router;
+    add_probe_routes(router);
+    using http::RunsOn;
+    const auto route = [this](void (HttpServer::*handler)(const http::Request &, http::Response &)) {
+        return [this, handler](const http::Request &req, http::Response &res) { (this->*handler)(req, res); };
+    };
+    router.add("POST", "/v1/generate", RunsOn::worker, route(&HttpServer::generate));
+    router.add("POST", "/v1/completions", RunsOn::worker, route(&HttpServer::completions));
+    router.add("GET", "/v1/models", RunsOn::io_thread,
+               [this](const http::Request &, http::Response &res) { models(res); });
+    router.add("POST", "/tokenize", RunsOn::io_thread, route(&HttpServer::handle_tokenize));
+    router.add("POST", "/detokenize", RunsOn::io_thread, route(&HttpServer::handle_detokenize));
+    if (options_.admin) router.add("POST", "/admin/reload", RunsOn::worker, route(&HttpServer::admin_reload));
+    return router;
+}
+
+void HttpServer::add_probe_routes(http::Router &router) {
+    using http::RunsOn;
+    router.add("GET", "/healthz", RunsOn::io_thread, [this](const http::Request &, http::Response &res) {
         res.status = 200;
         res.set_content("ok\n", "text/plain");
         metrics_.count_request("/healthz", 200);
     });
-    server.Get("/readyz", [this](const httplib::Request &, httplib::Response &res) {
-        const auto model = slot_.current();
-        const Readiness r = readiness(model ? model->info.name : nullptr, model && model->scheduler->device_failed(),
-                                      admission_.draining());
-        res.status = r.status;
-        res.set_content(r.text, "text/plain");
-        metrics_.count_request("/readyz", res.status);
-    });
-    server.Get("/metrics", [this](const httplib::Request &, httplib::Response &res) { serve_metrics(res); });
+    router.add("GET", "/readyz", RunsOn::io_thread,
+               [this](const http::Request &, http::Response &res) { readyz(res); });
+    router.add("GET", "/metrics", RunsOn::io_thread,
+               [this](const http::Request &, http::Response &res) { serve_metrics(res); });
+}
+
+void HttpServer::transport_error(http::Response &res, int status, const std::string &message, const std::string &path) {
+    reply_error(res, status, status == 404 ? "not_found_error" : "invalid_request_error", message);
+    metrics_.count_request(endpoint_label(path), status);
+}
+
+void HttpServer::readyz(http::Response &res) {
+    const auto model = slot_.current();
+    // Saturated: a generation sent now would wait for a worker or be refused (429), so a load balancer
+    // should send it elsewhere.
+    const bool saturated = main_->saturated() || admission_.full();
+    const Readiness r = readiness(model ? model->info.name : nullptr, model && model->scheduler->device_failed(),
+                                  admission_.draining(), saturated);
+    res.status = r.status;
+    res.set_content(r.text, "text/plain");
+    metrics_.count_request("/readyz", res.status);
 }
 
 int HttpServer::bind() {
-    if (options_.port == 0) return http_.bind_to_any_port(options_.host);
-    return http_.bind_to_port(options_.host, options_.port) ? options_.port : -1;
+    const int port = main_->bind(options_.host, options_.port);
+    if (port < 0) return -1;
+    if (health_ && (health_port_ = health_->bind(options_.host, *options_.health_port)) < 0) return -1;
+    return port;
 }
 
-void HttpServer::serve() { http_.listen_after_bind(); }
+void HttpServer::start() {
+    if (health_) health_->start();
+    main_->start();
+}
 
-void HttpServer::stop() { http_.stop(); }
+void HttpServer::stop() {
+    main_->stop();
+    if (health_) health_->stop();
+}
 
-void HttpServer::serve_metrics(httplib::Response &res) {
+void HttpServer::serve_metrics(http::Response &res) {
     Gauges g;
-    g.active = admission_.active();
-    g.queued = admission_.queued();
     g.slots = options_.parallel;
     if (const auto model = slot_.current()) {
         g.slots_in_use = model->scheduler->slots_in_use();
+        g.active = g.slots_in_use;
+        g.queued = model->scheduler->waiting();
         g.model_name = model->info.name;
         if (gpt_model_get_memory(model->model, &g.memory, sizeof g.memory) != GPT_OK) g.memory = {};
     }
@@ -142,20 +176,22 @@ LoadResult HttpServer::reload(const std::string &path) {
     return r;
 }
 
-void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &res) {
+void HttpServer::admin_reload(const http::Request &req, http::Response &res) {
     auto count = [&] { metrics_.count_request("/admin/reload", res.status); };
     if (const AdminVerdict denied = admin_->authorize(req); denied.status != 0) {
         if (!denied.www_authenticate.empty()) res.set_header("WWW-Authenticate", denied.www_authenticate);
         spdlog::warn("event=admin_denied code={} remote={} message=\"{}\"", denied.status, req.remote_addr,
                      denied.message);
-        reply_error(res, denied.status, denied.status == 401 ? "unauthorized" : "forbidden", denied.message);
+        reply_error(res, denied.status, denied.status == 401 ? "authentication_error" : "permission_error",
+                    denied.message);
         return count();
     }
     std::string path;
     if (!req.body.empty()) {
         const json body = json::parse(req.body, nullptr, false);
         if (body.is_discarded() || !body.is_object() || (body.contains("path") && !body["path"].is_string())) {
-            reply_error(res, 400, "invalid_request", "body must be {} or {\"path\": \"<model or artifact dir>\"}");
+            reply_error(res, 400, "invalid_request_error", "body must be {} or {\"path\": \"<model or artifact dir>\"}",
+                        "path");
             return count();
         }
         path = body.value("path", "");
@@ -163,7 +199,8 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
     if (!path.empty()) {  // empty: the configured model, which the operator named
         const AdminVerdict refused = admin_->resolve_model_path(path, &path);
         if (refused.status != 0) {
-            reply_error(res, refused.status, refused.status == 403 ? "forbidden" : "invalid_request", refused.message);
+            reply_error(res, refused.status, refused.status == 403 ? "permission_error" : "invalid_request_error",
+                        refused.message, "path");
             return count();
         }
     }
@@ -182,7 +219,7 @@ void HttpServer::admin_reload(const httplib::Request &req, httplib::Response &re
     count();
 }
 
-void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
+void HttpServer::generate(const http::Request &req, http::Response &res) {
     const Clock::time_point started = Clock::now();
     const std::string id = begin_request("req-", res);
     auto finish = [&](int code) { finish_request("/v1/generate", id, started, code); };
@@ -191,19 +228,19 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
     try {
         request = parse_generate_request(req.body, options_.max_tokens);
     } catch (const BadRequest &e) {
-        reply_error(res, 400, "invalid_request", e.what());
-        return finish(400);
+        reply_bad_request(res, e);
+        return finish(e.code);
     }
     std::shared_ptr<Ticket> ticket;
     std::shared_ptr<const ServedModel> model;
-    if (const int code = admit(started, &ticket, &model, res); code != 0) return finish(code);
+    if (const int code = admit(&ticket, &model, res); code != 0) return finish(code);
     std::vector<gpt_token> prompt;
     try {
         prompt = tokenize_prompt(*model, request.prompt);
         check_prompt(*model, prompt);
     } catch (const BadRequest &e) {
-        reply_error(res, 400, "invalid_request", e.what());
-        return finish(400);
+        reply_bad_request(res, e);
+        return finish(e.code);
     }
     JobSpec spec;
     spec.prompt = prompt;
@@ -218,15 +255,18 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
         std::vector<gpt_token> tokens;
         std::string text;
     };
-    auto run = [this, id, started, model, spec, stream = request.stream](const EventSink &sink) {
+    auto run = [this, id, started, model, spec, stream = request.stream, hung_up = req.hung_up](const EventSink &sink) {
         Outcome out;
         double first_token = 0;
-        out.job = run_job(*model, spec, [&](const TokenEvent &e) {
-            if (e.token != GPT_TOKEN_NONE && out.tokens.empty()) first_token = seconds_since(started);
-            if (e.token != GPT_TOKEN_NONE) out.tokens.push_back(e.token);
-            out.text += e.text;
-            return !sink || sink(e);
-        });
+        out.job = run_job(
+            *model, spec,
+            [&](const TokenEvent &e) {
+                if (e.token != GPT_TOKEN_NONE && out.tokens.empty()) first_token = seconds_since(started);
+                if (e.token != GPT_TOKEN_NONE) out.tokens.push_back(e.token);
+                out.text += e.text;
+                return !sink || sink(e);
+            },
+            [&hung_up] { return hung_up && hung_up->load(); });
         log_generation(id, started, *model, stream, spec.prompt.size(), *out.job, first_token);
         return out;
     };
@@ -241,6 +281,7 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
 
     if (!request.stream) {
         const Outcome out = run(nullptr);
+        if (reply_if_never_started(*out.job, res)) return finish(res.status);
         if (out.job->status() == GPT_OK) {
             json body = summary(out);
             body["text"] = out.text;
@@ -249,35 +290,37 @@ void HttpServer::generate(const httplib::Request &req, httplib::Response &res) {
             res.set_content(json_text(body), kJson);
             return finish(200);
         }
-        reply_error(res, out.job->status() == GPT_ERR_OUT_OF_MEMORY ? 503 : 500,
-                    gpt_status_to_string(out.job->status()), out.job->error());
+        reply_error(res, out.job->status() == GPT_ERR_OUT_OF_MEMORY ? 503 : 500, "server_error", out.job->error(), "",
+                    gpt_status_to_string(out.job->status()));
         return finish(res.status);
     }
 
     res.status = 200;
     finish(200);  // the status line goes out before the first token
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [ticket, run, summary](size_t, httplib::DataSink &sink) {
+    res.content_type = "text/event-stream";
+    res.stream = [ticket, run, summary](http::StreamWriter &sink) {
         const EventSink token_sink = [&sink](const TokenEvent &e) {
             if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
             const std::string event = sse("token", {{"token", e.token}, {"text", e.text}});
-            return sink.write(event.data(), event.size());
+            return sink.write(event);
         };
         const Outcome out = run(token_sink);
         std::string last;
         if (out.job->status() == GPT_OK) {
             last = sse("done", summary(out));
         } else {
-            last = sse("error",
-                       {{"error", {{"type", gpt_status_to_string(out.job->status())}, {"message", out.job->error()}}}});
+            last = sse("error", {{"error",
+                                  {{"message", out.job->error()},
+                                   {"type", "server_error"},
+                                   {"param", nullptr},
+                                   {"code", gpt_status_to_string(out.job->status())}}}});
         }
-        if (out.job->finish_reason() != "cancelled") sink.write(last.data(), last.size());
-        sink.done();
-        return true;
-    });
+        if (out.job->finish_reason() != "cancelled") sink.write(last);
+    };
 }
 
-std::string HttpServer::begin_request(const char *id_prefix, httplib::Response &res) {
+std::string HttpServer::begin_request(const char *id_prefix, http::Response &res) {
     std::string id = id_prefix + std::to_string(next_request_id_++);
     res.set_header("X-Request-Id", id);
     return id;
@@ -289,10 +332,8 @@ void HttpServer::finish_request(const char *endpoint, const std::string &id, Clo
         spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
 }
 
-int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket,
-                      std::shared_ptr<const ServedModel> *model, httplib::Response &res) {
-    const Clock::time_point deadline = started + seconds(options_.request_timeout);
-    switch (admission_.enter(deadline)) {
+int HttpServer::admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res) {
+    switch (admission_.enter()) {
         case Admission::Verdict::admitted: break;
         case Admission::Verdict::queue_full:
             res.set_header("Retry-After", "1");
@@ -300,9 +341,6 @@ int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket
             return 429;
         case Admission::Verdict::draining:
             reply_error(res, 503, "shutting_down", "the server is shutting down");
-            return 503;
-        case Admission::Verdict::timed_out:
-            reply_error(res, 503, "timeout", "no generation slot freed up within the request timeout");
             return 503;
     }
     *ticket = std::make_shared<Ticket>(admission_);
@@ -312,6 +350,12 @@ int HttpServer::admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket
         return 503;
     }
     return 0;
+}
+
+bool HttpServer::reply_if_never_started(const Job &job, http::Response &res) {
+    if (job.got_slot() || job.finish_reason() != "timeout") return false;
+    reply_error(res, 503, "server_error", "no generation slot freed up within the request timeout", "", "timeout");
+    return true;
 }
 
 void HttpServer::log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,

@@ -1,8 +1,7 @@
-// http_server.h — the HTTP surface: routes, status codes, SSE streaming,
-// admission and metrics around each generation, and hot reload.
+// http_server.h — the HTTP API: routes, status codes, SSE streaming, admission and
+// metrics around each generation, and hot reload. The transport under it
+// (transport/) reads requests within their limits and writes what the routes answer.
 #pragma once
-
-#include <httplib.h>
 
 #include <atomic>
 #include <memory>
@@ -11,56 +10,66 @@
 #include "admin_auth.h"
 #include "admission.h"
 #include "clock.h"
-#include "guarded_server.h"
 #include "metrics.h"
 #include "model_slot.h"
 #include "options.h"
+#include "transport/listener.h"
 
 namespace server {
 
-// The limits on every request's head and body that options set (guarded_connection.h).
-RequestLimits request_limits(const Options &options);
+// The limits on every request's head, body and connection that options set.
+http::Limits request_limits(const Options &options);
 
 class HttpServer {
 public:
     HttpServer(const Options &options, ModelSlot &slot, Admission &admission, Metrics &metrics);
 
-    // Binds options.host:port (port 0 = any free one) and returns the port; -1 on failure.
+    // Binds options.host:port (port 0 = any free one) and the health port when options name one; returns
+    // the main port, -1 on failure. health_port() is the other's, -1 when there is none.
     int bind();
-    // Serves until stop(). Returns after in-flight connections are closed.
-    void serve();
+    int health_port() const { return health_port_; }
+    // Serves on the transport's threads until stop().
+    void start();
     void stop();
     // Loads `path` (empty = the configured model) beside the current model and
     // swaps it in; logged and counted. Used by POST /admin/reload and SIGHUP.
     LoadResult reload(const std::string &path);
 
-    // GET /healthz, /readyz and /metrics on `server`: this server's, and the health listener's.
-    void register_probes(httplib::Server &server);
-
 private:
-    void generate(const httplib::Request &req, httplib::Response &res);
-    // OpenAI-compatible endpoints (completions.cpp).
-    void completions(const httplib::Request &req, httplib::Response &res);
-    void models(httplib::Response &res);
-    void handle_tokenize(const httplib::Request &req, httplib::Response &res);
-    void handle_detokenize(const httplib::Request &req, httplib::Response &res);
+    http::Router api_routes();
+    // GET /healthz, /readyz and /metrics: the main port's and the health port's.
+    void add_probe_routes(http::Router &router);
+    // The body of an answer the transport makes itself (404, 408, 413, 415, 431, ...), counted.
+    void transport_error(http::Response &res, int status, const std::string &message, const std::string &path);
+
+    // POST /v1/generate, the server's own API, and POST /v1/completions, OpenAI's (completions.cpp).
+    void generate(const http::Request &req, http::Response &res);
+    void completions(const http::Request &req, http::Response &res);
+    void models(http::Response &res);
+    void handle_tokenize(const http::Request &req, http::Response &res);
+    void handle_detokenize(const http::Request &req, http::Response &res);
+    void readyz(http::Response &res);
     // A generation request's id (also sent as X-Request-Id), and its count and log line once answered.
-    std::string begin_request(const char *id_prefix, httplib::Response &res);
+    std::string begin_request(const char *id_prefix, http::Response &res);
     void finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code);
-    // Waits for a slot (admission) and takes the current model: 0, or the HTTP status already replied.
-    int admit(Clock::time_point started, std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model,
-              httplib::Response &res);
+    // Takes a place among the generations (a slot or the scheduler's queue, admission.h) and the current
+    // model: 0, or the HTTP status already replied (429 full, 503 draining or no model).
+    int admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res);
+    // A plain reply for a generation that ended in the queue at its deadline, never given a slot: 503.
+    bool reply_if_never_started(const Job &job, http::Response &res);
     void log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
                         size_t prompt_tokens, const Job &job, double first_token);
-    void admin_reload(const httplib::Request &req, httplib::Response &res);
-    void serve_metrics(httplib::Response &res);
+    void admin_reload(const http::Request &req, http::Response &res);
+    void serve_metrics(http::Response &res);
 
     const Options &options_;
     ModelSlot &slot_;
     Admission &admission_;
     Metrics &metrics_;
     std::unique_ptr<AdminAccess> admin_;  // set when admin is on
-    GuardedServer http_;
+    std::unique_ptr<http::Listener> main_;
+    std::unique_ptr<http::Listener> health_;  // set when options name a health port
+    int health_port_ = -1;
     std::atomic<uint64_t> next_request_id_{1};
 };
 

@@ -15,7 +15,6 @@
 
 #include "admission.h"
 #include "clock.h"
-#include "health_listener.h"
 #include "http_server.h"
 #include "metrics.h"
 #include "model_slot.h"
@@ -33,14 +32,14 @@ void runtime_log(gpt_log_level level, const char *message, void *) {
     spdlog::log(levels[level], "event=runtime message=\"{}\"", message);
 }
 
-// Stop taking work, give in-flight requests the grace period, then end what is left. The health
-// listener stays up meanwhile (its /readyz says draining); the caller stops it last.
+// Stop taking work, give in-flight requests the grace period, then end what is left. The listeners stay
+// up meanwhile (/readyz says draining) and stop last.
 void shut_down(server::HttpServer &http, server::Admission &admission, std::atomic<bool> &stop_generations,
                double grace) {
     admission.drain();
     const bool idle = admission.wait_idle(Clock::now() + seconds(grace));
     if (!idle) {
-        spdlog::warn("event=shutdown_grace_over active={} (ending their generations)", admission.active());
+        spdlog::warn("event=shutdown_grace_over admitted={} (ending their generations)", admission.admitted());
         stop_generations = true;
         admission.wait_idle(Clock::now() + seconds(5));
     }
@@ -69,30 +68,16 @@ int run(const server::Options &options) {
     server::SchedulerOptions scheduling{options.parallel, options.prefill_budget, &metrics, &stop_generations};
     server::ModelSlot slot(
         {options.threads, options.allow_cpu_fallback, !options.no_cuda_graphs, options.trusted_keys, scheduling});
-    // A request holds an admission ticket while it is in a slot: as many as there are slots.
+    // A generation holds an admission ticket while it runs in a slot or waits in the scheduler's queue.
     server::Admission admission(options.parallel, options.max_queue);
     server::HttpServer http(options, slot, admission, metrics);
     if (const auto r = http.reload(options.model); r.status != GPT_OK) return 1;
 
     const int port = http.bind();
-    if (port < 0) {
-        spdlog::critical("event=bind_failed host={} port={}", options.host, options.port);
-        return 1;
-    }
-    std::unique_ptr<server::HealthListener> health;
-    int health_port = -1;
-    if (options.health_port) {
-        health = std::make_unique<server::HealthListener>(server::request_limits(options),
-                                                          [&http](httplib::Server &s) { http.register_probes(s); });
-        if ((health_port = health->bind(options.host, *options.health_port)) < 0) {
-            spdlog::critical("event=bind_failed host={} health_port={}", options.host, *options.health_port);
-            return 1;
-        }
-        health->start();
-    }
+    if (port < 0) return 1;  // logged by the listener
     spdlog::info("event=listening host={} port={} admin={} health_port={}", options.host, port, options.admin,
-                 health ? std::to_string(health_port) : "off");
-    std::thread serving([&http] { http.serve(); });
+                 http.health_port() >= 0 ? std::to_string(http.health_port()) : "off");
+    http.start();
 
     while (true) {
         int signal = 0;
@@ -101,13 +86,11 @@ int run(const server::Options &options) {
             http.reload("");
             continue;
         }
-        spdlog::info("event=shutdown signal={} active={} queued={} grace_s={}", signal, admission.active(),
-                     admission.queued(), options.shutdown_grace);
+        spdlog::info("event=shutdown signal={} admitted={} grace_s={}", signal, admission.admitted(),
+                     options.shutdown_grace);
         shut_down(http, admission, stop_generations, options.shutdown_grace);
         break;
     }
-    serving.join();
-    if (health) health->stop();
     spdlog::info("event=stopped");
     return 0;
 }

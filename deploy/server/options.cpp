@@ -43,8 +43,15 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
     app.add_option("--header-timeout", o->header_timeout,
                    "seconds a request's line and headers may take to arrive (then 408)")
         ->check(CLI::Range(0.01, 3600.0));
+    app.add_option("--body-timeout", o->body_timeout,
+                   "seconds a request's body may take to arrive after its headers (then 408)")
+        ->check(CLI::Range(0.01, 3600.0));
+    app.add_option("--max-connections", o->max_connections,
+                   "open connections per listener; more are closed at once (0 = a quarter of the open-file limit, "
+                   "at most 1024)")
+        ->check(CLI::Range(size_t{0}, size_t{1} << 20));
     app.add_option("--health-port", o->health_port,
-                   "second listener for /healthz, /readyz and /metrics with its own threads (0 = any free port)")
+                   "second listener for /healthz, /readyz and /metrics with its own thread (0 = any free port)")
         ->check(CLI::Range(0, 65535));
     app.add_option("--shutdown-grace", o->shutdown_grace, "seconds in-flight requests get after SIGTERM")
         ->check(CLI::NonNegativeNumber);

@@ -24,6 +24,8 @@ struct Options {
     size_t max_header_bytes = 16 * 1024;  // request line + headers; beyond: 431
     size_t max_headers = 100;             // header lines; beyond: 431
     double header_timeout = 10;           // seconds from a request's first byte to its blank line; then 408
+    double body_timeout = 30;             // seconds from the blank line to the body's last byte; then 408
+    size_t max_connections = 0;           // per listener; 0 = a quarter of the open-file limit, at most 1024
     std::optional<int> health_port;       // unset = no health listener; 0 = any free port (logged)
     double shutdown_grace = 10;           // seconds for in-flight requests after SIGTERM
     bool admin = false;                   // POST /admin/reload: loopback clients with the token only

@@ -2,13 +2,13 @@
 // client's bytes, errors in OpenAI's shape, server-sent events.
 #pragma once
 
-#include <httplib.h>
-
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "clock.h"
+#include "request.h"
+#include "transport/http_message.h"
 
 namespace server {
 
@@ -20,8 +20,12 @@ std::string json_text(const nlohmann::json &j);
 
 // {"error": {"message", "type", "param", "code"}} with HTTP status `status`, as OpenAI's API writes errors
 // (its clients raise their typed exceptions from the status). `param` and `code` are null when empty.
-void reply_error(httplib::Response &res, int status, const std::string &type, const std::string &message,
+void reply_error(http::Response &res, int status, const std::string &type, const std::string &message,
                  const std::string &param = "", const std::string &code = "");
+
+// A BadRequest as OpenAI answers it: type invalid_request_error (not_found_error and code model_not_found for
+// a 404), the field at fault as `param`.
+void reply_bad_request(http::Response &res, const BadRequest &e);
 
 // An SSE event: named (`event: NAME`) when `event` is not empty, then `data: JSON`.
 std::string sse(const std::string &event, const nlohmann::json &data);

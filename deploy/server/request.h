@@ -27,11 +27,15 @@ nlohmann::json parse_body(const std::string &body, std::initializer_list<const c
 // The same check of the fields of an object inside a body.
 void refuse_unknown_fields(const nlohmann::json &object, std::initializer_list<const char *> known);
 
+// body["seed"], which must be an integer in [0, 2^63): BadRequest otherwise (a negative seed included, never
+// wrapped to a large one).
+uint64_t parse_seed(const nlohmann::json &body);
+
 struct GenerateRequest {
     std::string prompt;
     int max_tokens = 64;
     float temperature = 1.0f;
-    int top_k = 0;
+    int top_k = 0;  // 0 = off
     float top_p = 1.0f;
     std::optional<uint64_t> seed;  // none: the server draws one and reports it
     bool stream = false;

@@ -149,17 +149,23 @@ void Scheduler::run() {
 // single-sequence session would), up to the prefill budget but always at least one.
 void Scheduler::admit(std::vector<int> *newcomers) {
     const Clock::time_point now = Clock::now();
+    // The queue is the server's only one (admission.h bounds it): a request that ends while it waits (its
+    // client gone, its deadline passed, shutdown) leaves it now, not when a slot frees.
+    const bool stop_all = options_.stop_all && options_.stop_all->load();
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        const std::shared_ptr<Job> &job = *it;
+        if (!job->cancelled() && now < job->spec().deadline && !stop_all) {
+            ++it;
+            continue;
+        }
+        job->finish(job->cancelled() ? "cancelled" : now >= job->spec().deadline ? "timeout" : "shutdown");
+        it = waiting_.erase(it);
+    }
     int budget = options_.prefill_budget;
     for (size_t seq = 0; seq < slots_.size() && !waiting_.empty(); ++seq) {
         Slot &slot = slots_[seq];
         if (slot.job) continue;
         std::shared_ptr<Job> job = waiting_.front();
-        if (job->cancelled() || now >= job->spec().deadline || (options_.stop_all && options_.stop_all->load())) {
-            waiting_.pop_front();
-            job->finish(job->cancelled() ? "cancelled" : now >= job->spec().deadline ? "timeout" : "shutdown");
-            --seq;  // the slot is still free
-            continue;
-        }
         const auto prompt_tokens = static_cast<int>(job->spec().prompt.size());
         if (!newcomers->empty() && prompt_tokens > budget) break;  // the next round takes it
         waiting_.pop_front();
@@ -184,6 +190,7 @@ void Scheduler::admit(std::vector<int> *newcomers) {
             }
         }
         job->queue_wait_ = seconds_between(job->submitted_, now);
+        job->got_slot_ = true;
         if (options_.metrics) options_.metrics->observe_queue_wait(job->queue_wait_);
         slot.job = std::move(job);
         slot.pending = GPT_TOKEN_NONE;
@@ -352,6 +359,8 @@ void Scheduler::end(int seq, const std::string &reason, gpt_status status, const
         if (!tail.text.empty() && status == GPT_OK) slot.job->emit(std::move(tail));
     }
     if (options_.metrics) options_.metrics->count_tokens(static_cast<uint64_t>(slot.generated));
+    // Counted free before the client hears of the end: a reply read right after it sees the slot free.
+    --in_use_;
     slot.job->finish(reason, status, error);
     gpt_sampler_free(std::exchange(slot.sampler, nullptr));
     gpt_detokenizer_free(std::exchange(slot.detokenizer, nullptr));
@@ -359,7 +368,6 @@ void Scheduler::end(int seq, const std::string &reason, gpt_status status, const
     slot.pending = GPT_TOKEN_NONE;
     slot.refill = false;
     slot.history.clear();
-    --in_use_;
 }
 
 // A failed prefill or step ends the requests it was for. CUDA errors leave the device unusable.

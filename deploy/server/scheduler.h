@@ -71,6 +71,7 @@ public:
     const std::string &error() const { return error_; }
     int completion_tokens() const { return completion_tokens_; }
     double queue_wait() const { return queue_wait_; }  // seconds from arrival to its prefill
+    bool got_slot() const { return got_slot_; }        // false: it ended while waiting in the queue
 
 private:
     friend class Scheduler;
@@ -89,6 +90,7 @@ private:
     std::string error_;
     int completion_tokens_ = 0;
     double queue_wait_ = 0;
+    bool got_slot_ = false;
 };
 
 struct SchedulerOptions {

@@ -9,17 +9,19 @@
 
 using server::readiness;
 
-TEST_CASE("readyz is 200 only with a model, a working device and no drain") {
-    CHECK(readiness("tiny", false, false).status == 200);
-    CHECK(readiness("tiny", false, false).text == "ready: tiny\n");
-    CHECK(readiness(nullptr, false, false).status == 503);
-    CHECK(readiness("tiny", false, true).status == 503);
-    CHECK(readiness("tiny", false, true).text == "draining\n");
+TEST_CASE("readyz is 200 only with a model, a working device, no drain and room for a request") {
+    CHECK(readiness("tiny", false, false, false).status == 200);
+    CHECK(readiness("tiny", false, false, false).text == "ready: tiny\n");
+    CHECK(readiness(nullptr, false, false, false).status == 503);
+    CHECK(readiness("tiny", false, true, false).status == 503);
+    CHECK(readiness("tiny", false, true, false).text == "draining\n");
+    CHECK(readiness("tiny", false, false, true).status == 503);
+    CHECK(readiness("tiny", false, false, true).text.rfind("saturated", 0) == 0);
 }
 
 TEST_CASE("readyz is 503 once the device failed, draining or not") {
     for (const bool draining : {false, true}) {
-        const server::Readiness r = readiness("tiny", true, draining);
+        const server::Readiness r = readiness("tiny", true, draining, false);
         CHECK(r.status == 503);
         CHECK(r.text == "the device failed (CUDA error): restart the server\n");
     }
