@@ -4,8 +4,11 @@
 //   aoti_bench DIR --threads N --batch B --context C --tokens T --reps R [--cuda 1]
 // With --cuda 1 the tensors are on GPU 0 (the packages were compiled for it) and each
 // step's argmax comes back to the host, as a plain loop over torch's loader would.
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 
 #include <chrono>

@@ -5,9 +5,6 @@ Most sources parse torch's headers (tens of seconds each), so a file is checked 
 when it, one of the project headers it includes (the build's own dependency record:
 `ninja -t deps`), the checks, the tool or its compile command changed since it last passed
 on this machine. A verdict is a stamp under GPT_CACHE_DIR; GPT_FULL=1 checks every file.
-The build compiles torch's headers into a precompiled header (runtime/CMakeLists.txt) in gcc's format,
-which clang cannot read: clang-tidy gets each command without it, from a copy of the compile database
-(build/tidy/), so it also sees a source that leans on the precompiled header for an include it lacks.
 Usage: scripts/tidy.py FILE...   (run from the repository root after scripts/build.sh)
 """
 
@@ -23,22 +20,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 CACHE = Path(os.environ.get("GPT_CACHE_DIR") or Path.home() / ".cache" / "gpt-aot") / "clang-tidy"
-TIDY_DB = BUILD / "tidy"
-
-
-def without_precompiled_header(command: str) -> str:
-    """The compile command minus CMake's `-Winvalid-pch -include <target>/cmake_pch.hxx`."""
-    words = shlex.split(command)
-    kept = []
-    skip = False
-    for i, word in enumerate(words):
-        if skip:
-            skip = False
-        elif word == "-include" and i + 1 < len(words) and words[i + 1].endswith("cmake_pch.hxx"):
-            skip = True
-        elif word != "-Winvalid-pch":
-            kept.append(word)
-    return shlex.join(kept)
 
 
 def project_headers(obj: str) -> list[Path]:
@@ -64,14 +45,9 @@ def verdict_key(source: str, command: str, shared: bytes) -> str | None:
 
 
 def main(files: list[str]) -> int:
-    entries = json.loads((BUILD / "compile_commands.json").read_text())
-    for entry in entries:
-        entry["command"] = without_precompiled_header(entry["command"])
-    TIDY_DB.mkdir(exist_ok=True)
-    (TIDY_DB / "compile_commands.json").write_text(json.dumps(entries, indent=1))
     commands = {
         str(Path(c["file"]).resolve().relative_to(ROOT)): c["command"]
-        for c in entries
+        for c in json.loads((BUILD / "compile_commands.json").read_text())
         if Path(c["file"]).resolve().is_relative_to(ROOT)
     }
     version = subprocess.run(["clang-tidy", "--version"], capture_output=True, text=True, check=True).stdout
@@ -83,7 +59,7 @@ def main(files: list[str]) -> int:
         key = verdict_key(source, commands[source], shared) if source in commands else None
         if key and not full and (CACHE / key).exists():
             return True
-        run = subprocess.run(["clang-tidy", "-p", str(TIDY_DB), "--quiet", source], capture_output=True, text=True)
+        run = subprocess.run(["clang-tidy", "-p", str(BUILD), "--quiet", source], capture_output=True, text=True)
         report = "\n".join(line for line in (run.stdout + run.stderr).splitlines() if "warnings generated" not in line)
         if report.strip():
             print(report, flush=True)

@@ -1,7 +1,9 @@
 // captured_decode.cpp — capture and replay with torch's CUDAGraph, on the session's stream.
 #include "exec/captured_decode.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <mutex>

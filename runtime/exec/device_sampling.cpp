@@ -4,7 +4,14 @@
 // stable sort keeps equal logits in id order); the others walk it in id order, as the host does.
 #include "exec/device_sampling.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 
 #include <cmath>
 

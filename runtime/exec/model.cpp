@@ -2,8 +2,12 @@
 // decode (decode_one for one row), the training graphs and the golden-vector check.
 #include "exec/model.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/Version.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <cstdlib>

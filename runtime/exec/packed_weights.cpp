@@ -3,9 +3,14 @@
 // pack_for_int4pack), so the compile measured the layout run here.
 #include "exec/packed_weights.h"
 
-#include <ATen/ATen.h>
 #include <ATen/Version.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_convert_weight_to_int4pack_for_cpu.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/bitwise_right_shift.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/stack.h>
 
 #include "base/error.h"
 #include "base/log.h"

@@ -1,7 +1,8 @@
 // safetensors.cpp — tensors from a checked safetensors layout, and the writer.
 #include "exec/safetensors.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>

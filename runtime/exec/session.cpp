@@ -1,7 +1,8 @@
 // session.cpp — prefill/decode of each sequence with bounds checks, batched prefill and decode, the sampling loop.
 #include "exec/session.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <c10/core/StreamGuard.h>
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // quantization imply: the compiled graphs index into these buffers without checking them.
 #include "exec/weights.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "base/error.h"
 #include "exec/safetensors.h"

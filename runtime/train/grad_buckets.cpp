@@ -1,7 +1,8 @@
 // grad_buckets.cpp — see grad_buckets.h.
 #include "train/grad_buckets.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/zeros.h>
 
 namespace gpt {
 

@@ -2,7 +2,16 @@
 // checks, and the AdamW call over the master weights.
 #include "train/trainer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_foreach_copy.h>
+#include <ATen/ops/_foreach_norm.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
 
 #include <cmath>
 #include <optional>

@@ -5,7 +5,7 @@
 // and string metadata: format, format_version, iteration, the model's shape, the schedule.
 // The model's weights are not stored: they are the masters rounded to its dtype.
 // Loading checks everything before it changes anything.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "base/error.h"
 #include "exec/safetensors.h"

@@ -1,7 +1,10 @@
 // Batched sessions: sequences of different lengths prefilled and decoded in one call, each
 // against eager PyTorch or its own single-sequence session; sitting out; bad calls;
 // a step reads the cache only up to its span.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/tensor.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,7 +1,11 @@
 // Checkpoints: resume equals uninterrupted training bitwise, dropout masks
 // included; each trainer draws its masks from generators of its own; writes are
 // atomic even under SIGKILL; a failed step or a bad file changes nothing.
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/rand.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>

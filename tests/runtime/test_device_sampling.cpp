@@ -1,7 +1,14 @@
 // Sampling where the logits are (device_sampling.h) against the host Sampler: the same tokens for
 // the same settings, seeds and logits, row by row and step after step, and a refused step that
 // moves no sampler's stream. On the CPU the tensor path runs on CPU tensors; [cuda] on the GPU.
-#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/stack.h>
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Data-parallel training on c10d/Gloo with real processes on 127.0.0.1: two ranks
 // equal one rank with the doubled batch, a dead or hung peer turns into
 // GPT_ERR_PEER_FAILED within the timeout, and checkpoints move between world sizes.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

@@ -1,5 +1,7 @@
 // Inference through the C ABI against eager PyTorch, and determinism.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/full.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>

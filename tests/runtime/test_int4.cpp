@@ -5,8 +5,10 @@
 // weight or group size never reaches the kernel, and graphs that read the stored packing run only
 // where the kernel reads it. The other ATen CPU capabilities: tests/aot/test_int4.py runs `gpt verify`
 // under each.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/Version.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 #include <catch2/catch.hpp>
 
 #include <cstdint>

@@ -2,7 +2,8 @@
 // --quantize int8, weights as rows; tiny-int8-blocks: the same in blocks of 32 rows): they load
 // and match their golden vector, say what they are, hold fewer bytes, refuse a trainer, and a
 // damaged or reshaped scale or weight never reaches the graphs.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <catch2/catch.hpp>
 
 #include <cstdint>

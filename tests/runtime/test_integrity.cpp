@@ -1,6 +1,11 @@
 // A listed file is used only once all of it has been read and its sha256 is the
 // manifest's, also when a loader reads it straight into tensors piece by piece.
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>

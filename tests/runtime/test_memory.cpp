@@ -1,7 +1,8 @@
 // Memory through the C ABI: the figures (weights counted once with their packed copies, none on the
 // device for a CPU model, the GPU's for a CUDA one), loads and frees that leave nothing behind, and out of GPU
 // memory as a status after which the same model serves the next request.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 #include <malloc.h>
 #include <unistd.h>

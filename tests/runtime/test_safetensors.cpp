@@ -1,5 +1,5 @@
 // The safetensors reader refuses every malformed layout instead of reading out of bounds.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <catch2/catch.hpp>
 
 #include <string>

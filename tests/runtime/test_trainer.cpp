@@ -1,6 +1,9 @@
 // Training through the C ABI against a nanoGPT-style eager PyTorch run
 // (tests/fixtures/build_artifacts.py: reference_training).
-#include <ATen/ATen.h>
+#include <ATen/TensorIndexing.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
 
