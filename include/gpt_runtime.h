@@ -99,7 +99,9 @@ extern "C" {
  *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
  *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index,
  *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch,
- *    gpt_model_tokenize_n (text with its length, NUL bytes included). */
+ *    gpt_model_tokenize_n (text with its length, NUL bytes included); sequences as caches
+ *    (gpt_session_extend_seq, _truncate_seq, _copy_seq, gpt_session_set_abort_callback,
+ *    gpt_model_info.extend_graph). */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -128,7 +130,7 @@ typedef enum gpt_status {
     /* Resources and execution (4xx). */
     GPT_ERR_OUT_OF_MEMORY = 400, /* host or device allocation failed; the model stays usable */
     GPT_ERR_CUDA = 401,          /* a CUDA call failed; the message carries CUDA's error string */
-    GPT_ERR_ABORTED = 402,       /* a callback asked to stop */
+    GPT_ERR_ABORTED = 402,       /* a callback asked to stop (a token callback, a session's abort callback) */
     GPT_ERR_BUSY = 403,          /* the object is in use (e.g. a model with live sessions) */
     GPT_ERR_NON_FINITE = 404,    /* training produced a NaN/Inf loss or gradient (weights were not updated), or
                                     generation met NaN/+inf logits (nothing can be sampled from them) */
@@ -233,6 +235,8 @@ struct gpt_model_info {
                             output row (compile --quantize int8); "int4" (CPU): weight-only int4 linears, a
                             scale and a zero per group of inputs (compile --quantize int4). A quantized model
                             is for inference only */
+    bool extend_graph;   /* true when the artifact has the extend graph: gpt_session_extend_seq runs each piece
+                            in one pass; false for artifacts compiled before it (a decode step per token) */
 };
 GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
                                       size_t struct_size);
@@ -413,6 +417,39 @@ GPT_API gpt_status gpt_session_get_position_seq(const struct gpt_session *sessio
  * each cache up to the furthest position among sequences 0..last stepping one,
  * so its cost follows the longest of them, not block_size. */
 GPT_API gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token *tokens, float *logits);
+
+/* A session's sequences as caches of their tokens, for a server that reuses the cache of a prompt's
+ * shared prefix (a system prompt, few-shot examples) and prefills long prompts in pieces between
+ * decode steps. Each sequence holds the cache of its first `position` tokens
+ * (gpt_session_get_position_seq). Every argument is checked before anything changes.
+ *
+ * Append n_tokens (>= 1, position + n_tokens <= block_size) to sequence `seq` and write the
+ * next-token logits after the last of them to `logits` (vocab_size floats; NULL = not wanted). At
+ * position 0 this is gpt_session_prefill_seq. The tokens attend to everything the sequence held, so
+ * extending a prefix gives the logits of prefilling the whole (within float rounding). It runs in
+ * pieces of at most GPT_EXTEND_PIECE_TOKENS tokens, each one pass of the artifact's extend graph
+ * (artifacts compiled before it: a prefill at position 0, else a decode step per token); the
+ * session's abort callback is asked before each piece. Stopped (GPT_ERR_ABORTED) or failed while
+ * running, the sequence holds the pieces that ran: its position says how many tokens, and a later
+ * extend goes on from there. */
+#define GPT_EXTEND_PIECE_TOKENS 256
+GPT_API gpt_status gpt_session_extend_seq(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
+                                          int32_t n_tokens, float *logits);
+/* Keep the first n_tokens (0..position) of sequence `seq`: the next extend or decode continues
+ * from there. GPT_ERR_OUT_OF_RANGE for n_tokens outside 0..position. */
+GPT_API gpt_status gpt_session_truncate_seq(struct gpt_session *session, int32_t seq, int32_t n_tokens);
+/* Sequence `dst` becomes the first n_tokens (0..position of src) of sequence `src`: their cache is
+ * copied, src is unchanged. Several requests with one prompt prefix then compute it once.
+ * GPT_ERR_INVALID_ARGUMENT when src == dst, GPT_ERR_OUT_OF_RANGE for a sequence outside
+ * [0, n_seq) or n_tokens outside 0..position of src. */
+GPT_API gpt_status gpt_session_copy_seq(struct gpt_session *session, int32_t src, int32_t dst, int32_t n_tokens);
+/* Asked before each piece of gpt_session_extend_seq; returning true stops it, which then returns
+ * GPT_ERR_ABORTED (as ggml's abort callback: true means stop). Called on the thread that runs the
+ * session; e.g. a flag set by another thread when the client went away. */
+typedef bool (*gpt_abort_callback)(void *user_data);
+/* NULL (the default) never stops. The session keeps both pointers until they are set again. */
+GPT_API gpt_status gpt_session_set_abort_callback(struct gpt_session *session, gpt_abort_callback callback,
+                                                  void *user_data);
 
 /* Called once per generated token; return false to stop (the call then returns GPT_ERR_ABORTED,
  * with the tokens generated so far written out: see gpt_session_generate). */

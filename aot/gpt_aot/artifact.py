@@ -63,3 +63,8 @@ class ArtifactGraphs:
         graph = self.graphs["decode_one" if idx.shape[0] == 1 else "decode"]
         span = max(2, int(pos.max()) + 1)
         return graph(idx.contiguous(), pos.contiguous(), layer_caches(kv, span))
+
+    # The views span the positions up to the furthest row's last new one, as the runtime's do.
+    def extend(self, idx: torch.Tensor, start: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
+        span = max(2, int(start.max()) + idx.shape[1])
+        return self.graphs["extend"](idx.contiguous(), start.contiguous(), layer_caches(kv, span))

@@ -144,12 +144,13 @@ def compile_artifact(
                 "decode": linear_pick.choose_linear(model, target, batched_linear, kinds["decode"], "decode", rows),
                 "decode_one": decode_one,
             }
+            linears["extend"] = linears["prefill"]  # several tokens a row, as a prompt's
         forms = ", ".join(f"{graph} {pick['form']}" for graph, pick in linears.items())
         with progress.stage(
             f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; linears: {forms})"
         ):
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
-            kinds["decode_one"] = kinds["decode"]
+            kinds["decode_one"] = kinds["extend"] = kinds["decode"]
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):

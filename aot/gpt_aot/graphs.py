@@ -40,6 +40,11 @@ class DecodeGraph(EntryModule):
         return self._gpt[0].decode(idx, pos, caches)
 
 
+class ExtendGraph(EntryModule):
+    def forward(self, idx, start, caches):
+        return self._gpt[0].extend(idx, start, caches)
+
+
 @contextmanager
 def untied_lm_head(gpt: GPT):
     """The embedding reads its own copy of the tied weight: where the runtime
@@ -89,6 +94,11 @@ def graph_specs(gpt: GPT) -> dict:
         "prefill": spec("batch", c.block_size, [_tensor_sig("idx", torch.int64, ["batch", "seq"])]),
         "decode": spec("batch", "span", decode_inputs("batch")),
         "decode_one": spec(1, "span", decode_inputs(1)),
+        "extend": spec(
+            "batch",
+            "span",
+            [_tensor_sig("idx", torch.int64, ["batch", "seq"]), _tensor_sig("start", torch.int64, ["batch"])],
+        ),
     }
 
 
@@ -99,9 +109,13 @@ def export_graphs(
     its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing
     and its linears in the form `linear` names for it (mm if none). With
     linear["decode_one"], also decode_one: decode of a single sequence, batch 1
-    fixed, decode's kind (the runtime's graph whenever one row steps). The model
-    is left with mm linears and the kind of the graph exported last: decode's
-    when decode_one is exported (as compile_artifact does), else prefill's."""
+    fixed, decode's kind (the runtime's graph whenever one row steps). With
+    linear["extend"], also extend: several tokens appended to each row's cache
+    (dynamic batch, length and span), decode's kind (its call is decode's, a mask
+    over the cache, with more queries) and prefill's kind of linears (several
+    tokens a row). The model is left with mm linears and the kind of the graph
+    exported last: decode's when decode_one or extend is exported (as
+    compile_artifact does), else prefill's."""
     c = gpt.config
     if c.block_size < 3:  # span's range 2..block_size must hold more than one value to stay dynamic
         raise ValueError(f"block_size {c.block_size} is too small to compile: it must be at least 3")
@@ -145,6 +159,14 @@ def export_graphs(
         one = (step[:1].clone(), pos[:1].clone(), caches(1, example_span))
         dims = (None, None, [{2: span}] * (2 * c.n_layer))
         entries["decode_one"] = (DecodeGraph, one, dims, attention["decode"], linear["decode_one"])
+    if "extend" in linear:
+        # Rows at different positions, each new token within the span.
+        new = idx[:, : min(idx.shape[1], c.block_size - 1)].clone()
+        start = torch.tensor([1, 0], dtype=torch.int64, device=device)
+        ext_span = min(c.block_size, max(example_span, new.shape[1] + 1))
+        dims = ({0: batch, 1: seq}, {0: batch}, [{0: batch, 2: span}] * (2 * c.n_layer))
+        kind, form = attention["decode"], linear["extend"]
+        entries["extend"] = (ExtendGraph, (new, start, caches(2, ext_span)), dims, kind, form)
     programs = {}
     with torch.no_grad():
         for name, (graph, args, dims, kind, form) in entries.items():
@@ -153,4 +175,4 @@ def export_graphs(
             with attention_context(kind), untied_lm_head(gpt) if form in PACKED_FORMS else nullcontext():
                 programs[name] = torch.export.export(graph(gpt), args, dynamic_shapes=dims)
     gpt.set_linear_form("mm")
-    return {name: programs[name] for name in ("prefill", "decode", "decode_one") if name in programs}
+    return {name: programs[name] for name in ("prefill", "decode", "decode_one", "extend") if name in programs}

@@ -35,6 +35,9 @@ FORMAT_NAME = "gpt-aot"
 #     as stored, as before.
 # 13: training.master_dtype: the adamw graph's tensors (master weights, gradients, moments) are in it (float32),
 #     not in the model's dtype; a bf16 model's runtime keeps fp32 masters. Runtimes read 12 as master_dtype = dtype.
+#     Later, with no version of its own: graphs.extend (idx (batch, seq), start (batch,), the cache views of `span`
+#     positions), several tokens appended to each row's cache. Optional: a runtime without it ignores it, and one
+#     with it runs an artifact without it by decode steps.
 FORMAT_VERSION = 13
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it

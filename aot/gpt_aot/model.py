@@ -1,10 +1,11 @@
 """nanoGPT (GPT-2 architecture) with a static KV cache and selectable attention.
 
 The module layout and parameter names follow nanoGPT exactly so its checkpoints
-load unchanged. Three entry points share one set of weights:
+load unchanged. Four entry points share one set of weights:
   forward(idx, targets)      full-sequence logits (+ loss), as nanoGPT trains
   prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
   decode(idx, pos, kv)       one token per row b at position pos[b], its logits
+  extend(idx, start, kv)     T tokens per row b at positions [start[b], start[b] + T), last logits
 Rows of a batch are independent sequences, each at its own position. Every
 linear layer can run as aten's matrix product, oneDNN's (CPU) or, for one row,
 as a reduction (`set_linear_form`); with int8 or int4 weights (quantize.py)
@@ -145,6 +146,21 @@ class CausalSelfAttention(nn.Module):
         mask = visible.view(-1, 1, 1, span)
         return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
 
+    # start (B,): row b's T tokens go to cache positions [start[b], start[b] + T), each seeing
+    # the positions up to its own (what the row held before, then its earlier new tokens);
+    # every start[b] + T <= S. Decode is the case T == 1, kept as its own graph for its kernels.
+    def extend(self, x, start, k_cache, v_cache):
+        q, k, v = self._qkv(x)  # each (B, nh, T, hs)
+        B, T = x.shape[0], x.shape[1]
+        positions = start.view(-1, 1) + torch.arange(T, device=x.device).view(1, T)  # (B, T)
+        rows = torch.arange(B, device=x.device).view(-1, 1)
+        k_cache[rows, :, positions] = k.transpose(1, 2)  # advanced indices first: (B, T, nh, hs)
+        v_cache[rows, :, positions] = v.transpose(1, 2)
+        span = k_cache.shape[2]
+        visible = torch.arange(span, device=x.device).view(1, 1, span) <= positions.view(B, T, 1)  # (B, T, S)
+        mask = visible.view(B, 1, T, span)
+        return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
+
 
 class MLP(nn.Module):
     def __init__(self, config: GPTConfig):
@@ -176,6 +192,10 @@ class Block(nn.Module):
 
     def decode(self, x, pos, k_cache, v_cache):
         x = x + self.attn.decode(self.ln_1(x), pos, k_cache, v_cache)
+        return x + self.mlp(self.ln_2(x))
+
+    def extend(self, x, start, k_cache, v_cache):
+        x = x + self.attn.extend(self.ln_1(x), start, k_cache, v_cache)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -317,4 +337,16 @@ class GPT(nn.Module):
         x = self._embed(idx, pos.view(-1, 1))
         for i, block in enumerate(self.transformer.h):
             x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1])
+        return self.lm_head(self.transformer.ln_f(x[:, -1, :]))
+
+    def extend(self, idx, start, kv):
+        """idx (B, T), start (B,) int64 → logits of the last position (B, Vp); writes row b's cache at
+        [start[b], start[b] + T), attending to what it held before: a sequence's prompt in pieces, or a
+        shared prefix's cache continued with the rest of a prompt."""
+        caches = layer_caches(kv, self.config.block_size) if isinstance(kv, torch.Tensor) else kv
+        T = idx.shape[1]
+        positions = start.view(-1, 1) + torch.arange(T, device=idx.device).view(1, T)
+        x = self._embed(idx, positions)
+        for i, block in enumerate(self.transformer.h):
+            x = block.extend(x, start, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))

@@ -118,9 +118,11 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
     const size_t prompt_tokens = spec.prompt.size();
     auto usage = [prompt_tokens](const Job &job) {
         const auto completion = static_cast<size_t>(job.completion_tokens());
+        // OpenAI's cached_tokens: the prompt's prefix whose cache a slot held (scheduler.h), not computed again.
         return json{{"prompt_tokens", prompt_tokens},
                     {"completion_tokens", completion},
-                    {"total_tokens", prompt_tokens + completion}};
+                    {"total_tokens", prompt_tokens + completion},
+                    {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens()}}}};
     };
     auto choice = [](const std::string &text, const json &logprobs, const json &finish_reason) {
         return json::array({{{"text", text}, {"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason}}});

@@ -66,6 +66,7 @@ int run(const server::Options &options) {
     server::Metrics metrics;
     std::atomic<bool> stop_generations{false};  // set when shutdown's grace period ends
     server::SchedulerOptions scheduling{options.parallel, options.prefill_budget, &metrics, &stop_generations};
+    scheduling.prefix_cache = !options.no_prefix_cache;
     server::ModelSlot slot(
         {options.threads, options.allow_cpu_fallback, !options.no_cuda_graphs, options.trusted_keys, scheduling});
     // A generation holds an admission ticket while it runs in a slot or waits in the scheduler's queue.

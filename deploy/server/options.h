@@ -17,6 +17,7 @@ struct Options {
     bool no_cuda_graphs = false;              // decode steps as plain kernel launches on a GPU
     int parallel = 4;                         // requests decoded together (slots); <= the artifact's max_batch
     int prefill_budget = 512;                 // prompt tokens prefilled between two decode steps
+    bool no_prefix_cache = false;             // prefill every prompt whole (no reuse of a cached prefix)
     int max_queue = 16;                       // generations waiting for a slot; beyond: 429
     double request_timeout = 60;              // seconds, queue wait included
     int max_tokens = 1024;                    // cap on a request's max_tokens

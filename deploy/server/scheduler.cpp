@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "metrics.h"
+#include "prefix_cache.h"
 
 namespace server {
 
@@ -74,8 +75,12 @@ struct Scheduler::Slot {
     gpt_detokenizer *detokenizer = nullptr;  // null for an artifact without a text tokenizer
     gpt_token pending = GPT_TOKEN_NONE;      // emitted, to be appended at the next decode step
     bool refill = false;                     // the context is full: prefill the recent half window again
+    bool prefilling = false;                 // `feed` is going into the cache, a piece a round
     std::vector<gpt_token> history;          // prompt and generated tokens, for refills
-    int position = 0;                        // tokens in this sequence's cache
+    std::vector<gpt_token> feed;             // what the cache holds once prefilled: the prompt, or a refill's window
+    // The tokens this sequence's cache holds, in order (its position is their count). Kept after the request
+    // ends: the next prompt that starts with them reuses their cache.
+    std::vector<gpt_token> cached;
     int generated = 0;
     Clock::time_point last;  // when the last token (or the submission) was
 };
@@ -92,6 +97,7 @@ Scheduler::Scheduler(gpt_model *model, const gpt_model_info &info, SchedulerOpti
     const auto rows = static_cast<size_t>(options_.parallel);
     logits_.resize(rows * static_cast<size_t>(info_.vocab_size));
     step_tokens_.resize(rows);
+    gpt_session_set_abort_callback(session_, stop_extend, this);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -127,27 +133,26 @@ int Scheduler::waiting() const {
 }
 
 void Scheduler::run() {
-    std::vector<int> newcomers;
     while (true) {
         {
             std::unique_lock<std::mutex> lock(mutex_);
             work_.wait(lock, [this] { return stopping_ || !waiting_.empty() || in_use_ > 0; });
             if (stopping_) return;
-            newcomers.clear();
-            admit(&newcomers);
+            admit();
         }
         retire_finished();
         for (size_t seq = 0; seq < slots_.size(); ++seq)
-            if (slots_[seq].refill) newcomers.push_back(static_cast<int>(seq));
-        if (!newcomers.empty()) prefill(newcomers);
+            if (slots_[seq].refill) start_refill(static_cast<int>(seq));
+        if (std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.prefilling; })) prefill();
         if (std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.pending != GPT_TOKEN_NONE; }))
             decode();
     }
 }
 
-// Under mutex_: waiting requests into the lowest free slots (a lone request runs as sequence 0, as a
-// single-sequence session would), up to the prefill budget but always at least one.
-void Scheduler::admit(std::vector<int> *newcomers) {
+// Under mutex_: waiting requests into free slots while there are any (the prefill budget then paces their
+// prompts), each where prefix_cache.h places it: with nothing cached, the lowest free slot, so a lone request
+// runs as sequence 0, as a single-sequence session would.
+void Scheduler::admit() {
     const Clock::time_point now = Clock::now();
     // The queue is the server's only one (admission.h bounds it): a request that ends while it waits (its
     // client gone, its deadline passed, shutdown) leaves it now, not when a slot frees.
@@ -161,18 +166,19 @@ void Scheduler::admit(std::vector<int> *newcomers) {
         job->finish(job->cancelled() ? "cancelled" : now >= job->spec().deadline ? "timeout" : "shutdown");
         it = waiting_.erase(it);
     }
-    int budget = options_.prefill_budget;
-    for (size_t seq = 0; seq < slots_.size() && !waiting_.empty(); ++seq) {
-        Slot &slot = slots_[seq];
-        if (slot.job) continue;
+    std::vector<const std::vector<gpt_token> *> cached;
+    for (const Slot &slot : slots_) cached.push_back(&slot.cached);
+    while (!waiting_.empty()) {
+        std::vector<bool> free;
+        for (const Slot &slot : slots_) free.push_back(!slot.job);
         std::shared_ptr<Job> job = waiting_.front();
-        const auto prompt_tokens = static_cast<int>(job->spec().prompt.size());
-        if (!newcomers->empty() && prompt_tokens > budget) break;  // the next round takes it
+        const PromptPlacement placement = place_prompt(cached, free, job->spec().prompt, options_.prefix_cache);
+        if (placement.slot < 0) break;
         waiting_.pop_front();
-        budget -= prompt_tokens;
+        const auto seq = static_cast<size_t>(placement.slot);
+        Slot &slot = slots_[seq];
         if (gpt_status s = gpt_sampler_create(&job->spec().sampling, &slot.sampler); s != GPT_OK) {
             job->finish("error", s, runtime_error_text(s));
-            --seq;
             continue;
         }
         if (std::string(info_.tokenizer) != "none") {
@@ -185,7 +191,6 @@ void Scheduler::admit(std::vector<int> *newcomers) {
                 job->finish("error", s, runtime_error_text(s));
                 gpt_sampler_free(std::exchange(slot.sampler, nullptr));
                 gpt_detokenizer_free(std::exchange(slot.detokenizer, nullptr));
-                --seq;
                 continue;
             }
         }
@@ -196,12 +201,61 @@ void Scheduler::admit(std::vector<int> *newcomers) {
         slot.pending = GPT_TOKEN_NONE;
         slot.refill = false;
         slot.history = slot.job->spec().prompt;
-        slot.position = 0;
         slot.generated = 0;
         slot.last = slot.job->submitted_;
         ++in_use_;
-        newcomers->push_back(static_cast<int>(seq));
+        // The reused prefix goes into the slot now, before a later newcomer is placed by what the slots hold.
+        const gpt_status s =
+            placement.source == placement.slot
+                ? gpt_session_truncate_seq(session_, placement.slot, static_cast<int32_t>(placement.reused))
+                : gpt_session_copy_seq(session_, placement.source, placement.slot,
+                                       static_cast<int32_t>(placement.reused));
+        if (s == GPT_OK) {
+            if (placement.source != placement.slot) slot.cached = slots_[static_cast<size_t>(placement.source)].cached;
+            slot.cached.resize(placement.reused);
+        } else {  // nothing reused: the prompt is prefilled whole
+            spdlog::warn("event=prefix_reuse_failed seq={} error=\"{}\"", placement.slot, runtime_error_text(s));
+            slot.cached.clear();
+            if (gpt_session_truncate_seq(session_, placement.slot, 0) != GPT_OK) {
+                end(placement.slot, "error", s, runtime_error_text(s));
+                continue;
+            }
+        }
+        slot.job->cached_tokens_ = static_cast<int>(slot.cached.size());
+        if (!slot.cached.empty())
+            spdlog::info("event=prefix_reused seq={} source={} reused={} prompt={}", placement.slot, placement.source,
+                         slot.cached.size(), slot.history.size());
+        slot.feed = slot.history;
+        slot.prefilling = true;
     }
+}
+
+// The context is full: the most recent half window is prefilled again, as gpt_session_generate does.
+void Scheduler::start_refill(int seq) {
+    Slot &slot = slots_[static_cast<size_t>(seq)];
+    const size_t keep = static_cast<size_t>(std::max(1, info_.block_size / 2));
+    slot.refill = false;
+    slot.feed.assign(slot.history.end() - static_cast<std::ptrdiff_t>(keep), slot.history.end());
+    slot.cached.clear();
+    if (const gpt_status s = gpt_session_truncate_seq(session_, seq, 0); s != GPT_OK)
+        return end(seq, "error", s, runtime_error_text(s));
+    slot.prefilling = true;
+}
+
+// After a failed call: the sequence holds no more than the session says (a failed prefill leaves it empty).
+void Scheduler::sync_cached(int seq) {
+    Slot &slot = slots_[static_cast<size_t>(seq)];
+    int32_t position = 0;
+    if (gpt_session_get_position_seq(session_, seq, &position) != GPT_OK) position = 0;
+    if (static_cast<size_t>(position) < slot.cached.size()) slot.cached.resize(static_cast<size_t>(position));
+}
+
+// The abort callback of the session's extend calls: the request whose prompt is being prefilled was cancelled,
+// or shutdown's grace period ended. The sequence keeps the pieces that ran.
+bool Scheduler::stop_extend(void *scheduler) {
+    const auto *self = static_cast<const Scheduler *>(scheduler);
+    return (self->options_.stop_all && self->options_.stop_all->load()) ||
+           (self->extending_ != nullptr && self->extending_->cancelled());
 }
 
 // Running requests whose client left, whose deadline passed, or that shutdown ends: their slots free up now.
@@ -221,26 +275,61 @@ void Scheduler::retire_finished() {
     }
 }
 
-void Scheduler::prefill(const std::vector<int> &newcomers) {
+// One round of prompts, within the prefill budget, slot by slot: a prompt that starts empty and fits whole joins
+// one gpt_session_prefill_batch call with the others that do; the rest of a prompt after a reused prefix, or a
+// piece of one longer than what is left of the budget, is appended with gpt_session_extend_seq. Rows whose prompt
+// is then whole draw their first token.
+void Scheduler::prefill() {
+    const auto vocab = static_cast<size_t>(info_.vocab_size);
     std::vector<const gpt_token *> prompts(slots_.size(), nullptr);
     std::vector<int32_t> n_tokens(slots_.size(), 0);
-    std::vector<int> rows;
-    // A refill, as gpt_session_generate does when the context fills: the most recent half window.
-    const size_t keep = static_cast<size_t>(std::max(1, info_.block_size / 2));
-    for (int seq : newcomers) {
-        Slot &slot = slots_[static_cast<size_t>(seq)];
-        if (!slot.job) continue;  // retired before its prefill
-        const size_t start = slot.refill ? slot.history.size() - keep : 0;
-        prompts[static_cast<size_t>(seq)] = slot.history.data() + start;
-        n_tokens[static_cast<size_t>(seq)] = static_cast<int32_t>(slot.history.size() - start);
-        slot.refill = false;
-        rows.push_back(seq);
+    std::vector<int> whole, ready;
+    size_t budget = static_cast<size_t>(options_.prefill_budget);
+    for (size_t seq = 0; seq < slots_.size() && budget > 0; ++seq) {
+        Slot &slot = slots_[seq];
+        if (!slot.job || !slot.prefilling) continue;
+        const size_t done = slot.cached.size();
+        const size_t piece = std::min(slot.feed.size() - done, budget);
+        const bool last = done + piece == slot.feed.size();
+        budget -= piece;
+        if (done == 0 && last) {
+            prompts[seq] = slot.feed.data();
+            n_tokens[seq] = static_cast<int32_t>(piece);
+            whole.push_back(static_cast<int>(seq));
+            continue;
+        }
+        extending_ = slot.job.get();
+        const gpt_status s =
+            gpt_session_extend_seq(session_, static_cast<int32_t>(seq), slot.feed.data() + done,
+                                   static_cast<int32_t>(piece), last ? &logits_[seq * vocab] : nullptr);
+        extending_ = nullptr;
+        int32_t position = 0;  // the pieces that ran stay, also when the call stopped or failed
+        gpt_session_get_position_seq(session_, static_cast<int32_t>(seq), &position);
+        const size_t held = std::min(static_cast<size_t>(std::max(position, 0)), slot.feed.size());
+        slot.cached.assign(slot.feed.begin(), slot.feed.begin() + static_cast<std::ptrdiff_t>(held));
+        if (s == GPT_ERR_ABORTED) {
+            end(static_cast<int>(seq), slot.job->cancelled() ? "cancelled" : "shutdown");
+        } else if (s != GPT_OK) {
+            fail_all({static_cast<int>(seq)}, s);
+        } else if (last) {
+            ready.push_back(static_cast<int>(seq));
+        }
     }
-    if (rows.empty()) return;
-    const gpt_status s = gpt_session_prefill_batch(session_, prompts.data(), n_tokens.data(), logits_.data());
-    if (s != GPT_OK) return fail_all(rows, s);
-    for (int seq : rows) slots_[static_cast<size_t>(seq)].position = n_tokens[static_cast<size_t>(seq)];
-    sample(rows);
+    if (!whole.empty()) {
+        const gpt_status s = gpt_session_prefill_batch(session_, prompts.data(), n_tokens.data(), logits_.data());
+        if (s != GPT_OK) {
+            for (int seq : whole)
+                slots_[static_cast<size_t>(seq)].cached.clear();  // a failed prefill leaves them empty
+            fail_all(whole, s);
+        } else {
+            for (int seq : whole) slots_[static_cast<size_t>(seq)].cached = slots_[static_cast<size_t>(seq)].feed;
+            ready.insert(ready.end(), whole.begin(), whole.end());
+        }
+    }
+    if (ready.empty()) return;
+    std::sort(ready.begin(), ready.end());
+    for (int seq : ready) slots_[static_cast<size_t>(seq)].prefilling = false;
+    sample(ready);
 }
 
 void Scheduler::decode() {
@@ -256,7 +345,7 @@ void Scheduler::decode() {
     const gpt_status s = gpt_session_decode_batch(session_, step_tokens_.data(), logits_.data());
     for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
     if (s != GPT_OK) return fail_all(rows, s);
-    for (int seq : rows) ++slots_[static_cast<size_t>(seq)].position;
+    for (int seq : rows) slots_[static_cast<size_t>(seq)].cached.push_back(step_tokens_[static_cast<size_t>(seq)]);
     sample(rows);
 }
 
@@ -272,7 +361,7 @@ void Scheduler::decode_and_sample(const std::vector<int> &rows) {
     if (s != GPT_OK && s != GPT_ERR_NON_FINITE) return fail_all(rows, s);
     const std::string refused = s == GPT_OK ? std::string() : runtime_error_text(s);  // names the rows refused
     for (int seq : rows) {
-        ++slots_[static_cast<size_t>(seq)].position;
+        slots_[static_cast<size_t>(seq)].cached.push_back(step_tokens_[static_cast<size_t>(seq)]);
         const gpt_token token = drawn[static_cast<size_t>(seq)];
         if (token == GPT_TOKEN_NONE)
             end(seq, "error", GPT_ERR_NON_FINITE, refused);
@@ -341,7 +430,7 @@ void Scheduler::deliver(int seq, gpt_token token, const gpt_token_logprob *logpr
     if (slot.detokenizer) gpt_detokenizer_stopped(slot.detokenizer, &stopped);
     if (stopped >= 0) return end(seq, "stop");
     if (slot.generated >= spec.max_tokens) return end(seq, "length");
-    if (slot.position < info_.block_size) {
+    if (slot.cached.size() < static_cast<size_t>(info_.block_size)) {
         slot.pending = token;
     } else {
         slot.refill = true;  // the context is full: this token cannot be appended, a shorter window is prefilled
@@ -367,7 +456,9 @@ void Scheduler::end(int seq, const std::string &reason, gpt_status status, const
     slot.job.reset();
     slot.pending = GPT_TOKEN_NONE;
     slot.refill = false;
+    slot.prefilling = false;
     slot.history.clear();
+    slot.feed.clear();  // `cached` stays: the next prompt that starts with it reuses it
 }
 
 // A failed prefill or step ends the requests it was for. CUDA errors leave the device unusable.
@@ -377,8 +468,10 @@ void Scheduler::fail_all(const std::vector<int> &seqs, gpt_status status) {
         device_failed_ = true;
         spdlog::critical("event=device_failed error=\"{}\"", error);
     }
-    for (int seq : seqs)
+    for (int seq : seqs) {
+        sync_cached(seq);
         if (slots_[static_cast<size_t>(seq)].job) end(seq, "error", status, error);
+    }
 }
 
 }  // namespace server

@@ -3,12 +3,16 @@
 // which reads every weight once whatever the batch, serves all of them.
 //
 // Between two decode steps the scheduler takes waiting requests into free slots
-// and prefills their prompts (several in one call), interleaved with the running
-// streams: at most `prefill_budget` prompt tokens (or one prompt, if longer) are
-// prefilled between two decode steps, so a long prompt delays the others' next
-// token by one prefill, not by a queue of them. Each slot keeps its own sampler
-// (settings, seed, random stream), stop strings, detokenizer, deadline and
-// cancellation; one gpt_sampler_sample_batch call draws every row of a step.
+// and prefills their prompts, interleaved with the running streams: at most
+// `prefill_budget` prompt tokens between two decode steps. A longer prompt is
+// prefilled in pieces, one a round (chunked prefill, gpt_session_extend_seq), so
+// it delays the others' next token by one piece, not by its whole prefill; whole
+// prompts that fit share one gpt_session_prefill_batch call.
+// A slot keeps its sequence's cache after its request ends: a new prompt goes to
+// the free slot holding the longest prefix of it, copied from another slot that
+// holds more (prefix_cache.h), and only the rest is prefilled. Each slot keeps its
+// own sampler (settings, seed, random stream), stop strings, detokenizer, deadline
+// and cancellation; one gpt_sampler_sample_batch call draws every row of a step.
 // A finished, cancelled or timed-out request frees its slot at once. When a
 // sequence fills the context, its most recent half window is prefilled again and
 // it goes on, as gpt_session_generate does.
@@ -70,8 +74,9 @@ public:
     gpt_status status() const { return status_; }                        // GPT_OK unless the runtime failed
     const std::string &error() const { return error_; }
     int completion_tokens() const { return completion_tokens_; }
-    double queue_wait() const { return queue_wait_; }  // seconds from arrival to its prefill
-    bool got_slot() const { return got_slot_; }        // false: it ended while waiting in the queue
+    int cached_tokens() const { return cached_tokens_; }  // prompt tokens whose cache was reused, not computed
+    double queue_wait() const { return queue_wait_; }     // seconds from arrival to its prefill
+    bool got_slot() const { return got_slot_; }           // false: it ended while waiting in the queue
 
 private:
     friend class Scheduler;
@@ -89,15 +94,17 @@ private:
     gpt_status status_ = GPT_OK;
     std::string error_;
     int completion_tokens_ = 0;
+    int cached_tokens_ = 0;
     double queue_wait_ = 0;
     bool got_slot_ = false;
 };
 
 struct SchedulerOptions {
     int parallel = 4;          // slots: sequences decoded together (<= the artifact's max_batch)
-    int prefill_budget = 512;  // prompt tokens prefilled between two decode steps (at least one prompt)
+    int prefill_budget = 512;  // prompt tokens prefilled between two decode steps (> 0)
     Metrics *metrics = nullptr;
     const std::atomic<bool> *stop_all = nullptr;  // set when shutdown's grace period ends
+    bool prefix_cache = true;                     // reuse the cache of a prompt's prefix that a slot holds
 };
 
 class Scheduler {
@@ -118,8 +125,12 @@ public:
 private:
     struct Slot;
     void run();
-    void admit(std::vector<int> *newcomers);
-    void prefill(const std::vector<int> &newcomers);
+    void admit();
+    void place(int seq, const std::vector<gpt_token> &prompt);
+    void start_refill(int seq);
+    void prefill();
+    void sync_cached(int seq);
+    static bool stop_extend(void *scheduler);
     void decode();
     void decode_and_sample(const std::vector<int> &rows);
     void sample(const std::vector<int> &rows);
@@ -136,6 +147,7 @@ private:
     std::vector<float> logits_;  // parallel rows of vocab_size
     std::vector<gpt_token> step_tokens_;
     std::vector<gpt_token_logprob> logprob_rows_;
+    Job *extending_ = nullptr;  // the request whose prompt gpt_session_extend_seq is prefilling
 
     mutable std::mutex mutex_;
     std::condition_variable work_;

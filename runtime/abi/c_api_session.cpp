@@ -1,5 +1,5 @@
 // c_api_session.cpp — the C ABI of sessions: prefill, decode (one sequence or a
-// batch) and generation.
+// batch), sequences as caches (extend, truncate, copy, abort) and generation.
 #include <vector>
 
 #include "abi/c_api_guard.h"
@@ -80,6 +80,35 @@ gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token
         require(session != nullptr && tokens != nullptr && logits != nullptr,
                 "session, tokens and logits must not be NULL");
         session->impl.decode_batch(tokens, logits);
+    });
+}
+
+gpt_status gpt_session_extend_seq(struct gpt_session *session, int32_t seq, const gpt_token *tokens, int32_t n_tokens,
+                                  float *logits) {
+    return guarded(__func__, [&] {
+        require(session != nullptr && tokens != nullptr, "session and tokens must not be NULL");
+        session->impl.extend(seq, tokens, n_tokens, logits);
+    });
+}
+
+gpt_status gpt_session_truncate_seq(struct gpt_session *session, int32_t seq, int32_t n_tokens) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        session->impl.truncate(seq, n_tokens);
+    });
+}
+
+gpt_status gpt_session_copy_seq(struct gpt_session *session, int32_t src, int32_t dst, int32_t n_tokens) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        session->impl.copy(src, dst, n_tokens);
+    });
+}
+
+gpt_status gpt_session_set_abort_callback(struct gpt_session *session, gpt_abort_callback callback, void *user_data) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        session->impl.set_abort_callback(callback, user_data);
     });
 }
 

@@ -98,6 +98,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
                                       cuda_graphs_);
     decode_one_ = std::make_unique<Graph>("decode_one", files.at(manifest_.decode_one.file), device_, health_, runners,
                                           threads, cuda_graphs_);
+    if (manifest_.extend)
+        extend_ =
+            std::make_unique<Graph>("extend", files.at(manifest_.extend->file), device_, health_, runners, threads);
     bind_inference_graphs();
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
@@ -114,6 +117,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
                           manifest_.dtype + ", attention " + manifest_.attention + ", decode attention " +
                           manifest_.decode_attention + ", linears: prefill " + manifest_.prefill.linear + ", decode " +
                           manifest_.decode.linear + ", single-sequence decode " + manifest_.decode_one.linear +
+                          (extend_ ? ", extend " + manifest_.extend->linear : ", no extend graph") +
                           (cuda_graphs_ ? ", decode steps as CUDA graphs" : "") + ") from " + dir.string());
     if (params.verify_golden) {
         const VerifyResult result = verify();
@@ -125,8 +129,9 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
 // as the stored weight; the stored one is freed where no graph reads it: the embedding reads lm_head's).
 void Model::bind_inference_graphs() {
     const bool int4 = manifest_.quantization == "int4";
-    const std::pair<const char *, const GraphSpec *> specs[] = {
+    std::vector<std::pair<const char *, const GraphSpec *>> specs = {
         {"prefill", &manifest_.prefill}, {"decode", &manifest_.decode}, {"decode_one", &manifest_.decode_one}};
+    if (manifest_.extend) specs.emplace_back("extend", &*manifest_.extend);
     std::set<std::string> packed;
     for (const auto &[name, spec] : specs) {
         packed.insert(spec->packed.begin(), spec->packed.end());
@@ -144,10 +149,11 @@ void Model::bind_inference_graphs() {
     prefill_->bind(packed_.bound(weights_, manifest_.prefill.packed));
     decode_->bind(packed_.bound(weights_, manifest_.decode.packed));
     decode_one_->bind(packed_.bound(weights_, manifest_.decode_one.packed));
+    if (extend_) extend_->bind(packed_.bound(weights_, manifest_.extend->packed));
     if (!int4) return;  // oneDNN's copies are packed again from the stored weights after training steps
     for (const std::string &name : packed)
-        if (manifest_.prefill.packed.count(name) != 0 && manifest_.decode.packed.count(name) != 0 &&
-            manifest_.decode_one.packed.count(name) != 0)
+        if (std::all_of(specs.begin(), specs.end(),
+                        [&](const auto &named) { return named.second->packed.count(name); }))
             weights_.erase(name);
 }
 
@@ -174,6 +180,10 @@ at::Tensor Model::decode(const at::Tensor &idx, const at::Tensor &pos, const at:
     return without_textless(graph_decode(idx, pos, kv, span));
 }
 
+at::Tensor Model::extend(const at::Tensor &idx, const at::Tensor &start, const at::Tensor &kv, int64_t span) const {
+    return without_textless(graph_extend(idx, start, kv, span));
+}
+
 at::Tensor Model::graph_prefill(const at::Tensor &idx, const at::Tensor &kv) const {
     return prefill_->run(graph_inputs({idx}, kv, config().block_size)).at(0);
 }
@@ -183,6 +193,13 @@ at::Tensor Model::graph_decode(const at::Tensor &idx, const at::Tensor &pos, con
     // The graphs take 2 to block_size positions; a wider span than needed only reads masked positions.
     span = std::clamp<int64_t>(span, 2, config().block_size);
     return graph.run(graph_inputs({idx, pos}, kv, span)).at(0);
+}
+
+at::Tensor Model::graph_extend(const at::Tensor &idx, const at::Tensor &start, const at::Tensor &kv,
+                               int64_t span) const {
+    if (!extend_) fail(GPT_ERR_INTERNAL, "this artifact has no extend graph");
+    span = std::clamp<int64_t>(span, 2, config().block_size);  // as decode's
+    return extend_->run(graph_inputs({idx, start}, kv, span)).at(0);
 }
 
 // In place, on the logits' device and stream: one kernel, captured with the step it follows.
@@ -240,9 +257,12 @@ VerifyResult Model::verify() const {
         compare(graph_prefill(tokens, kv), golden_.at("prefill_logits").expand({batch, -1}), atol, rtol, "prefill",
                 &result);
         const at::Tensor token = golden_.at("decode_token").to(opts).expand({batch, 1}).contiguous();
-        compare(graph_decode(token, at::full({batch}, tokens.size(1), opts), kv, tokens.size(1) + 1),
-                golden_.at("decode_logits").expand({batch, -1}), atol, rtol, batch == 1 ? "decode_one" : "decode",
-                &result);
+        const at::Tensor pos = at::full({batch}, tokens.size(1), opts);
+        compare(graph_decode(token, pos, kv, tokens.size(1) + 1), golden_.at("decode_logits").expand({batch, -1}), atol,
+                rtol, batch == 1 ? "decode_one" : "decode", &result);
+        if (extend_)  // the same token at the same position again, through extend: it writes what decode wrote
+            compare(graph_extend(token, pos, kv, tokens.size(1) + 1), golden_.at("decode_logits").expand({batch, -1}),
+                    atol, rtol, "extend", &result);
     }
     if (result.failure.empty()) {
         log(GPT_LOG_INFO, "golden vector matches (max abs error " + std::to_string(result.max_abs_err) + ")");

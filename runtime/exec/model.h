@@ -52,6 +52,12 @@ public:
     // Reads cache positions [0, span) only: span must exceed every pos[b].
     // One row runs decode_one (its own linear form), more run the batched decode.
     at::Tensor decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const;
+    // Whether the artifact has the extend graph (artifacts compiled before it have not).
+    bool has_extend() const { return extend_ != nullptr; }
+    // idx (B, T) int64, start (B,) int64 -> logits (B, padded_vocab) of each row's last token; writes row b of
+    // kv at [start[b], start[b] + T), attending to what it held before. Reads cache positions [0, span) only:
+    // span must be at least every start[b] + T. Needs has_extend().
+    at::Tensor extend(const at::Tensor &idx, const at::Tensor &start, const at::Tensor &kv, int64_t span) const;
 
     // Training graphs, present when manifest().training is (compiled with --train).
     // Throws GPT_ERR_INVALID_ARGUMENT saying how to compile them when they are not.
@@ -68,7 +74,8 @@ public:
 
     // Runs the golden vector (prefill + one decode step) against the eager logits
     // recorded at compile time, within the manifest's tolerance: as one sequence
-    // (decode_one) and as a batch of two (the batched decode).
+    // (decode_one) and as a batch of two (the batched decode); the decode step also
+    // through extend, where the artifact has it.
     VerifyResult verify() const;
 
     std::atomic<int> &live_sessions() { return live_sessions_; }
@@ -81,8 +88,10 @@ private:
     // The graphs' own logits, which verify() compares with the golden vector; prefill() and decode() mask them.
     at::Tensor graph_prefill(const at::Tensor &idx, const at::Tensor &kv) const;
     at::Tensor graph_decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const;
+    at::Tensor graph_extend(const at::Tensor &idx, const at::Tensor &start, const at::Tensor &kv, int64_t span) const;
     at::Tensor without_textless(at::Tensor logits) const;
-    void bind_inference_graphs();  // prefill, decode, decode_one: the weights, packed copies where they read them
+    // prefill, decode, decode_one, extend: the weights, packed copies where they read them
+    void bind_inference_graphs();
 
     Manifest manifest_;
     c10::Device device_;
@@ -97,6 +106,7 @@ private:
     std::unique_ptr<Graph> prefill_;
     std::unique_ptr<Graph> decode_;
     std::unique_ptr<Graph> decode_one_;
+    std::unique_ptr<Graph> extend_;  // null when the artifact has none
     std::unique_ptr<Graph> train_step_;
     std::unique_ptr<Graph> eval_loss_;
     std::unique_ptr<Graph> adamw_;

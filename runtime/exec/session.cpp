@@ -47,19 +47,6 @@ std::optional<c10::Stream> Session::stream() const {
     return stream_ ? std::optional<c10::Stream>(stream_->get()) : std::nullopt;
 }
 
-template <typename Work>
-auto Session::on_device(const char *what, Work &&work) {
-    const c10::OptionalStreamGuard on_stream(stream());
-    try {
-        return work();
-    } catch (const Error &) {
-        throw;
-    } catch (const std::exception &) {
-        throw_pending_cuda_error(model_.device(), model_.device_health(), what);
-        throw;
-    }
-}
-
 Session::~Session() { --model_.live_sessions(); }
 
 void Session::reset() { std::fill(positions_.begin(), positions_.end(), 0); }

@@ -3,13 +3,16 @@
 
 #include <ATen/Tensor.h>
 #include <c10/core/Stream.h>
+#include <c10/core/StreamGuard.h>
 
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "exec/captured_decode.h"
+#include "exec/device_health.h"
 #include "exec/model.h"
 #include "exec/sampler.h"
 #include "exec/session_stream.h"
@@ -59,6 +62,21 @@ public:
     // GPT_ERR_ABORTED). Memory grows with the tokens produced, not with the requested maximum.
     Generated generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params);
 
+    // Sequences as a cache of their tokens (session_sequences.cpp): what a server needs to reuse a
+    // prompt's shared prefix and to prefill a long prompt in pieces between decode steps.
+    // Appends `n_tokens` to sequence `seq` (any position, 0 included: then a prefill), in pieces of at most
+    // kExtendPiece tokens, the abort callback asked before each; `logits` (NULL: not wanted) receives the
+    // last token's. With the artifact's extend graph each piece is one call of it; without, one prefill
+    // (at position 0) or a decode step per token. Stopped or failed, the sequence holds the pieces done.
+    void extend(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits);
+    // Keeps the first n_tokens (0..position) of sequence `seq`.
+    void truncate(int32_t seq, int32_t n_tokens);
+    // Sequence `dst` becomes the first n_tokens (0..position of src) of sequence `src`, its cache copied.
+    void copy(int32_t src, int32_t dst, int32_t n_tokens);
+    // Asked before each piece of extend(); returning true stops it (GPT_ERR_ABORTED). NULL: never stops.
+    void set_abort_callback(gpt_abort_callback callback, void *user_data);
+    static constexpr int32_t kExtendPiece = GPT_EXTEND_PIECE_TOKENS;
+
 private:
     struct Prompt {
         int32_t seq;
@@ -73,6 +91,8 @@ private:
     void check_prompt_length(int32_t n_tokens, int32_t seq = -1) const;
     void check_prompt(const Prompt &prompt) const;
     void run_prefill(const std::vector<Prompt> &prompts);
+    // One piece of extend(): checked tokens that fit the context; positions advance only when it ran.
+    void extend_piece(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits);
     // Throws what a decode step of `tokens` refuses, before anything runs.
     void check_step(const gpt_token *tokens) const;
     // One step of the rows up to the last stepping sequence: their logits on the device.
@@ -93,7 +113,23 @@ private:
     at::Tensor kv_;                             // (n_layer, 2, n_seq, n_head, block_size + 1, head_dim)
     std::vector<int32_t> positions_;            // tokens in each sequence's cache
     std::unique_ptr<CapturedDecode> captured_;  // decode steps as CUDA graphs; null when not used
+    gpt_abort_callback abort_ = nullptr;
+    void *abort_data_ = nullptr;
 };
+
+// Defined here for session.cpp and session_sequences.cpp alike.
+template <typename Work>
+auto Session::on_device(const char *what, Work &&work) {
+    const c10::OptionalStreamGuard on_stream(stream());
+    try {
+        return work();
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception &) {
+        throw_pending_cuda_error(model_.device(), model_.device_health(), what);
+        throw;
+    }
+}
 
 }  // namespace gpt
 

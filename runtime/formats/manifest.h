@@ -119,6 +119,8 @@ struct Manifest {
     GraphSpec prefill;
     GraphSpec decode;
     GraphSpec decode_one;  // batch 1: what a step of one sequence runs
+    // Several tokens appended to each row's cache at its own position; absent from artifacts compiled before it.
+    std::optional<GraphSpec> extend;
     std::string tokenizer_kind;
     std::string tokenizer_file;
     std::string golden_file;

@@ -50,17 +50,19 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
 
     linear_weights = [f"{n}.weight" for n, m in fixtures.tiny_model("flash").named_modules() if isinstance(m, Linear)]
     assert len(linear_weights) == 4 * fixtures.CONFIG.n_layer + 1
-    for graph in ("prefill", "decode"):
+    for graph in ("prefill", "decode", "extend"):
         pick = {"form": "onednn", "selected_by": "user", "packed": linear_weights}
         assert manifest["graphs"][graph]["linear"] == pick
     assert [i["shape"] for i in manifest["graphs"]["decode_one"]["inputs"][:2]] == [[1, 1], [1]]
+    assert [i["shape"] for i in manifest["graphs"]["extend"]["inputs"][:2]] == [["batch", "seq"], ["batch"]]
     c = fixtures.CONFIG
-    cache_shape = {  # prefill writes the whole context's views; decode reads `span` positions
+    cache_shape = {  # prefill writes the whole context's views; decode and extend read `span` positions
         "prefill": ["batch", c.n_head, c.block_size, c.head_dim],
         "decode": ["batch", c.n_head, "span", c.head_dim],
         "decode_one": [1, c.n_head, "span", c.head_dim],
+        "extend": ["batch", c.n_head, "span", c.head_dim],
     }
-    for graph in ("prefill", "decode", "decode_one"):
+    for graph in ("prefill", "decode", "decode_one", "extend"):
         assert manifest["graphs"][graph]["inputs"][0]["name"] == "idx"
         caches = [f"{kind}_cache.{layer}" for layer in range(c.n_layer) for kind in ("k", "v")]
         inputs = manifest["graphs"][graph]["inputs"][-len(caches) :]
@@ -75,7 +77,7 @@ def wrapper_source(artifacts, kind: str, graph: str) -> str:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_compiled_graph_calls_the_chosen_attention_kernel(artifacts, kind):
-    for graph in ("prefill", "decode", "decode_one"):
+    for graph in ("prefill", "decode", "decode_one", "extend"):
         code = wrapper_source(artifacts, kind, graph)
         assert ("_scaled_dot_product_flash_attention_for_cpu" in code) == (kind == "flash"), graph
 
@@ -186,6 +188,33 @@ def test_compiled_decode_reads_no_cache_position_past_its_span(loaded, fixtures,
     assert logits.isfinite().all()
     torch.testing.assert_close(logits, expected, atol=TOL, rtol=TOL)
     torch.testing.assert_close(kv_c[..., :10, :], kv_e[..., :10, :], atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("rows", [1, 3])
+def test_compiled_extend_matches_eager_and_full_recompute(loaded, fixtures, kind, rows):
+    """Rows prefilled to their own lengths, then 5 tokens appended to each at its own position
+    (batch, length and span none an export example): the logits equal eager extend's and a full
+    recompute's, the cache equals eager's, and NaN past the span never reaches a logit."""
+    eager = fixtures.tiny_model(kind)
+    graphs = loaded[kind]
+    lengths = [3, 9, 6][:rows]
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (rows, 16))
+    kv_c, kv_e = graphs.new_kv_cache(rows), eager.new_kv_cache(rows)
+    start, T = torch.tensor(lengths), 5
+    new = idx.gather(1, start.view(-1, 1) + torch.arange(T).view(1, -1))
+    with torch.no_grad():
+        for row, n in enumerate(lengths):
+            graphs.prefill(idx[row : row + 1, :n], kv_c[:, :, row : row + 1])
+            eager.prefill(idx[row : row + 1, :n], kv_e[:, :, row : row + 1])
+        span = max(lengths) + T
+        kv_c[..., span:, :] = float("nan")
+        logits = graphs.extend(new, start, kv_c)
+        torch.testing.assert_close(logits, eager.extend(new, start, kv_e), atol=TOL, rtol=TOL)
+        for row, n in enumerate(lengths):
+            full, _ = eager(idx[row : row + 1, : n + T])
+            torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
+    torch.testing.assert_close(kv_c[..., :span, :], kv_e[..., :span, :], atol=TOL, rtol=TOL)
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -82,6 +82,31 @@ def test_rows_of_a_decode_batch_are_sequences_at_their_own_positions(kind):
 
 
 @pytest.mark.parametrize("kind", CPU_KINDS)
+def test_extend_appends_tokens_to_rows_at_their_own_positions_as_a_full_recompute(kind):
+    """Each row prefilled alone to its own length, then 6 tokens appended to every row in one call,
+    twice: the logits equal a full recompute's, and a decode step after them too."""
+    m = model(kind)
+    lengths = [3, 9, 1]
+    idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
+    kv = m.new_kv_cache(3)
+    with torch.no_grad():
+        for row, n in enumerate(lengths):
+            m.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
+        start = torch.tensor(lengths)
+        for _ in range(2):
+            new = idx.gather(1, start.view(-1, 1) + torch.arange(6).view(1, -1))
+            logits = m.extend(new, start, kv)
+            start = start + 6
+            for row, n in enumerate(start.tolist()):
+                full, _ = m(idx[row : row + 1, :n])
+                torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
+        logits = m.decode(idx.gather(1, start.view(-1, 1)), start, kv)
+        for row, n in enumerate(start.tolist()):
+            full, _ = m(idx[row : row + 1, : n + 1])
+            torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
+
+
+@pytest.mark.parametrize("kind", CPU_KINDS)
 def test_decode_over_cache_views_reads_nothing_past_their_span(kind):
     """Decode given views of positions [0, span) (as the graphs take them) equals decode
     over the whole cache, and NaN past the span, spare position included, never reaches a logit."""

@@ -40,6 +40,8 @@ std::filesystem::path artifact(const std::string &attention) {
     return artifacts_root() / ("tiny-" + attention) / "cpu";
 }
 
+std::filesystem::path long_context_artifact() { return artifacts_root() / "long-context" / "cpu"; }
+
 bool have_cuda_artifact(std::filesystem::path *dir) {
     const auto root = artifacts_root() / "tiny-cuda";
     if (std::filesystem::is_directory(root))

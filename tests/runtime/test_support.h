@@ -19,6 +19,8 @@ namespace test {
 
 // build/test_artifacts/tiny-<attention>/cpu, from GPT_TEST_ARTIFACTS.
 std::filesystem::path artifact(const std::string &attention = "flash");
+// build/test_artifacts/long-context/cpu: a small model with a context of 1024 tokens.
+std::filesystem::path long_context_artifact();
 // build/test_artifacts/tiny-cuda/<sm_XX> into *dir; it is compiled only where a GPU
 // is present, so otherwise false after a printed notice that the case is skipped.
 bool have_cuda_artifact(std::filesystem::path *dir);
