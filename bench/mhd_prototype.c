@@ -11,7 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-struct body { size_t size; int too_large; };
+struct body {
+    size_t size;
+    int too_large;
+};
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *text) {
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
@@ -25,7 +28,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     (void)cls, (void)version, (void)data;
     if (strcmp(method, "GET") == 0) return strcmp(url, "/healthz") == 0 ? reply(c, 200, "ok\n") : reply(c, 404, "{}");
     struct body *b = *state;
-    if (b == NULL) {  /* the head is in: the body follows in later calls */
+    if (b == NULL) { /* the head is in: the body follows in later calls */
         *state = calloc(1, sizeof *b);
         return *state ? MHD_YES : MHD_NO;
     }
@@ -48,10 +51,10 @@ static void done(void *cls, struct MHD_Connection *c, void **state, enum MHD_Req
 
 int main(int argc, char **argv) {
     const unsigned short port = (unsigned short)(argc > 1 ? atoi(argv[1]) : 8090);
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, port, NULL, NULL, handle, NULL,
-        MHD_OPTION_THREAD_POOL_SIZE, 2u, MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT, 2u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_END);
+    struct MHD_Daemon *d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, port, NULL, NULL, handle,
+                                            NULL, MHD_OPTION_THREAD_POOL_SIZE, 2u, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+                                            MHD_OPTION_CONNECTION_TIMEOUT, 2u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                                            (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, done, NULL, MHD_OPTION_END);
     if (d == NULL) return 1;
     printf("event=listening port=%u\n", port);
     fflush(stdout);
