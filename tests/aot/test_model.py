@@ -62,16 +62,23 @@ def test_decode_with_kv_cache_equals_full_recompute(kind):
             logits = m.decode(idx[:, t : t + 1], torch.full((3,), t), kv)
 
 
+@torch.no_grad()
+def rows_prefilled_alone(m, idx, lengths):
+    """A cache of len(lengths) rows, row r holding idx[r, :lengths[r]], each prefilled on its own."""
+    kv = m.new_kv_cache(len(lengths))
+    for row, n in enumerate(lengths):
+        m.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
+    return kv
+
+
 @pytest.mark.parametrize("kind", CPU_KINDS)
 def test_rows_of_a_decode_batch_are_sequences_at_their_own_positions(kind):
     """Each row is prefilled alone to its own length, then every row decodes in one call."""
     m = model(kind)
     lengths = [3, 9, 6]
     idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
-    kv = m.new_kv_cache(3)
+    kv = rows_prefilled_alone(m, idx, lengths)
     with torch.no_grad():
-        for row, n in enumerate(lengths):
-            m.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
         pos = torch.tensor(lengths)
         for _ in range(5):
             logits = m.decode(idx.gather(1, pos.view(-1, 1)), pos, kv)
@@ -88,10 +95,8 @@ def test_extend_appends_tokens_to_rows_at_their_own_positions_as_a_full_recomput
     m = model(kind)
     lengths = [3, 9, 1]
     idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
-    kv = m.new_kv_cache(3)
+    kv = rows_prefilled_alone(m, idx, lengths)
     with torch.no_grad():
-        for row, n in enumerate(lengths):
-            m.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
         start = torch.tensor(lengths)
         for _ in range(2):
             new = idx.gather(1, start.view(-1, 1) + torch.arange(6).view(1, -1))
