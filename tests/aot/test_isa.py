@@ -43,7 +43,7 @@ def compiled(tmp_path_factory, artifacts, fixtures):
 def test_v3_artifact_records_exactly_the_extensions_of_the_flags_in_its_packages(compiled):
     directory, manifest = compiled["v3"]
     packages = sorted(directory.glob("*.pt2"))
-    assert {p.stem for p in packages} == {"prefill", "decode", "decode_one"}
+    assert {p.stem for p in packages} == {"prefill", "decode", "decode_one", "extend"}
     flags, compilers = [], set()
     for package in packages:
         commands = isa.compile_commands(package)

@@ -229,7 +229,7 @@ TEST_CASE("decode_one is required and takes exactly one row", "[artifact]") {
 TEST_CASE("every inference graph names its linear form", "[artifact]") {
     test::ScratchArtifact art(test::artifact());
     const json original = art.manifest();
-    for (const char *graph : {"prefill", "decode", "decode_one"}) {
+    for (const char *graph : {"prefill", "decode", "decode_one", "extend"}) {
         INFO(graph);
         art.write_manifest(original);
         edit_manifest(art, [graph](json &m) { m["graphs"][graph].erase("linear"); });
