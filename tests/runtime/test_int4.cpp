@@ -127,7 +127,8 @@ TEST_CASE("int4pack graphs that bind no packed copies load only where the kernel
     // of ATen's AVX-512 int4 kernel; the others read another (tests/aot/test_int4.py checks which).
     test::ScratchArtifact art(test::artifact("int4"));
     auto m = art.manifest();
-    for (const char *graph : {"prefill", "decode", "decode_one", "extend"}) m["graphs"][graph]["linear"].erase("packed");
+    for (const char *graph : {"prefill", "decode", "decode_one", "extend"})
+        m["graphs"][graph]["linear"].erase("packed");
     art.write_manifest(m);
     gpt_model *model = nullptr;
     if (at::get_cpu_capability() == "AVX512") {
