@@ -32,7 +32,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 installed=$(.venv/bin/python -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
-if [ "$installed" != "$TORCH_VERSION" ] || ! .venv/bin/python -c "import gpt_aot, safetensors, pytest, prometheus_client, openai, tiktoken, tokenizers, transformers, regex" 2>/dev/null; then
+if [ "$installed" != "$TORCH_VERSION" ] || ! .venv/bin/python -c "import gpt_aot, safetensors, pytest, xdist, prometheus_client, openai, tiktoken, tokenizers, transformers, regex" 2>/dev/null; then
   echo "setup: installing torch $TORCH_VERSION and Python dependencies into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q "torch==$TORCH_VERSION" -r requirements.txt

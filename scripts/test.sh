@@ -30,8 +30,11 @@ stage "lint"
 scripts/lint.sh
 stage "compile test artifacts"
 scripts/test_artifacts.sh build/test_artifacts
-stage "pytest"
-GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q --durations=20 tests/layout tests/aot tests/text tests/deploy
+# A test file to a worker, one worker per core, each with one OpenMP thread (the programs the tests start
+# inherit it): two workers of two spinning threads on two cores would each run at a fraction of one.
+stage "pytest ($(nproc) workers)"
+OMP_NUM_THREADS=1 GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q --durations=20 \
+  -n "$(nproc)" --dist loadfile tests/layout tests/aot tests/text tests/deploy
 stage "ctest (Catch2, C ABI)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"
 fuzz_seconds=$([ -n "${GPT_FULL:-}" ] && echo 60 || echo 10)

@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
 """clang-tidy over the given sources, skipping those that passed before unchanged.
 
-Most sources parse torch's headers (tens of seconds each), so a file is checked again only
-when it, one of the project headers it includes (the build's own dependency record:
-`ninja -t deps`), the checks, the tool or its compile command changed since it last passed
-on this machine. A verdict is a stamp under GPT_CACHE_DIR; GPT_FULL=1 checks every file.
-Usage: scripts/tidy.py FILE...   (run from the repository root after scripts/build.sh)
+Most sources parse torch's headers (tens of seconds each, 13 min for the tree on 2 cores),
+so a file is checked again only when it, one of the project headers it includes (the build's
+own dependency record: `ninja -t deps`), the checks, the tool or its compile command changed
+since it last passed. A verdict is the digest of all of those, with this repository's path
+written as "@" so that it holds in any clone. Verdicts are kept in two places: a stamp under
+GPT_CACHE_DIR on this machine, and VERDICTS, a tracked file that every run rewrites with
+the verdicts of the files that pass, so a fresh clone (CI's) checks only what changed since
+the run that produced the committed file. GPT_FULL=1 ignores both and checks every file.
+Usage: scripts/tidy.py FILE...   (run from the repository root after scripts/build.sh, with
+every source to check: the files not named lose their verdicts)
 """
 
 import hashlib
@@ -20,6 +25,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 CACHE = Path(os.environ.get("GPT_CACHE_DIR") or Path.home() / ".cache" / "gpt-aot") / "clang-tidy"
+VERDICTS = ROOT / ".clang-tidy-verdicts"  # "<digest> <source>" per line, sorted by source
+
+
+def recorded_verdicts() -> set[str]:
+    if not VERDICTS.exists():
+        return set()
+    return {line.split()[0] for line in VERDICTS.read_text().splitlines() if line.strip()}
 
 
 def project_headers(obj: str) -> list[Path]:
@@ -53,11 +65,16 @@ def main(files: list[str]) -> int:
     version = subprocess.run(["clang-tidy", "--version"], capture_output=True, text=True, check=True).stdout
     shared = version.encode() + (ROOT / ".clang-tidy").read_bytes()
     full = bool(os.environ.get("GPT_FULL"))
+    recorded = set() if full else recorded_verdicts()
     CACHE.mkdir(parents=True, exist_ok=True)
+    passed: dict[str, str] = {}  # source -> its verdict, for VERDICTS
+    skipped: list[str] = []
 
     def check(source: str) -> bool:
         key = verdict_key(source, commands[source], shared) if source in commands else None
-        if key and not full and (CACHE / key).exists():
+        if key and not full and (key in recorded or (CACHE / key).exists()):
+            passed[source] = key
+            skipped.append(source)
             return True
         run = subprocess.run(["clang-tidy", "-p", str(BUILD), "--quiet", source], capture_output=True, text=True)
         report = "\n".join(line for line in (run.stdout + run.stderr).splitlines() if "warnings generated" not in line)
@@ -65,10 +82,15 @@ def main(files: list[str]) -> int:
             print(report, flush=True)
         if run.returncode == 0 and key:
             (CACHE / key).touch()
+            passed[source] = key
         return run.returncode == 0
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         results = list(pool.map(check, files))
+    verdicts = "".join(f"{passed[source]} {source}\n" for source in sorted(passed))
+    if not VERDICTS.exists() or VERDICTS.read_text() != verdicts:
+        VERDICTS.write_text(verdicts)
+    print(f"clang-tidy: {len(files) - len(skipped)} of {len(files)} sources checked (the rest passed unchanged)")
     return 0 if all(results) else 1
 
 

@@ -35,6 +35,8 @@ def compile_tiny(path, fixtures, attention):
         "m",
         fixtures.tokenizer(),
         attention=attention,
+        decode_linear="mm",  # pinned: these tests are of the training graphs, not of the linear forms' measurement
+        batched_linear="mm",
         max_batch=4,
         quiet=True,
         train=fixtures.OPTIMIZER,
