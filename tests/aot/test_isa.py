@@ -7,11 +7,10 @@ import json
 import pytest
 import torch
 
-from gpt_aot import compile as compile_mod
-from gpt_aot import isa
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.golden import GOLDEN_TOLERANCE
-from gpt_aot.target import resolve
+from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.compiler import isa, pipeline
+from gpt_aot.compiler.target import resolve
 
 pytestmark = pytest.mark.skipif(
     isa.missing_for_level("x86-64-v3") != [], reason="this machine cannot run x86-64-v3 code"
@@ -24,7 +23,7 @@ def compiled(tmp_path_factory, artifacts, fixtures):
     """tiny-math compiled for x86-64-v3, beside the test artifact compiled natively from the same weights
     with the same choices (tests/fixtures/build_artifacts.py)."""
     out = tmp_path_factory.mktemp("isa") / "v3" / "cpu"
-    manifest = compile_mod.compile_artifact(
+    manifest = pipeline.compile_artifact(
         fixtures.tiny_model("math"),
         resolve("cpu", "auto", "fp32", "x86-64-v3"),
         out,

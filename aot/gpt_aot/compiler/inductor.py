@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from . import isa
-from .attention import attention_context
-from .target import Target
+from gpt_aot.compiler import isa
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.attention import attention_context
 
 # One copy of the weights for all graphs: nothing is baked into the .so, every
 # parameter stays a named constant bound by the runtime, and nothing is folded

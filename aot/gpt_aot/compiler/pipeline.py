@@ -3,8 +3,9 @@ export the graphs → AOTInductor-compile each → write weights, golden vector 
 manifest, all into a temporary directory swapped into place at the end, so a
 failed or interrupted compile never leaves a partial artifact.
 
-Each stage's work lives in its own module (attention_pick, linear_pick, graphs,
-training, inductor, artifact_files, files); this one runs them in order.
+Each stage's work lives in its own module of compiler/ (attention_pick,
+linear_pick, graphs, training, inductor, artifact_files; base/files for the
+swap); this one runs them in order.
 """
 
 import dataclasses
@@ -14,17 +15,17 @@ from pathlib import Path
 
 import torch
 
-from . import attention_pick, isa, linear_pick, training
-from .artifact_files import write_artifact_files
-from .attention import attention_context
-from .files import replaced_directory
-from .golden import GOLDEN_TOLERANCE
-from .graphs import MAX_BATCH, export_graphs, graph_specs
-from .inductor import compile_package
-from .model import GPT
-from .quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
-from .target import Target
-from .tokenizer import check_fits
+from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
+from gpt_aot.base.files import replaced_directory
+from gpt_aot.compiler import attention_pick, isa, linear_pick, training
+from gpt_aot.compiler.artifact_files import write_artifact_files
+from gpt_aot.compiler.graphs import MAX_BATCH, export_graphs, graph_specs
+from gpt_aot.compiler.inductor import compile_package
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.attention import attention_context
+from gpt_aot.model.gpt import GPT
+from gpt_aot.model.quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
+from gpt_aot.text.tokenizer import check_fits
 
 
 class Progress:

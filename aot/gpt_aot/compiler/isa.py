@@ -260,7 +260,7 @@ def check_level(level: str) -> None:
 
 def compile_commands(package: Path) -> list[list[str]]:
     """Every compiler command line recorded in a .pt2's C++ sources: `// <compiler> <source> ... -o <out>`."""
-    from .inductor import package_sources  # here: inductor imports this module
+    from gpt_aot.compiler.inductor import package_sources  # here: inductor imports this module
 
     commands = []
     for line in package_sources(package).splitlines():

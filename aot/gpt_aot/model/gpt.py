@@ -26,8 +26,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from .attention import attend
-from .linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
+from gpt_aot.model.attention import attend
+from gpt_aot.model.linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
 VOCAB_MULTIPLE = 64
 # The MLP's activation: "exact" is the erf GELU nanoGPT trains with (nn.GELU()); "tanh" is the

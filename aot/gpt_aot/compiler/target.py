@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import isa as isa_mod
+from gpt_aot.compiler import isa as isa_mod
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPES.update({str(d).removeprefix("torch."): d for d in list(DTYPES.values())})
