@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from gpt_aot.artifact.loader import ArtifactGraphs
 from gpt_aot.artifact.manifest import FORMAT_NAME, FORMAT_VERSION, sha256_file
-from gpt_aot.compiler import attention_pick, inductor, linear_pick, measure, pipeline
+from gpt_aot.compiler import attention_pick, inductor, linear_pick, measure, packages, pipeline
 from gpt_aot.compiler.target import resolve
 
 KINDS = ("naive", "math", "flash")
@@ -71,7 +71,7 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
 
 
 def wrapper_source(artifacts, kind: str, graph: str) -> str:
-    return inductor.wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
+    return packages.wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -121,7 +121,7 @@ def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, n
     manifest = json.loads((directory / "manifest.json").read_text())
     assert {g: manifest["graphs"][g]["linear"]["form"] for g in forms} == forms
     for graph, form in forms.items():
-        code = inductor.wrapper_source(directory / f"{graph}.pt2")
+        code = packages.wrapper_source(directory / f"{graph}.pt2")
         calls = {kernel: len(pattern.findall(code)) for kernel, pattern in LINEAR_CALLS.items()}
         assert calls == {kernel: linears if kernel == form else 0 for kernel in LINEAR_CALLS}, graph
 
@@ -388,8 +388,8 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
     )
     assert manifest["attention"]["backend"] == "flash" and manifest["attention"]["decode"]["backend"] == "math"
     flash_kernel = inductor.KERNEL_SYMBOLS[("cpu", "flash")]
-    assert flash_kernel in inductor.wrapper_source(out / "prefill.pt2")
-    assert flash_kernel not in inductor.wrapper_source(out / "decode.pt2")
+    assert flash_kernel in packages.wrapper_source(out / "prefill.pt2")
+    assert flash_kernel not in packages.wrapper_source(out / "decode.pt2")
     graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("math")
     idx = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 6))
     kv_c, kv_e = graphs.new_kv_cache(2), eager.new_kv_cache(2)
@@ -406,7 +406,7 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
     assert pick["selected_by"] == "measurement" and pick["tokens"] == fixtures.CONFIG.block_size
     assert set(pick["candidates"]) == {"mm", "onednn"}
     assert pick["form"] == min(pick["candidates"], key=lambda f: pick["candidates"][f]["ms"])
-    assert flash_kernel not in inductor.wrapper_source(out / "decode_one.pt2")  # decode's kernel
+    assert flash_kernel not in packages.wrapper_source(out / "decode_one.pt2")  # decode's kernel
     # The golden prefill is the prefill kernel's (flash), not decode's (math): the two differ in the last bits.
     golden = load_file(str(out / "golden.safetensors"))
     with torch.no_grad():
@@ -422,7 +422,7 @@ def test_no_cpu_graph_hard_codes_a_thread_count(artifacts):
     assert {p.stem for p in packages} >= {"prefill", "decode", "decode_one", "train_step", "eval_loss", "adamw"}
     parallel_regions = 0
     for package in packages:
-        code = inductor.kernel_sources(package)
+        code = packages.kernel_sources(package)
         assert re.search(r"omp parallel[^\n]*num_threads", code) is None, package
         parallel_regions += code.count("#pragma omp parallel")
     assert parallel_regions > 0  # the check looked at parallel code

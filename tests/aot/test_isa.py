@@ -9,7 +9,7 @@ import torch
 
 from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
 from gpt_aot.artifact.loader import ArtifactGraphs
-from gpt_aot.compiler import isa, pipeline
+from gpt_aot.compiler import isa, packages, pipeline
 from gpt_aot.compiler.target import resolve
 
 pytestmark = pytest.mark.skipif(
@@ -45,7 +45,7 @@ def test_v3_artifact_records_exactly_the_extensions_of_the_flags_in_its_packages
     assert {p.stem for p in packages} == {"prefill", "decode", "decode_one", "extend"}
     flags, compilers = [], set()
     for package in packages:
-        commands = isa.compile_commands(package)
+        commands = packages.compile_commands(package)
         assert commands, package  # a compile (.o) and a link (.so) per package at least
         for command in commands:
             compilers.add(command[0])
@@ -71,7 +71,7 @@ def test_native_artifact_records_the_hosts_extensions(compiled):
     target = manifest["target"]
     assert target["isa_level"] == "native" and "-march=native" in target["isa_flags"]
     assert target["isa_extensions"] == isa.extensions("g++", target["isa_flags"])
-    assert target["isa_extensions"] == isa.package_isa(sorted(directory.glob("*.pt2")))["isa_extensions"]
+    assert target["isa_extensions"] == packages.package_isa(sorted(directory.glob("*.pt2")))["isa_extensions"]
     # -march=native asks for more than the level: this host's extras (e.g. sha_ni, vaes) are what breaks old CPUs
     v3 = set(compiled["v3"][1]["target"]["isa_extensions"])
     assert v3 < set(target["isa_extensions"]) <= isa.cpu_flags()
@@ -82,7 +82,7 @@ def test_training_graphs_compile_commands_are_read_too(artifacts):
     packages = sorted(directory.glob("*.pt2"))
     assert {p.stem for p in packages} >= {"train_step", "eval_loss", "adamw"}
     for package in packages:  # every graph recorded its commands; the manifest's flags are all of theirs
-        flags = {w for command in isa.compile_commands(package) for w in isa.machine_flags(command)}
+        flags = {w for command in packages.compile_commands(package) for w in packages.machine_flags(command)}
         assert "-march=native" in flags, package
         assert flags <= set(json.loads((directory / "manifest.json").read_text())["target"]["isa_flags"])
 
@@ -201,8 +201,8 @@ def test_the_fixture_compiled_on_a_host_hiding_an_extension_records_and_obeys_it
     assert "-march=native" in target["isa_flags"] and any(f.startswith("-mno-") for f in target["isa_flags"])
     assert "kernel hides" in target["isa_derivation"]
     for package in sorted(directory.glob("*.pt2")):
-        for command in isa.compile_commands(package):
-            assert extension not in isa.extensions(command[0], isa.machine_flags(command)), package
+        for command in packages.compile_commands(package):
+            assert extension not in isa.extensions(command[0], packages.machine_flags(command)), package
     # the other fixtures were compiled on this host as it is: its kernel hides nothing from them
     native = json.loads((artifacts / "tiny-math" / "cpu" / "manifest.json").read_text())["target"]
     assert extension in native["isa_extensions"]

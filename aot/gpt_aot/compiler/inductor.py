@@ -1,12 +1,12 @@
 """AOTInductor: compile one exported program into a .pt2 package, and prove
 the package calls the attention kernel it was compiled with."""
 
-import zipfile
 from pathlib import Path
 
 import torch
 
 from gpt_aot.compiler import isa
+from gpt_aot.compiler.packages import wrapper_source
 from gpt_aot.compiler.target import Target
 from gpt_aot.model.attention import attention_context
 
@@ -32,17 +32,6 @@ KERNEL_SYMBOLS = {
 }
 
 
-def package_sources(package: Path, suffix: str = ".cpp") -> str:
-    """The generated C++ sources of a .pt2 package whose names end in `suffix`, concatenated."""
-    with zipfile.ZipFile(package) as z:
-        return "".join(z.read(n).decode() + "\n" for n in z.namelist() if n.endswith(suffix))
-
-
-def wrapper_source(package: Path) -> str:
-    """The generated C++ wrapper code of a .pt2 package."""
-    return package_sources(package, "wrapper.cpp")
-
-
 def check_kernel(package: Path, device: str, kind: str) -> None:
     """Prove the compiled graph calls the chosen attention kernel, not a fallback."""
     code = wrapper_source(package)
@@ -53,11 +42,6 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
         raise RuntimeError(
             f"{package.name}: expected attention {kind} ({expected or 'no SDPA kernel'}), found {called}"
         )
-
-
-def kernel_sources(package: Path) -> str:
-    """The generated C++ kernel code of a .pt2 package (CPU graphs; CUDA kernels are not C++)."""
-    return package_sources(package, "kernel.cpp")
 
 
 def compile_package(program, package: Path, target: Target, attention: str) -> None:

@@ -15,8 +15,9 @@ cannot use what the kernel refuses and the artifact loads where it was built.
 
 The manifest's list of extensions is derived from the flags the packages were
 actually compiled with (each .pt2 keeps its compile commands as comments in
-its .cpp sources), expanded by the same compiler into its predefined ISA
-macros, so the list is what the compiler was allowed to emit, not a guess.
+its .cpp sources, which packages.py reads back), expanded by the same compiler
+into its predefined ISA macros (`extensions`), so the list is what the compiler
+was allowed to emit, not a guess.
 """
 
 import os
@@ -252,47 +253,6 @@ def check_level(level: str) -> None:
             f"--isa {level} needs {', '.join(missing)}, which this CPU lacks: the compile runs every graph "
             f"to check and time it, so compile on a machine that has them, or choose a lower level"
         )
-
-
-# ---------------------------------------------------------------------------
-# The compile commands recorded in a package
-
-
-def compile_commands(package: Path) -> list[list[str]]:
-    """Every compiler command line recorded in a .pt2's C++ sources: `// <compiler> <source> ... -o <out>`."""
-    from gpt_aot.compiler.inductor import package_sources  # here: inductor imports this module
-
-    commands = []
-    for line in package_sources(package).splitlines():
-        words = line.removeprefix("// ").split()
-        if line.startswith("// ") and "-o" in words and len(words) > 1 and words[1].endswith((".cpp", ".o")):
-            commands.append(words)
-    return commands
-
-
-def machine_flags(command: list[str]) -> list[str]:
-    """The -march/-m flags of one command line: everything that chooses instructions."""
-    return [w for w in command[1:] if w.startswith("-m")]
-
-
-def package_isa(packages: list[Path]) -> dict:
-    """The manifest's record of what the packages' code was compiled for: flags and the extensions they allow."""
-    compilers, flags = set(), []
-    for package in packages:
-        commands = compile_commands(package)
-        if not commands:
-            raise RuntimeError(f"{package.name}: no compile command recorded in its sources")
-        for command in commands:
-            compilers.add(command[0])
-            flags += [f for f in machine_flags(command) if f not in flags]
-    if len(compilers) != 1:
-        raise RuntimeError(f"packages were compiled by several compilers: {sorted(compilers)}")
-    compiler = compilers.pop()
-    disabled = [f.removeprefix("-mno-") for f in flags if f.startswith("-mno-")]
-    derivation = f"the ISA macros `{Path(compiler).name} -dM -E <isa_flags>` predefines, as cpuinfo flags"
-    if disabled:
-        derivation += f"; -mno-{', -mno-'.join(disabled)}: extensions this host's CPU reports but its kernel hides"
-    return {"isa_flags": flags, "isa_extensions": extensions(compiler, flags), "isa_derivation": derivation}
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import torch
 
 from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
 from gpt_aot.base.files import replaced_directory
-from gpt_aot.compiler import attention_pick, isa, linear_pick, training
+from gpt_aot.compiler import attention_pick, isa, linear_pick, packages, training
 from gpt_aot.compiler.artifact_files import write_artifact_files
 from gpt_aot.compiler.graphs import MAX_BATCH, export_graphs, graph_specs
 from gpt_aot.compiler.inductor import compile_package
@@ -170,7 +170,7 @@ def compile_artifact(
             training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
         if target.device == "cpu":
             # Every graph's recorded compile commands, training graphs' too, say what the code may execute.
-            recorded = isa.package_isa(sorted(work.glob("*.pt2")))
+            recorded = packages.package_isa(sorted(work.glob("*.pt2")))
             target = dataclasses.replace(target, details={**target.details, **recorded})
         quantization = None
         if quantize:
