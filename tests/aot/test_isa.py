@@ -9,7 +9,7 @@ import torch
 
 from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
 from gpt_aot.artifact.loader import ArtifactGraphs
-from gpt_aot.compiler import isa, packages, pipeline
+from gpt_aot.compiler import isa, packages, pipeline, torch_patches
 from gpt_aot.compiler.target import resolve
 
 pytestmark = pytest.mark.skipif(
@@ -109,7 +109,7 @@ def test_v4_compile_flags_are_the_level_and_plain_avx512_without_compiling():
     """x86-64-v4 cannot be compiled here without AVX-512, so the command Inductor would run is checked."""
     from torch._inductor import cpp_builder, cpu_vec_isa
 
-    with isa.compiling_for("x86-64-v4"):
+    with torch_patches.compiling_for("x86-64-v4"):
         vec = cpu_vec_isa.pick_vec_isa()
         options = cpp_builder.CppTorchDeviceOptions(vec_isa=vec, device_type="cpu", aot_mode=True)
         command = cpp_builder.CppBuilder(name="o", sources="i", BuildOption=options).get_command_line().split()
@@ -214,10 +214,10 @@ def test_a_native_compile_lowers_inductors_vector_isa_below_what_the_kernel_hide
     from torch._inductor import cpu_vec_isa
 
     picked = cpu_vec_isa.pick_vec_isa()
-    assert str(isa.native_vec_isa("g++")) == str(picked)  # nothing hidden: Inductor's own pick
+    assert str(torch_patches.native_vec_isa("g++")) == str(picked)  # nothing hidden: Inductor's own pick
     if picked:
         needed = set(isa.extensions("g++", picked.build_arch_flags().split()))
-        lowered = isa.native_vec_isa("g++", isa.cpu_flags() - {max(needed)})
+        lowered = torch_patches.native_vec_isa("g++", isa.cpu_flags() - {max(needed)})
         assert str(lowered) != str(picked)
         assert not lowered or set(isa.extensions("g++", lowered.build_arch_flags().split())) <= isa.cpu_flags() - {
             max(needed)

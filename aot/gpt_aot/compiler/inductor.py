@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from gpt_aot.compiler import isa
+from gpt_aot.compiler import isa, torch_patches
 from gpt_aot.compiler.packages import wrapper_source
 from gpt_aot.compiler.target import Target
 from gpt_aot.model.attention import attention_context
@@ -47,6 +47,6 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
 def compile_package(program, package: Path, target: Target, attention: str) -> None:
     """AOTInductor-compile one exported program with the attention backend pinned, for the target's ISA level."""
     level = target.isa_level if target.device == "cpu" else isa.NATIVE
-    with attention_context(attention), isa.compiling_for(level):
+    with attention_context(attention), torch_patches.compiling_for(level):
         torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS)
     check_kernel(package, target.device, attention)

@@ -17,7 +17,7 @@ import torch
 
 from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
 from gpt_aot.base.files import replaced_directory
-from gpt_aot.compiler import attention_pick, isa, linear_pick, packages, training
+from gpt_aot.compiler import attention_pick, linear_pick, packages, torch_patches, training
 from gpt_aot.compiler.artifact_files import write_artifact_files
 from gpt_aot.compiler.graphs import MAX_BATCH, export_graphs, graph_specs
 from gpt_aot.compiler.inductor import compile_package
@@ -129,7 +129,7 @@ def compile_artifact(
             quantize_int4(model, target.dtype, group_size)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
-    with replaced_directory(Path(out_dir)) as work, isa.compiling_for(target.isa_level):
+    with replaced_directory(Path(out_dir)) as work, torch_patches.compiling_for(target.isa_level):
         with progress.stage("choose attention"):
             choice = attention_pick.choose_attention(model, target, attention)
             choice["decode"] = attention_pick.choose_attention(model, target, attention, attention_pick.measure_decode)
