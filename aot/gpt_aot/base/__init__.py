@@ -1,1 +1,2 @@
-"""Helpers every layer may use, and that know nothing of models: files replaced whole."""
+"""Helpers that know nothing of models: files and directories replaced whole. The bottom layer: imports
+no other subpackage, and every one above may import it."""

@@ -1,2 +1,3 @@
 """The compile: pick attention kernels and linear forms, export the graphs, AOTInductor-compile them for a
-target, and write the artifact. Imports base, model, text and artifact; never the importers."""
+target, and write the artifact. May import base/, model/, text/ and artifact/; importers/ is its
+sibling."""

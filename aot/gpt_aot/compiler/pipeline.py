@@ -107,7 +107,7 @@ def compile_artifact(
     (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs; with
     quantize="int8" or "int4", its linears' weights are int8, or int4 in groups
-    of `group_size` inputs (quantize.py; inference only)."""
+    of `group_size` inputs (model/quantize.py; inference only)."""
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantization {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     if quantize and train is not None:

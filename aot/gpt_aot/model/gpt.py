@@ -294,7 +294,7 @@ class GPT(nn.Module):
     def _embed(self, idx, pos):
         # wte is tied to lm_head; reading it through lm_head lets exported graphs see
         # one parameter (and one gradient) for the shared tensor, unless export gave
-        # wte its own copy (graphs.untied_lm_head).
+        # wte its own copy (compiler/graphs.py's untied_lm_head).
         table = self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight
         if self.quantization == "int4":  # the gathered rows dequantised (quantize.py)
             tok = int4_embedding(table, self.lm_head.weight_scale_zero, idx, self.dtype)
