@@ -28,16 +28,18 @@ from torch._inductor import codecache, config, cpp_builder, cpu_vec_isa
 from gpt_aot.compiler import isa
 
 WRITTEN_FOR = "2.11"  # the torch release (major.minor) whose private functions this module replaces
-# Every private name of torch._inductor this module reads or replaces.
+# Every name of torch._inductor (torch's private compiler) this module replaces, overrides or reads.
 PRIVATE = (
     "cpp_builder._get_optimization_cflags",
-    "cpp_builder.get_cpp_compiler",
     "cpu_vec_isa.pick_vec_isa",
     "codecache.pick_vec_isa",
+    "cpu_vec_isa.VecISA.build_arch_flags",
+    "cpu_vec_isa.VecAVX512.is_avx512_bf16_supported",
+    "cpu_vec_isa.VecAVX512._arch_flags",
+    "cpu_vec_isa.VecAVX2",
     "cpu_vec_isa.valid_vec_isa_list",
     "cpu_vec_isa.invalid_vec_isa",
-    "cpu_vec_isa.VecAVX2",
-    "cpu_vec_isa.VecAVX512._arch_flags",
+    "cpp_builder.get_cpp_compiler",
     "config.cpp.simdlen",
 )
 
