@@ -418,10 +418,10 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
 def test_no_cpu_graph_hard_codes_a_thread_count(artifacts):
     # Every graph of every CPU test artifact, training graphs included: the kernels'
     # parallel regions take OpenMP's thread count at run time (the runtime's num_threads).
-    packages = sorted(artifacts.glob("tiny-*/cpu/*.pt2"))
-    assert {p.stem for p in packages} >= {"prefill", "decode", "decode_one", "train_step", "eval_loss", "adamw"}
+    pt2_files = sorted(artifacts.glob("tiny-*/cpu/*.pt2"))
+    assert {p.stem for p in pt2_files} >= {"prefill", "decode", "decode_one", "train_step", "eval_loss", "adamw"}
     parallel_regions = 0
-    for package in packages:
+    for package in pt2_files:
         code = packages.kernel_sources(package)
         assert re.search(r"omp parallel[^\n]*num_threads", code) is None, package
         parallel_regions += code.count("#pragma omp parallel")

@@ -41,10 +41,10 @@ def compiled(tmp_path_factory, artifacts, fixtures):
 
 def test_v3_artifact_records_exactly_the_extensions_of_the_flags_in_its_packages(compiled):
     directory, manifest = compiled["v3"]
-    packages = sorted(directory.glob("*.pt2"))
-    assert {p.stem for p in packages} == {"prefill", "decode", "decode_one", "extend"}
+    pt2_files = sorted(directory.glob("*.pt2"))
+    assert {p.stem for p in pt2_files} == {"prefill", "decode", "decode_one", "extend"}
     flags, compilers = [], set()
-    for package in packages:
+    for package in pt2_files:
         commands = packages.compile_commands(package)
         assert commands, package  # a compile (.o) and a link (.so) per package at least
         for command in commands:
@@ -79,9 +79,9 @@ def test_native_artifact_records_the_hosts_extensions(compiled):
 
 def test_training_graphs_compile_commands_are_read_too(artifacts):
     directory = artifacts / "tiny-train" / "cpu"
-    packages = sorted(directory.glob("*.pt2"))
-    assert {p.stem for p in packages} >= {"train_step", "eval_loss", "adamw"}
-    for package in packages:  # every graph recorded its commands; the manifest's flags are all of theirs
+    pt2_files = sorted(directory.glob("*.pt2"))
+    assert {p.stem for p in pt2_files} >= {"train_step", "eval_loss", "adamw"}
+    for package in pt2_files:  # every graph recorded its commands; the manifest's flags are all of theirs
         flags = {w for command in packages.compile_commands(package) for w in packages.machine_flags(command)}
         assert "-march=native" in flags, package
         assert flags <= set(json.loads((directory / "manifest.json").read_text())["target"]["isa_flags"])
