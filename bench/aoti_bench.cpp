@@ -39,7 +39,7 @@ void print_list(const char *name, const std::vector<double> &v) {
 }
 
 // The graphs take the cache as each layer's k and v views of its first `positions`
-// (aot/gpt_aot/model.py, layer_caches).
+// (aot/gpt_aot/model/gpt.py, layer_caches).
 std::vector<at::Tensor> with_cache(std::vector<at::Tensor> inputs, const at::Tensor &kv, int64_t positions) {
     for (int64_t layer = 0; layer < kv.size(0); ++layer)
         for (int64_t kind = 0; kind < 2; ++kind)

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from gpt_aot.attention import attention_context
-from gpt_aot.graphs import export_graphs
-from gpt_aot.manifest import FORMAT_VERSION
-from gpt_aot.model import GPT, GPTConfig
-from gpt_aot.target import DTYPES
+from gpt_aot.artifact.manifest import FORMAT_VERSION
+from gpt_aot.compiler.graphs import export_graphs
+from gpt_aot.compiler.target import DTYPES
+from gpt_aot.model.attention import attention_context
+from gpt_aot.model.gpt import GPT, GPTConfig
 
 
 def main() -> None:

@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 
 import int8_accuracy  # noqa: E402
 
-from gpt_aot import bpe_data  # noqa: E402
-from gpt_aot.model import GPTConfig  # noqa: E402
-from gpt_aot.tokenizer import encode  # noqa: E402
-from gpt_aot.tokenizer_import import read_tokenizer  # noqa: E402
+from gpt_aot.importers.tokenizer_import import read_tokenizer  # noqa: E402
+from gpt_aot.model.gpt import GPTConfig  # noqa: E402
+from gpt_aot.text import bpe_data  # noqa: E402
+from gpt_aot.text.tokenizer import encode  # noqa: E402
 
 PROMPT = "And God said"
 

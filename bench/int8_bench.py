@@ -39,7 +39,7 @@ import int8_peers  # noqa: E402
 import suite  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "aot"))
-from gpt_aot.manifest import FORMAT_VERSION  # noqa: E402
+from gpt_aot.artifact.manifest import FORMAT_VERSION  # noqa: E402
 
 PY = sys.executable
 WORK = ROOT / "bench" / "work" / "int8"

@@ -19,8 +19,8 @@ import time
 import numpy as np
 import torch
 
-from gpt_aot.model import GPT, GPTConfig, layer_caches
-from gpt_aot.target import DTYPES
+from gpt_aot.compiler.target import DTYPES
+from gpt_aot.model.gpt import GPT, GPTConfig, layer_caches
 
 
 def peak_rss_mib() -> float:

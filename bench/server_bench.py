@@ -291,7 +291,7 @@ def corpus_prompts(count: int) -> list[str]:
         prompts = json.loads(PROMPTS.read_text())
         if len(prompts) >= count:
             return prompts
-    from gpt_aot.data import corpus_text
+    from gpt_aot.text.data import corpus_text
 
     words = corpus_text().split()
     prompts = [" ".join(words[i : i + PROMPT_WORDS]) for i in range(0, PROMPT_WORDS * count, PROMPT_WORDS)]

@@ -51,7 +51,7 @@ CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_
 def gpt2_tokenizer() -> dict:
     import gpt2_ranks
 
-    from gpt_aot.tokenizer_import import read_tokenizer
+    from gpt_aot.importers.tokenizer_import import read_tokenizer
 
     return read_tokenizer(gpt2_ranks.path(), pattern="gpt2", special=[f"{EOT}=50256"])
 
@@ -59,8 +59,8 @@ def gpt2_tokenizer() -> dict:
 def write_hf_tokenizer(tokenizer: dict, out: Path) -> None:
     """vocab.json + merges.txt as GPT-2 ships them, from the ranks (merges reconstructed as
     Hugging Face's tiktoken converter does)."""
-    from gpt_aot.byte_level import to_chars
-    from gpt_aot.tokenizer import merges, ranks
+    from gpt_aot.text.byte_level import to_chars
+    from gpt_aot.text.tokenizer import merges, ranks
 
     vocab = {to_chars(token): i for token, i in ranks(tokenizer).items()}
     vocab.update(tokenizer["special"])
@@ -73,7 +73,7 @@ def write_hf_model(seed: int, out: Path):
     """nanoGPT's init from `seed`, saved as transformers' GPT2LMHeadModel in bf16; returns that model."""
     import transformers
 
-    from gpt_aot.model import GPT, GPTConfig
+    from gpt_aot.model.gpt import GPT, GPTConfig
 
     ours = GPT(GPTConfig(**GPT2)).init_weights(seed)
     state = {}
@@ -119,7 +119,7 @@ def pytorch_greedy(prompt: list[int], n: int) -> tuple[list[int], list[float]]:
 
 def reference(tokenizer: dict) -> dict:
     """Greedy tokens of CHECK_PROMPT from the saved bf16 weights (pytorch_greedy)."""
-    from gpt_aot.tokenizer import encode, to_tiktoken
+    from gpt_aot.text.tokenizer import encode, to_tiktoken
 
     prompt = encode(tokenizer, CHECK_PROMPT)
     tokens, margins = pytorch_greedy(prompt, CHECK_TOKENS)

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gpt_aot.manifest import FORMAT_VERSION
-from gpt_aot.model import GPT, GPTConfig
+from gpt_aot.artifact.manifest import FORMAT_VERSION
+from gpt_aot.model.gpt import GPT, GPTConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -4,14 +4,14 @@
     .venv/bin/python bench/tokenizer_speed.py [--rounds 3] [--reps 3] [--hf-reps N] [--bench PATH] [--out DIR]
 
 GPT-2's vocabulary (the rank file tests/fixtures/gpt2_ranks.py stores under .venv/share/) on the
-corpus (gpt_aot.data.corpus_text(), the King James Bible, ~4.3 MB), in two modes: `whole`, the text
+corpus (gpt_aot.text.data.corpus_text(), the King James Bible, ~4.3 MB), in two modes: `whole`, the text
 as one call, and `lines`, one call per line with its newline (prompt-sized calls). Rows:
 
 - runtime: build/bench/tokenize_bench (`--bench`) calling gpt_model_tokenize on an artifact compiled
   once into bench/work/gpt2-tokenizer (a tiny model with GPT-2's tokenizer: only the tokenizer is used);
-- tiktoken: `Encoding.encode_ordinary`, built from the same ranks (gpt_aot.tokenizer.to_tiktoken);
+- tiktoken: `Encoding.encode_ordinary`, built from the same ranks (gpt_aot.text.tokenizer.to_tiktoken);
 - hf: tokenizers' `Tokenizer.encode(text, add_special_tokens=False)` with `encode_special_tokens=True`
-  (gpt_aot.tokenizer.to_hf, saved once to bench/work/hf-gpt2.json), RAYON_NUM_THREADS=1 and
+  (gpt_aot.text.tokenizer.to_hf, saved once to bench/work/hf-gpt2.json), RAYON_NUM_THREADS=1 and
   TOKENIZERS_PARALLELISM=false.
 
 Every row is its own process pinned to one core (`taskset -c 0`), one thread; each process encodes
@@ -68,7 +68,7 @@ def peak_rss_mib() -> float:
 
 
 def tokenizer():
-    from gpt_aot.tokenizer_import import read_tokenizer
+    from gpt_aot.importers.tokenizer_import import read_tokenizer
 
     return read_tokenizer(RANKS, pattern="gpt2", special=[SPECIAL])
 
@@ -80,7 +80,7 @@ def peer(impl: str, mode: str, reps: int, text_file: Path) -> dict:
     text = text_file.read_text(encoding="utf-8")
     size = len(text.encode("utf-8"))
     if impl == "tiktoken":
-        from gpt_aot.tokenizer import to_tiktoken
+        from gpt_aot.text.tokenizer import to_tiktoken
 
         encode = to_tiktoken(tokenizer()).encode_ordinary
         version = __import__("tiktoken").__version__
@@ -129,8 +129,8 @@ def run_row(cmd: list[str], env: dict) -> dict:
 
 def prepare(bench: Path) -> dict:
     """The corpus file, the runtime's artifact and HF's tokenizer file (each made once)."""
-    from gpt_aot.data import corpus_text
-    from gpt_aot.tokenizer import to_hf
+    from gpt_aot.text.data import corpus_text
+    from gpt_aot.text.tokenizer import to_hf
 
     WORK.mkdir(parents=True, exist_ok=True)
     if not TEXT.exists():

@@ -9,7 +9,7 @@ out=$1
 cache=${GPT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt-aot}/test-artifacts
 key=$( {
   git ls-files -z aot tests/fixtures | xargs -0 sha256sum
-  .venv/bin/python -c 'import sys, torch; from gpt_aot import isa; print(sys.version, torch.__version__, sorted(isa.cpu_flags()))'
+  .venv/bin/python -c 'import sys, torch; from gpt_aot.compiler import isa; print(sys.version, torch.__version__, sorted(isa.cpu_flags()))'
   "$(.venv/bin/python -c 'from torch._inductor import cpp_builder; print(cpp_builder.get_cpp_compiler())')" --version
 } | sha256sum | cut -c1-16)
 

@@ -1,4 +1,9 @@
-"""gpt_aot: compile a nanoGPT model into AOTInductor artifacts for libgpt_runtime."""
+"""gpt_aot: compile a nanoGPT model into AOTInductor artifacts for libgpt_runtime.
+
+One subpackage per layer, bottom to top: base; model and text; artifact; importers and compiler; then the
+command line (__main__). Each imports only the layers below it, never a sibling (scripts/check_aot_layers.py,
+docs/ARCHITECTURE.md).
+"""
 
 import ctypes
 

@@ -6,16 +6,19 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import bpe_data, checkpoint, data, isa, signing
-from .compile import compile_artifact
-from .config import resolve_config
-from .graphs import MAX_BATCH
-from .manifest import read_manifest
-from .target import resolve
-from .tokenizer import DEFAULT_EOS, no_tokenizer, vocab_size
-from .tokenizer_import import read_tokenizer
-from .training import OptimizerConfig
-from .weights import load_model
+from gpt_aot.artifact import signing
+from gpt_aot.artifact.manifest import read_manifest
+from gpt_aot.compiler import isa
+from gpt_aot.compiler.graphs import MAX_BATCH
+from gpt_aot.compiler.pipeline import compile_artifact
+from gpt_aot.compiler.target import resolve
+from gpt_aot.compiler.training import OptimizerConfig
+from gpt_aot.importers import checkpoint
+from gpt_aot.importers.tokenizer_import import read_tokenizer
+from gpt_aot.importers.weights import load_model
+from gpt_aot.model.config import resolve_config
+from gpt_aot.text import bpe_data, data
+from gpt_aot.text.tokenizer import DEFAULT_EOS, no_tokenizer, vocab_size
 
 
 def _compile(args) -> int:

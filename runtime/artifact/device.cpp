@@ -23,8 +23,9 @@ namespace gpt {
 namespace {
 
 // What this CPU may run, as the kernel sees it: the flags every processor in cpuinfo shows. GPT_CPUINFO names
-// another file (tests; containers whose /proc is masked). The compile reads the same (aot/gpt_aot/isa.py): CPUID
-// also reports extensions the kernel has disabled, and a native compile leaves those out, so both sides agree.
+// another file (tests; containers whose /proc is masked). The compile reads the same
+// (aot/gpt_aot/compiler/isa.py): CPUID also reports extensions the kernel has disabled, and a native compile
+// leaves those out, so both sides agree.
 std::set<std::string> read_cpu_flags() {
     const char *path = std::getenv("GPT_CPUINFO");
     std::ifstream in(path != nullptr && *path != '\0' ? path : "/proc/cpuinfo");

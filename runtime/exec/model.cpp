@@ -28,7 +28,7 @@ namespace {
 
 // The graphs take the cache as views of its first `positions`, each layer's k and
 // v in turn: a cache input that a graph writes once is updated in place
-// (aot/gpt_aot/model.py, layer_caches).
+// (aot/gpt_aot/model/gpt.py, layer_caches).
 std::vector<at::Tensor> graph_inputs(std::initializer_list<at::Tensor> leading, const at::Tensor &kv,
                                      int64_t positions) {
     std::vector<at::Tensor> inputs(leading);

@@ -1,5 +1,5 @@
 // packed_weights.cpp — each packing is its kernel's own (mkldnn::_reorder_linear_weight and
-// aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/linear.py's pack_for_onednn and
+// aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/model/linear.py's pack_for_onednn and
 // pack_for_int4pack), so the compile measured the layout run here.
 #include "exec/packed_weights.h"
 
@@ -28,7 +28,7 @@ at::Tensor pack_for_onednn(const at::Tensor &weight) {
 }
 
 // The (rows, cols) int values of a "blocks64" weight, (rows, cols / 2) bytes with rows a multiple of 64, as
-// aot/gpt_aot/linear.py's from_int4_blocks: block b's (cols, 32) bytes hold row 64b + j in the low four
+// aot/gpt_aot/model/linear.py's from_int4_blocks: block b's (cols, 32) bytes hold row 64b + j in the low four
 // bits of byte (k, j) and row 64b + 32 + j in its high four.
 at::Tensor int4_values(const at::Tensor &stored) {
     const int64_t cols = stored.size(1) * 2;

@@ -14,7 +14,7 @@
 
 namespace gpt {
 
-// Output rows per block of the int4 "blocks64" layout (aot/gpt_aot/linear.py's to_int4_blocks).
+// Output rows per block of the int4 "blocks64" layout (aot/gpt_aot/model/linear.py's to_int4_blocks).
 constexpr int64_t kInt4BlockRows = 64;
 
 // Reads the artifact's weights file straight into its tensors, checking its sha256 on the way (integrity.h).

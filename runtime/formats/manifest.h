@@ -1,5 +1,5 @@
 // manifest.h — the artifact's manifest.json, parsed and checked for shape.
-// Written by aot/gpt_aot/manifest.py; the format is described in docs/ARCHITECTURE.md.
+// Written by aot/gpt_aot/artifact/manifest.py; the format is described in docs/ARCHITECTURE.md.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +20,7 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 13: training.master_dtype, the dtype of the adamw graph's tensors (history: aot/gpt_aot/manifest.py).
+// 13: training.master_dtype, the dtype of the adamw graph's tensors (history: aot/gpt_aot/artifact/manifest.py).
 inline constexpr int kFormatVersion = 13;
 // Also read: 12 is 13 without training.master_dtype, whose adamw graph takes the model's dtype.
 inline constexpr int kOldestFormatVersion = 12;

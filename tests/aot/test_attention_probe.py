@@ -8,8 +8,9 @@ simulated by refusing flash's masked call in the probe."""
 import pytest
 import torch
 
-from gpt_aot import attention, attention_pick
-from gpt_aot.target import resolve
+from gpt_aot.compiler import attention_pick
+from gpt_aot.compiler.target import resolve
+from gpt_aot.model import attention
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gpt_aot import attention_pick, inductor, linear_pick, measure
-from gpt_aot import compile as compile_mod
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.manifest import FORMAT_NAME, FORMAT_VERSION, sha256_file
-from gpt_aot.target import resolve
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.artifact.manifest import FORMAT_NAME, FORMAT_VERSION, sha256_file
+from gpt_aot.compiler import attention_pick, inductor, linear_pick, measure, packages, pipeline
+from gpt_aot.compiler.target import resolve
 
 KINDS = ("naive", "math", "flash")
 TOL = 1e-4  # fp32: compiled kernels reorder reductions, nothing more
@@ -46,7 +45,7 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
         assert (directory / name).stat().st_size == entry["size"]
     assert manifest["graphs"]["decode_one"]["max_batch"] == 1
     assert manifest["graphs"]["decode_one"]["linear"] == {"form": "reduction", "selected_by": "user"}
-    from gpt_aot.linear import Linear
+    from gpt_aot.model.linear import Linear
 
     linear_weights = [f"{n}.weight" for n, m in fixtures.tiny_model("flash").named_modules() if isinstance(m, Linear)]
     assert len(linear_weights) == 4 * fixtures.CONFIG.n_layer + 1
@@ -72,7 +71,7 @@ def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fix
 
 
 def wrapper_source(artifacts, kind: str, graph: str) -> str:
-    return inductor.wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
+    return packages.wrapper_source(artifact_dir(artifacts, kind) / f"{graph}.pt2")
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -122,7 +121,7 @@ def test_each_graph_runs_its_linears_in_the_recorded_form(artifacts, fixtures, n
     manifest = json.loads((directory / "manifest.json").read_text())
     assert {g: manifest["graphs"][g]["linear"]["form"] for g in forms} == forms
     for graph, form in forms.items():
-        code = inductor.wrapper_source(directory / f"{graph}.pt2")
+        code = packages.wrapper_source(directory / f"{graph}.pt2")
         calls = {kernel: len(pattern.findall(code)) for kernel, pattern in LINEAR_CALLS.items()}
         assert calls == {kernel: linears if kernel == form else 0 for kernel in LINEAR_CALLS}, graph
 
@@ -132,7 +131,7 @@ def test_packed_form_graphs_name_the_embedding_apart_from_the_packed_lm_head(art
     """The runtime binds every linear weight packed where the linears are oneDNN's or
     aten's int4 kernel (tiny-int4: the host's int4 packing): there the embedding reads
     its own constant (the same tensor in the weights file), as stored."""
-    from gpt_aot.linear import PACKED_FORMS, Linear
+    from gpt_aot.model.linear import PACKED_FORMS, Linear
 
     linear_weights = {f"{n}.weight" for n, m in fixtures.tiny_model("math").named_modules() if isinstance(m, Linear)}
     directory = artifacts / name / "cpu"
@@ -261,7 +260,7 @@ def test_failed_compile_leaves_the_previous_artifact_intact(tmp_path, artifacts,
 
     monkeypatch.setattr(torch._inductor, "aoti_compile_and_package", broken)
     with pytest.raises(RuntimeError, match="compiler crashed"):
-        compile_mod.compile_artifact(
+        pipeline.compile_artifact(
             fixtures.tiny_model("naive"),
             target,
             out,
@@ -280,8 +279,8 @@ def test_failed_compile_leaves_the_previous_artifact_intact(tmp_path, artifacts,
 def test_a_block_size_too_small_to_export_is_refused_by_name(fixtures):
     from dataclasses import replace
 
-    from gpt_aot.graphs import export_graphs
-    from gpt_aot.model import GPT
+    from gpt_aot.compiler.graphs import export_graphs
+    from gpt_aot.model.gpt import GPT
 
     kinds = {"prefill": "math", "decode": "math"}
     with pytest.raises(ValueError, match="block_size 2 is too small to compile: it must be at least 3"):
@@ -290,7 +289,7 @@ def test_a_block_size_too_small_to_export_is_refused_by_name(fixtures):
 
 
 def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
-    from gpt_aot.attention import ATTENTION_KINDS
+    from gpt_aot.model.attention import ATTENTION_KINDS
 
     model = fixtures.tiny_model("flash")
     candidates = attention_pick.measure_decode(model)
@@ -304,7 +303,7 @@ def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
 
 
 def test_linear_forms_compute_the_same_product(fixtures):
-    from gpt_aot.linear import LINEAR_FORMS, Linear, packed_linear_weights
+    from gpt_aot.model.linear import LINEAR_FORMS, Linear, packed_linear_weights
 
     assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack", "blocked", "int4pack"}
     for bias in (True, False):
@@ -349,8 +348,8 @@ def test_decode_linear_form_is_measured_against_mm(fixtures):
 
 
 def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
-    from gpt_aot.linear import linear_form_runs_on
-    from gpt_aot.target import Target
+    from gpt_aot.compiler.target import Target
+    from gpt_aot.model.linear import linear_form_runs_on
 
     assert linear_form_runs_on("onednn", torch.device("cpu")) == torch.backends.mkldnn.is_available()
     assert not linear_form_runs_on("onednn", torch.device("cuda"))
@@ -384,13 +383,13 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
     monkeypatch.setattr(attention_pick, "choose_attention", pick_per_graph)
     out = tmp_path / "m" / "cpu"
     target = resolve("cpu", "auto", "fp32")
-    manifest = compile_mod.compile_artifact(
+    manifest = pipeline.compile_artifact(
         fixtures.tiny_model("math"), target, out, "m", fixtures.tokenizer(), attention="auto", max_batch=4, quiet=True
     )
     assert manifest["attention"]["backend"] == "flash" and manifest["attention"]["decode"]["backend"] == "math"
     flash_kernel = inductor.KERNEL_SYMBOLS[("cpu", "flash")]
-    assert flash_kernel in inductor.wrapper_source(out / "prefill.pt2")
-    assert flash_kernel not in inductor.wrapper_source(out / "decode.pt2")
+    assert flash_kernel in packages.wrapper_source(out / "prefill.pt2")
+    assert flash_kernel not in packages.wrapper_source(out / "decode.pt2")
     graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("math")
     idx = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 6))
     kv_c, kv_e = graphs.new_kv_cache(2), eager.new_kv_cache(2)
@@ -407,7 +406,7 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
     assert pick["selected_by"] == "measurement" and pick["tokens"] == fixtures.CONFIG.block_size
     assert set(pick["candidates"]) == {"mm", "onednn"}
     assert pick["form"] == min(pick["candidates"], key=lambda f: pick["candidates"][f]["ms"])
-    assert flash_kernel not in inductor.wrapper_source(out / "decode_one.pt2")  # decode's kernel
+    assert flash_kernel not in packages.wrapper_source(out / "decode_one.pt2")  # decode's kernel
     # The golden prefill is the prefill kernel's (flash), not decode's (math): the two differ in the last bits.
     golden = load_file(str(out / "golden.safetensors"))
     with torch.no_grad():
@@ -419,11 +418,11 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
 def test_no_cpu_graph_hard_codes_a_thread_count(artifacts):
     # Every graph of every CPU test artifact, training graphs included: the kernels'
     # parallel regions take OpenMP's thread count at run time (the runtime's num_threads).
-    packages = sorted(artifacts.glob("tiny-*/cpu/*.pt2"))
-    assert {p.stem for p in packages} >= {"prefill", "decode", "decode_one", "train_step", "eval_loss", "adamw"}
+    pt2_files = sorted(artifacts.glob("tiny-*/cpu/*.pt2"))
+    assert {p.stem for p in pt2_files} >= {"prefill", "decode", "decode_one", "train_step", "eval_loss", "adamw"}
     parallel_regions = 0
-    for package in packages:
-        code = inductor.kernel_sources(package)
+    for package in pt2_files:
+        code = packages.kernel_sources(package)
         assert re.search(r"omp parallel[^\n]*num_threads", code) is None, package
         parallel_regions += code.count("#pragma omp parallel")
     assert parallel_regions > 0  # the check looked at parallel code

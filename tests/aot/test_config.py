@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpt_aot.config import resolve_config
+from gpt_aot.model.config import resolve_config
 
 AOT_DIR = Path(__file__).resolve().parents[2] / "aot"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt_aot import training
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.attention import attention_runs_on
-from gpt_aot.compile import compile_artifact
-from gpt_aot.quantize import dequantized, quantize_int8
-from gpt_aot.target import resolve
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.compiler import training
+from gpt_aot.compiler.pipeline import compile_artifact
+from gpt_aot.compiler.target import resolve
+from gpt_aot.model.attention import attention_runs_on
+from gpt_aot.model.quantize import dequantized, quantize_int8
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA GPU here (scripts/gpu_check.sh runs these on a GPU machine)"

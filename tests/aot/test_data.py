@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from gpt_aot import data
+from gpt_aot.text import data
 
 
 def test_prepare_writes_uint16_split_and_vocabulary(tmp_path):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpt_aot import files
-from gpt_aot.files import replaced_atomically, replaced_directory, swap_directory
+from gpt_aot.base import files
+from gpt_aot.base.files import replaced_atomically, replaced_directory, swap_directory
 
 
 def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path):

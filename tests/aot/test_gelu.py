@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.checkpoint import import_nanogpt
-from gpt_aot.config import resolve_config
-from gpt_aot.model import GELU_FORMS, GPT, GPTConfig
-from gpt_aot.weights import load_model
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.importers.checkpoint import import_nanogpt
+from gpt_aot.importers.weights import load_model
+from gpt_aot.model.config import resolve_config
+from gpt_aot.model.gpt import GELU_FORMS, GPT, GPTConfig
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,4 +1,4 @@
-"""The golden vector's bound (gpt_aot.golden.golden_tolerance): fixed for fp32; for bf16
+"""The golden vector's bound (gpt_aot.artifact.golden.golden_tolerance): fixed for fp32; for bf16
 calibrated to the model's own rounding noise, so that another correct kernel passes and a wrong
 one fails where the former fixed 5e-2 let it through. Eager PyTorch on the CPU throughout."""
 
@@ -7,10 +7,10 @@ from unittest import mock
 import pytest
 import torch
 
-from gpt_aot import attention
-from gpt_aot.golden import GOLDEN_TOLERANCE, golden_tolerance, golden_vector
-from gpt_aot.model import GPT, GPTConfig
-from gpt_aot.quantize import quantize_int8
+from gpt_aot.artifact.golden import GOLDEN_TOLERANCE, golden_tolerance, golden_vector
+from gpt_aot.model import attention
+from gpt_aot.model.gpt import GPT, GPTConfig
+from gpt_aot.model.quantize import quantize_int8
 
 GPT2_SHAPE = GPTConfig(block_size=1024, vocab_size=50304, n_layer=12, n_head=12, n_embd=768, bias=True)
 

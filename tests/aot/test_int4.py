@@ -22,10 +22,12 @@ from quantized_checks import (
 )
 from safetensors.torch import load_file
 
-from gpt_aot import compile as compile_mod
-from gpt_aot import linear_pick
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.linear import (
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.compiler import linear_pick, pipeline
+from gpt_aot.compiler.target import resolve
+from gpt_aot.compiler.training import OptimizerConfig
+from gpt_aot.model.gpt import GPT, GPTConfig
+from gpt_aot.model.linear import (
     Linear,
     dequantize_int4,
     from_int4_blocks,
@@ -34,10 +36,7 @@ from gpt_aot.linear import (
     pack_for_int4pack,
     to_int4_blocks,
 )
-from gpt_aot.model import GPT, GPTConfig
-from gpt_aot.quantize import dequantized, quantize_groups, quantize_int4, quantize_int8, weight_bytes
-from gpt_aot.target import resolve
-from gpt_aot.training import OptimizerConfig
+from gpt_aot.model.quantize import dequantized, quantize_groups, quantize_int4, quantize_int8, weight_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
@@ -184,9 +183,9 @@ import gpt_aot
 import torch
 import build_artifacts as fixtures
 from quantized_checks import assert_compiled_graphs_match, assert_eager_model_matches
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.linear import host_reads_int4_blocks64, pack_for_int4pack, to_int4_blocks
-from gpt_aot.quantize import dequantized, quantize_int4
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.model.linear import host_reads_int4_blocks64, pack_for_int4pack, to_int4_blocks
+from gpt_aot.model.quantize import dequantized, quantize_int4
 
 capability, directory, run = sys.argv[1], sys.argv[2], sys.argv[3] == "run"
 assert torch.backends.cpu.get_cpu_capability() == capability.upper(), torch.backends.cpu.get_cpu_capability()
@@ -268,7 +267,7 @@ def test_int4_is_refused_for_training_and_for_cuda(tmp_path, fixtures, device, t
     if device == "cuda":
         target = dataclasses.replace(target, device="cuda")
     with pytest.raises(ValueError, match=message):
-        compile_mod.compile_artifact(
+        pipeline.compile_artifact(
             fixtures.tiny_model("math"),
             target,
             tmp_path / "cpu",

@@ -11,10 +11,10 @@ from dataclasses import replace
 import int8_accuracy
 import numpy as np
 
-from gpt_aot.config import PRESETS
-from gpt_aot.model import GPTConfig
-from gpt_aot.tokenizer import encode
-from gpt_aot.tokenizer_import import read_tokenizer
+from gpt_aot.importers.tokenizer_import import read_tokenizer
+from gpt_aot.model.config import PRESETS
+from gpt_aot.model.gpt import GPTConfig
+from gpt_aot.text.tokenizer import encode
 
 STEPS = 300  # ~20 s on 2 cores: the loss is well below the unigram model's (~3.0) by then
 

@@ -7,11 +7,10 @@ import json
 import pytest
 import torch
 
-from gpt_aot import compile as compile_mod
-from gpt_aot import isa
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.golden import GOLDEN_TOLERANCE
-from gpt_aot.target import resolve
+from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.compiler import isa, packages, pipeline, torch_patches
+from gpt_aot.compiler.target import resolve
 
 pytestmark = pytest.mark.skipif(
     isa.missing_for_level("x86-64-v3") != [], reason="this machine cannot run x86-64-v3 code"
@@ -24,7 +23,7 @@ def compiled(tmp_path_factory, artifacts, fixtures):
     """tiny-math compiled for x86-64-v3, beside the test artifact compiled natively from the same weights
     with the same choices (tests/fixtures/build_artifacts.py)."""
     out = tmp_path_factory.mktemp("isa") / "v3" / "cpu"
-    manifest = compile_mod.compile_artifact(
+    manifest = pipeline.compile_artifact(
         fixtures.tiny_model("math"),
         resolve("cpu", "auto", "fp32", "x86-64-v3"),
         out,
@@ -42,11 +41,11 @@ def compiled(tmp_path_factory, artifacts, fixtures):
 
 def test_v3_artifact_records_exactly_the_extensions_of_the_flags_in_its_packages(compiled):
     directory, manifest = compiled["v3"]
-    packages = sorted(directory.glob("*.pt2"))
-    assert {p.stem for p in packages} == {"prefill", "decode", "decode_one", "extend"}
+    pt2_files = sorted(directory.glob("*.pt2"))
+    assert {p.stem for p in pt2_files} == {"prefill", "decode", "decode_one", "extend"}
     flags, compilers = [], set()
-    for package in packages:
-        commands = isa.compile_commands(package)
+    for package in pt2_files:
+        commands = packages.compile_commands(package)
         assert commands, package  # a compile (.o) and a link (.so) per package at least
         for command in commands:
             compilers.add(command[0])
@@ -72,7 +71,7 @@ def test_native_artifact_records_the_hosts_extensions(compiled):
     target = manifest["target"]
     assert target["isa_level"] == "native" and "-march=native" in target["isa_flags"]
     assert target["isa_extensions"] == isa.extensions("g++", target["isa_flags"])
-    assert target["isa_extensions"] == isa.package_isa(sorted(directory.glob("*.pt2")))["isa_extensions"]
+    assert target["isa_extensions"] == packages.package_isa(sorted(directory.glob("*.pt2")))["isa_extensions"]
     # -march=native asks for more than the level: this host's extras (e.g. sha_ni, vaes) are what breaks old CPUs
     v3 = set(compiled["v3"][1]["target"]["isa_extensions"])
     assert v3 < set(target["isa_extensions"]) <= isa.cpu_flags()
@@ -80,10 +79,10 @@ def test_native_artifact_records_the_hosts_extensions(compiled):
 
 def test_training_graphs_compile_commands_are_read_too(artifacts):
     directory = artifacts / "tiny-train" / "cpu"
-    packages = sorted(directory.glob("*.pt2"))
-    assert {p.stem for p in packages} >= {"train_step", "eval_loss", "adamw"}
-    for package in packages:  # every graph recorded its commands; the manifest's flags are all of theirs
-        flags = {w for command in isa.compile_commands(package) for w in isa.machine_flags(command)}
+    pt2_files = sorted(directory.glob("*.pt2"))
+    assert {p.stem for p in pt2_files} >= {"train_step", "eval_loss", "adamw"}
+    for package in pt2_files:  # every graph recorded its commands; the manifest's flags are all of theirs
+        flags = {w for command in packages.compile_commands(package) for w in packages.machine_flags(command)}
         assert "-march=native" in flags, package
         assert flags <= set(json.loads((directory / "manifest.json").read_text())["target"]["isa_flags"])
 
@@ -110,7 +109,7 @@ def test_v4_compile_flags_are_the_level_and_plain_avx512_without_compiling():
     """x86-64-v4 cannot be compiled here without AVX-512, so the command Inductor would run is checked."""
     from torch._inductor import cpp_builder, cpu_vec_isa
 
-    with isa.compiling_for("x86-64-v4"):
+    with torch_patches.compiling_for("x86-64-v4"):
         vec = cpu_vec_isa.pick_vec_isa()
         options = cpp_builder.CppTorchDeviceOptions(vec_isa=vec, device_type="cpu", aot_mode=True)
         command = cpp_builder.CppBuilder(name="o", sources="i", BuildOption=options).get_command_line().split()
@@ -202,8 +201,8 @@ def test_the_fixture_compiled_on_a_host_hiding_an_extension_records_and_obeys_it
     assert "-march=native" in target["isa_flags"] and any(f.startswith("-mno-") for f in target["isa_flags"])
     assert "kernel hides" in target["isa_derivation"]
     for package in sorted(directory.glob("*.pt2")):
-        for command in isa.compile_commands(package):
-            assert extension not in isa.extensions(command[0], isa.machine_flags(command)), package
+        for command in packages.compile_commands(package):
+            assert extension not in isa.extensions(command[0], packages.machine_flags(command)), package
     # the other fixtures were compiled on this host as it is: its kernel hides nothing from them
     native = json.loads((artifacts / "tiny-math" / "cpu" / "manifest.json").read_text())["target"]
     assert extension in native["isa_extensions"]
@@ -215,10 +214,10 @@ def test_a_native_compile_lowers_inductors_vector_isa_below_what_the_kernel_hide
     from torch._inductor import cpu_vec_isa
 
     picked = cpu_vec_isa.pick_vec_isa()
-    assert str(isa.native_vec_isa("g++")) == str(picked)  # nothing hidden: Inductor's own pick
+    assert str(torch_patches.native_vec_isa("g++")) == str(picked)  # nothing hidden: Inductor's own pick
     if picked:
         needed = set(isa.extensions("g++", picked.build_arch_flags().split()))
-        lowered = isa.native_vec_isa("g++", isa.cpu_flags() - {max(needed)})
+        lowered = torch_patches.native_vec_isa("g++", isa.cpu_flags() - {max(needed)})
         assert str(lowered) != str(picked)
         assert not lowered or set(isa.extensions("g++", lowered.build_arch_flags().split())) <= isa.cpu_flags() - {
             max(needed)

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpt_aot.attention import attention_runs_on
-from gpt_aot.model import GPT, GPTConfig, layer_caches, padded_vocab_size
+from gpt_aot.model.attention import attention_runs_on
+from gpt_aot.model.gpt import GPT, GPTConfig, layer_caches, padded_vocab_size
 
 CPU_KINDS = [k for k in ("naive", "math", "flash") if attention_runs_on(k, torch.device("cpu"), torch.float32)]
 CONFIG = GPTConfig(block_size=24, vocab_size=50, n_layer=2, n_head=4, n_embd=32, bias=True)

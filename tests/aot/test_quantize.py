@@ -13,14 +13,13 @@ from quantized_checks import (
     assert_eager_model_matches,
 )
 
-from gpt_aot import compile as compile_mod
-from gpt_aot import linear_pick
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.linear import Linear, from_row_blocks, to_row_blocks
-from gpt_aot.model import GPT, GPTConfig
-from gpt_aot.quantize import dequantized, quantize_int8, quantize_rows, set_int8_layout, weight_bytes
-from gpt_aot.target import resolve
-from gpt_aot.training import OptimizerConfig
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.compiler import linear_pick, pipeline
+from gpt_aot.compiler.target import resolve
+from gpt_aot.compiler.training import OptimizerConfig
+from gpt_aot.model.gpt import GPT, GPTConfig
+from gpt_aot.model.linear import Linear, from_row_blocks, to_row_blocks
+from gpt_aot.model.quantize import dequantized, quantize_int8, quantize_rows, set_int8_layout, weight_bytes
 
 INT8_FORMS = ("mm", "reduction", "int8pack")  # over int8 rows
 # Each layout with the forms that read it (linear.LAYOUT_LINEAR_FORMS).
@@ -194,7 +193,7 @@ def test_an_int8_artifact_records_its_quantization_and_stores_int8_weights(artif
 
 def test_a_quantized_artifact_cannot_hold_training_graphs(tmp_path, fixtures):
     with pytest.raises(ValueError, match="inference only"):
-        compile_mod.compile_artifact(
+        pipeline.compile_artifact(
             fixtures.tiny_model("math"),
             resolve("cpu", "auto", "fp32"),
             tmp_path / "cpu",

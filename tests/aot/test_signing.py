@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from gpt_aot import signing
 from gpt_aot.__main__ import main
-from gpt_aot.manifest import file_entries
+from gpt_aot.artifact import signing
+from gpt_aot.artifact.manifest import file_entries
 
 
 @pytest.fixture

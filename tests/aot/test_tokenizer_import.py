@@ -14,11 +14,11 @@ import tiktoken
 import tiktoken_ext.openai_public
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from gpt_aot import bpe_data, tokenizer
 from gpt_aot.__main__ import main
-from gpt_aot.byte_level import to_bytes, to_chars
-from gpt_aot.safe_pickle import load_plain
-from gpt_aot.tokenizer_import import read_tokenizer
+from gpt_aot.importers.safe_pickle import load_plain
+from gpt_aot.importers.tokenizer_import import read_tokenizer
+from gpt_aot.text import bpe_data, tokenizer
+from gpt_aot.text.byte_level import to_bytes, to_chars
 
 EOT = "<|endoftext|>"
 TRAINED = 500  # tokens of the trained test tokenizer (the corpus has room for ~530)
@@ -381,8 +381,8 @@ def test_char_meta_json_still_reads(tmp_path):
 
 
 def test_a_vocabulary_larger_than_the_models_is_refused_before_compiling(trained, tmp_path, fixtures):
-    from gpt_aot.compile import compile_artifact
-    from gpt_aot.target import resolve
+    from gpt_aot.compiler.pipeline import compile_artifact
+    from gpt_aot.compiler.target import resolve
 
     c = read_tokenizer(trained[0] / "tokenizer.json")
     tokenizer.check_fits(c, TRAINED)

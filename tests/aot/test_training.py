@@ -6,8 +6,8 @@ import zipfile
 import pytest
 import torch
 
-from gpt_aot import training
-from gpt_aot.graphs import EntryModule
+from gpt_aot.compiler import training
+from gpt_aot.compiler.graphs import EntryModule
 
 TOL = 1e-5
 
@@ -25,8 +25,8 @@ def flash_train_dir(tmp_path_factory, fixtures):
 
 
 def compile_tiny(path, fixtures, attention):
-    from gpt_aot.compile import compile_artifact
-    from gpt_aot.target import resolve
+    from gpt_aot.compiler.pipeline import compile_artifact
+    from gpt_aot.compiler.target import resolve
 
     return compile_artifact(
         fixtures.tiny_model(attention),
@@ -175,9 +175,9 @@ def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures
     """Masks come from the default generator, which the runtime seeds."""
     from dataclasses import replace
 
-    from gpt_aot.inductor import compile_package
-    from gpt_aot.model import GPT
-    from gpt_aot.target import resolve
+    from gpt_aot.compiler.inductor import compile_package
+    from gpt_aot.compiler.target import resolve
+    from gpt_aot.model.gpt import GPT
 
     model = GPT(replace(fixtures.CONFIG, dropout=0.2), "math").init_weights(3)
     compile_package(training.export_train_step(model, 4), tmp_path / "t.pt2", resolve("cpu", "auto", "fp32"), "math")
@@ -195,8 +195,8 @@ def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures
 def test_runtime_checkpoint_exports_to_nanogpt_layout(artifacts, tmp_path, fixtures):
     from safetensors.torch import load_file
 
-    from gpt_aot.checkpoint import export_weights
-    from gpt_aot.weights import load_model
+    from gpt_aot.importers.checkpoint import export_weights
+    from gpt_aot.importers.weights import load_model
 
     out = tmp_path / "model.safetensors"
     export_weights(artifacts / "imported_ckpt.safetensors", out, fixtures.CONFIG.vocab_size)
@@ -212,8 +212,8 @@ def test_runtime_checkpoint_exports_to_nanogpt_layout(artifacts, tmp_path, fixtu
 
 
 def test_training_attention_is_measured_by_forward_and_backward_against_math(fixtures):
-    from gpt_aot import attention_pick
-    from gpt_aot.attention import ATTENTION_KINDS
+    from gpt_aot.compiler import attention_pick
+    from gpt_aot.model.attention import ATTENTION_KINDS
 
     model = fixtures.tiny_model("flash").train()
     candidates = attention_pick.measure_training(model)
@@ -229,8 +229,8 @@ def test_training_attention_is_measured_by_forward_and_backward_against_math(fix
 
 
 def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itself(fixtures):
-    from gpt_aot import attention_pick
-    from gpt_aot.target import resolve
+    from gpt_aot.compiler import attention_pick
+    from gpt_aot.compiler.target import resolve
 
     target = resolve("cpu", "auto", "fp32")
     auto = attention_pick.choose_attention(fixtures.tiny_model("math"), target, "auto", attention_pick.measure_training)
@@ -244,8 +244,8 @@ def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itsel
 
 
 def test_fp16_training_is_refused_before_any_compile(tmp_path, fixtures):
-    from gpt_aot.compile import compile_artifact
-    from gpt_aot.target import resolve
+    from gpt_aot.compiler.pipeline import compile_artifact
+    from gpt_aot.compiler.target import resolve
 
     target = resolve("cpu", "auto", "fp16")
     with pytest.raises(ValueError, match="fp16 gradients underflow"):
@@ -256,7 +256,7 @@ def test_fp16_training_is_refused_before_any_compile(tmp_path, fixtures):
 
 
 def test_importing_a_checkpoint_of_another_shape_is_refused(artifacts, tmp_path):
-    from gpt_aot.checkpoint import import_nanogpt
+    from gpt_aot.importers.checkpoint import import_nanogpt
 
     ckpt = torch.load(artifacts / "nanogpt_ckpt.pt", map_location="cpu", weights_only=True)
     artifact = artifacts / "tiny-train" / "cpu"
@@ -273,7 +273,7 @@ def test_importing_into_a_bf16_artifact_keeps_nanogpts_fp32_weights_and_moments(
     """nanoGPT under bf16 autocast saves fp32 weights and AdamW state: they become the runtime's fp32 masters."""
     from safetensors import safe_open
 
-    from gpt_aot.checkpoint import import_nanogpt
+    from gpt_aot.importers.checkpoint import import_nanogpt
 
     out = tmp_path / "bf16.safetensors"
     import_nanogpt(artifacts / "nanogpt_ckpt.pt", artifacts / "tiny-bf16-train" / "cpu", out)

@@ -6,8 +6,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from gpt_aot.model import GPT, GPTConfig
-from gpt_aot.weights import load_model
+from gpt_aot.importers.weights import load_model
+from gpt_aot.model.gpt import GPT, GPTConfig
 
 ARGS = dict(block_size=16, vocab_size=65, n_layer=2, n_head=2, n_embd=16, bias=True, dropout=0.0)
 

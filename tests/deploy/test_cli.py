@@ -59,7 +59,7 @@ def test_a_host_whose_kernel_hides_an_extension_loads_what_it_compiled_and_refus
     """The runtime and the compile read one description of the CPU (cpuinfo, here the fixture GPT_CPUINFO names):
     tiny-other, compiled natively as on that host, loads there; tiny-math, compiled where the extension is shown,
     is refused naming it."""
-    from gpt_aot import isa
+    from gpt_aot.compiler import isa
 
     cpuinfo = artifacts / fixtures.HIDDEN_CPUINFO
     (hidden,) = set(isa.cpu_flags()) - isa.cpu_flags(cpuinfo.read_text())

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.tokenizer import to_tiktoken
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.text.tokenizer import to_tiktoken
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))

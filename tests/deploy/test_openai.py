@@ -22,9 +22,9 @@ import torch
 from prometheus_client.parser import text_string_to_metric_families
 from server_process import SERVER, Server
 
-from gpt_aot.artifact import ArtifactGraphs
-from gpt_aot.manifest import sha256_file
-from gpt_aot.tokenizer import to_tiktoken
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.artifact.manifest import sha256_file
+from gpt_aot.text.tokenizer import to_tiktoken
 
 pytestmark = pytest.mark.skipif(not SERVER.exists(), reason=f"gpt-server not built at {SERVER}")
 

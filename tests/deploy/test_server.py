@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from safetensors.torch import load_file
 from server_process import CLI, ROOT, SERVER, Server, admin_flags, vm_rss_bytes
 
-from gpt_aot import signing
+from gpt_aot.artifact import signing
 
 pytestmark = pytest.mark.skipif(not SERVER.exists(), reason=f"gpt-server not built at {SERVER}")
 
@@ -74,7 +74,7 @@ def test_stream_sends_each_token_then_done(serve, model_dirs):
 def test_a_bpe_model_serves_text_streamed_in_whole_characters(serve, artifacts):
     # tiny-bpe: GPT-2 layout, byte-level BPE (tests/fixtures/build_artifacts.py). A prompt with a
     # character the corpus lacks ("😀" is four byte tokens) is text like any other.
-    from gpt_aot.tokenizer import to_tiktoken
+    from gpt_aot.text.tokenizer import to_tiktoken
 
     server = serve(artifacts / "tiny-bpe")
     enc = to_tiktoken(json.loads((artifacts / "tiny-bpe" / "cpu" / "tokenizer.json").read_text()))

@@ -16,7 +16,7 @@ import subprocess
 import pytest
 from server_process import CLI, ROOT, SERVER
 
-from gpt_aot import signing
+from gpt_aot.artifact import signing
 
 pytestmark = pytest.mark.skipif(not SERVER.exists(), reason=f"gpt-server not built at {SERVER}")
 

@@ -92,7 +92,7 @@ TEST_CASE("a CPU lacking any recorded extension is refused, every missing one na
 }
 
 TEST_CASE("the host's CPU flags are those every processor in cpuinfo shows, from the file GPT_CPUINFO names") {
-    // The compile reads the same file the same way (aot/gpt_aot/isa.py cpu_flags, tests/aot/test_isa.py).
+    // The compile reads the same file the same way (aot/gpt_aot/compiler/isa.py cpu_flags, tests/aot/test_isa.py).
     const std::filesystem::path path = std::filesystem::temp_directory_path() / "gpt-test-cpuinfo";
     std::ofstream(path) << "processor\t: 0\nflags\t\t: fpu sse2 avx2 rdseed\nvmx flags\t: vnmi ept\n\n"
                            "processor\t: 1\nflags\t\t: fpu sse2 avx2\nvmx flags\t: vnmi\n";

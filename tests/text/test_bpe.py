@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from gpt_aot import data
-from gpt_aot.tokenizer import to_hf, to_tiktoken
-from gpt_aot.tokenizer_import import read_tokenizer
+from gpt_aot.importers.tokenizer_import import read_tokenizer
+from gpt_aot.text import data
+from gpt_aot.text.tokenizer import to_hf, to_tiktoken
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))

@@ -12,8 +12,8 @@ import pytest
 import regex
 from tokenizers import Regex, pre_tokenizers
 
-from gpt_aot.tokenizer import to_hf
-from gpt_aot.tokenizer_import import read_tokenizer
+from gpt_aot.importers.tokenizer_import import read_tokenizer
+from gpt_aot.text.tokenizer import to_hf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))

@@ -16,9 +16,9 @@ import tiktoken
 from tiktoken.load import load_tiktoken_bpe
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from gpt_aot import data, tokenizer
-from gpt_aot.byte_level import to_bytes
-from gpt_aot.tokenizer_import import read_tokenizer
+from gpt_aot.importers.tokenizer_import import read_tokenizer
+from gpt_aot.text import data, tokenizer
+from gpt_aot.text.byte_level import to_bytes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from gpt_aot.tokenizer import PATTERNS, to_tiktoken
+from gpt_aot.text.tokenizer import PATTERNS, to_tiktoken
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -63,7 +63,7 @@ FIRST_BYTES = [*range(0x00, 0x80), *range(0xC2, 0xF5)]
 
 
 def boundary_tokenizer(pattern: str) -> dict:
-    """The canonical form (aot/gpt_aot/tokenizer.py) of the vocabulary described at the top."""
+    """The canonical form (aot/gpt_aot/text/tokenizer.py) of the vocabulary described at the top."""
     tokens = {bytes([b]): None for b in range(256)}
     tokens.update({bytes([last, first]): None for last in LAST_BYTES for first in FIRST_BYTES})
     tokens.update({bytes([last]) + b" x": None for last in LAST_BYTES})

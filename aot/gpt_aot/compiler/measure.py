@@ -10,9 +10,9 @@ import time
 
 import torch
 
-from .attention import attention_context, attention_runs_on
-from .linear import linear_form_runs_on
-from .model import GPT, layer_caches
+from gpt_aot.model.attention import attention_context, attention_runs_on
+from gpt_aot.model.gpt import GPT, layer_caches
+from gpt_aot.model.linear import linear_form_runs_on
 
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 

@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from .files import replaced_atomically
+from gpt_aot.base.files import replaced_atomically
 
 FORMAT_NAME = "gpt-aot"
 # 2: the KV cache goes into the graphs as per-layer k and v views.

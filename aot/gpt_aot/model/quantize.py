@@ -12,7 +12,7 @@ Two layouts of the int8 weights (INT8_LAYOUTS; set_int8_layout): "rows", each
 weight (rows, cols) as nn.Linear keeps it, which aten's int8 kernel reads; and
 "blocks32", each weight as (ceil(rows / 32), cols, 32): block b holds output
 rows 32b..32b+31 (zero rows pad the last), and its 32 weights of one input are
-adjacent. The reduction over that layout (model.Linear's "blocked" form) loads
+adjacent. The reduction over that layout (linear.Linear's "blocked" form) loads
 32 outputs' weights in one vector and multiplies them by one broadcast input,
 with no horizontal sum per row: one-row decode streams the weights at nearly
 the memory's bandwidth, where the reduction over rows spends its time converting
@@ -33,8 +33,8 @@ The tied embedding gathers lm_head's int4 rows, as with int8.
 import torch
 import torch.nn as nn
 
-from .linear import INT4_ZERO, Linear, dequantize_int4, from_row_blocks, to_int4_blocks, to_row_blocks
-from .model import GPT
+from gpt_aot.model.gpt import GPT
+from gpt_aot.model.linear import INT4_ZERO, Linear, dequantize_int4, from_row_blocks, to_int4_blocks, to_row_blocks
 
 QUANTIZATIONS = ("int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # those aten's CPU int4 kernel takes

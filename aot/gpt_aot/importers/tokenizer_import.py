@@ -1,4 +1,4 @@
-"""Read the tokenizer files people have into the canonical form (tokenizer.py).
+"""Read the tokenizer files people have into the canonical form (text/tokenizer.py).
 
 `gpt_aot compile --tokenizer PATH` takes any of these, recognised by content
 (a file's name alone may lie: GPT-2's vocab.json ships as encoder.json too):
@@ -19,9 +19,16 @@ import binascii
 import json
 from pathlib import Path
 
-from . import safe_pickle
-from .byte_level import to_bytes
-from .tokenizer import DEFAULT_EOS, GPT2_PATTERN, PATTERNS, POSSESSIVE_INTERVAL, bpe_tokenizer, char_from_meta
+from gpt_aot.importers import safe_pickle
+from gpt_aot.text.byte_level import to_bytes
+from gpt_aot.text.tokenizer import (
+    DEFAULT_EOS,
+    GPT2_PATTERN,
+    PATTERNS,
+    POSSESSIVE_INTERVAL,
+    bpe_tokenizer,
+    char_from_meta,
+)
 
 VOCAB_NAMES = ("vocab.json", "encoder.json")
 MERGES_NAMES = ("merges.txt", "vocab.bpe")

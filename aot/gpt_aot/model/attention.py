@@ -48,7 +48,7 @@ def _naive(q, k, v, mask, dropout_p):
     return att @ v
 
 
-# The two calls the model makes (model.py): "causal", a prompt or training window attending to itself
+# The two calls the model makes (gpt.py): "causal", a prompt or training window attending to itself
 # (prefill, forward, training), and "masked", one query per row over a cache with a mask of the
 # positions it sees (decode). Kernels differ: FlashAttention takes no mask on CUDA, so it runs the
 # first and never the second.

@@ -17,7 +17,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from .model import GPT, GPTConfig
+from gpt_aot.model.gpt import GPT, GPTConfig
 
 # GPT-2 checkpoints store these linears as Conv1D, i.e. (in, out): transpose on load.
 _CONV1D = re.compile(r"\.(attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight$")
@@ -91,7 +91,7 @@ HF_GPT2_DEFAULTS = dict(
     tie_word_embeddings=True,
 )
 HF_GELU = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu": "exact"}
-LAYER_NORM_EPS = 1e-5  # model.LayerNorm's, as nanoGPT's and GPT-2's
+LAYER_NORM_EPS = 1e-5  # gpt.LayerNorm's, as nanoGPT's and GPT-2's
 
 
 def hf_config_args(weights: Path) -> dict | None:

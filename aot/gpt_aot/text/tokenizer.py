@@ -8,7 +8,7 @@ Kinds:
   id is also its merge rank (a lower id merges first); vocab is null at the ids
   of special tokens, which `special` maps from their text, and at ids no token
   has (gaps, as in OpenAI's cl100k_base: no text, never sampled). One form
-  whatever the input was (tokenizer_import.py reads those), so the runtime reads
+  whatever the input was (importers/tokenizer_import.py reads those), so the runtime reads
   one thing and a test can rebuild tiktoken's and Hugging Face's encoders from it;
 - "none": the runtime takes and returns token ids only.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import regex
 
-from .byte_level import to_chars
+from gpt_aot.text.byte_level import to_chars
 
 EOT = "<|endoftext|>"
 DEFAULT_EOS = object()  # bpe_tokenizer's eos: <|endoftext|> when that special exists

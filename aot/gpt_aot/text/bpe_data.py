@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import data
-from .files import replaced_atomically
-from .tokenizer import EOT
+from gpt_aot.base.files import replaced_atomically
+from gpt_aot.text import data
+from gpt_aot.text.tokenizer import EOT
 
 CHUNK_LINES = 4096  # chunks (lines) per encode_batch call: bounded memory whatever the corpus size
 CUT = re.compile(r"(?<=\S)\n")

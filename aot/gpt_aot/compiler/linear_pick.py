@@ -1,4 +1,4 @@
-"""Pick the form of each inference graph's linears (model.Linear) for a target:
+"""Pick the form of each inference graph's linears (model/linear.py's Linear) for a target:
 pinned by the user, or measured on the graph's own work (decode steps of one or
 several sequences, a prefill) against mm (measure.py)."""
 
@@ -6,12 +6,12 @@ from contextlib import nullcontext
 
 import torch
 
-from .attention import attention_context
-from .linear import PACKED_FORMS, linear_form_runs_on, linear_weight_names, packed_linear_weights
-from .measure import each_choice, each_choice_decoding, pick, tokens
-from .model import GPT
-from .quantize import INT8_LAYOUTS, set_int8_layout
-from .target import Target
+from gpt_aot.compiler.measure import each_choice, each_choice_decoding, pick, tokens
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.attention import attention_context
+from gpt_aot.model.gpt import GPT
+from gpt_aot.model.linear import PACKED_FORMS, linear_form_runs_on, linear_weight_names, packed_linear_weights
+from gpt_aot.model.quantize import INT8_LAYOUTS, set_int8_layout
 
 # Each graph's linear forms, by its weights' layout (GPT.weight_layout): float
 # (None), int8 "rows" or "blocks32", int4 "blocks64". decode_one's pick decides
@@ -44,7 +44,7 @@ GRAPHS = ("prefill", "decode", "decode_one")
 
 
 def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 4, repeats: int = 5) -> dict:
-    """Each linear form's decode of `rows` sequences (model.Linear), with the
+    """Each linear form's decode of `rows` sequences (model/linear.py's Linear), with the
     model's attention, logits against mm's. Compiled when a reduction is among
     `forms` (COMPILED_FORMS) (it is Inductor's code); the matrix products alone run eagerly: each
     is one library call, compiled or not, and Inductor compiles oneDNN's linear

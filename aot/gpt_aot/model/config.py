@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from .model import GPTConfig
+from gpt_aot.model.gpt import GPTConfig
 
 PRESETS = {
     # Test-sized: compiles in seconds on one core.

@@ -13,9 +13,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from .files import replaced_atomically
-from .manifest import read_manifest
-from .weights import RECORDED_KEYS, SHAPE_KEYS, checkpoint_model, read_checkpoint
+from gpt_aot.artifact.manifest import read_manifest
+from gpt_aot.base.files import replaced_atomically
+from gpt_aot.importers.weights import RECORDED_KEYS, SHAPE_KEYS, checkpoint_model, read_checkpoint
 
 FORMAT = "gpt-aot-checkpoint"
 # 2: param/exp_avg/exp_avg_sq in the artifact's training.master_dtype (1: in the model's dtype).

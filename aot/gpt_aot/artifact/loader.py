@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from .linear import host_reads_int4_blocks64, pack_linear_weight
-from .manifest import read_manifest, sha256_file
-from .model import layer_caches
+from gpt_aot.artifact.manifest import read_manifest, sha256_file
+from gpt_aot.model.gpt import layer_caches
+from gpt_aot.model.linear import host_reads_int4_blocks64, pack_linear_weight
 
 
 class ArtifactGraphs:
@@ -46,7 +46,7 @@ class ArtifactGraphs:
             )
             self.graphs[name] = graph
 
-    # The graphs' cache layout (model.GPT.new_kv_cache): one spare position.
+    # The graphs' cache layout (gpt.GPT.new_kv_cache): one spare position.
     def new_kv_cache(self, batch: int) -> torch.Tensor:
         m = self.manifest["model"]
         shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"] + 1, m["n_embd"] // m["n_head"])

@@ -26,8 +26,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from .attention import attend
-from .linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
+from gpt_aot.model.attention import attend
+from gpt_aot.model.linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
 VOCAB_MULTIPLE = 64
 # The MLP's activation: "exact" is the erf GELU nanoGPT trains with (nn.GELU()); "tanh" is the
@@ -294,7 +294,7 @@ class GPT(nn.Module):
     def _embed(self, idx, pos):
         # wte is tied to lm_head; reading it through lm_head lets exported graphs see
         # one parameter (and one gradient) for the shared tensor, unless export gave
-        # wte its own copy (graphs.untied_lm_head).
+        # wte its own copy (compiler/graphs.py's untied_lm_head).
         table = self.transformer.wte.weight if self.embedding_untied else self.lm_head.weight
         if self.quantization == "int4":  # the gathered rows dequantised (quantize.py)
             tok = int4_embedding(table, self.lm_head.weight_scale_zero, idx, self.dtype)

@@ -8,10 +8,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .golden import golden_tolerance, golden_vector
-from .manifest import write_manifest
-from .model import GPT
-from .target import Target
+from gpt_aot.artifact.golden import golden_tolerance, golden_vector
+from gpt_aot.artifact.manifest import write_manifest
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.gpt import GPT
 
 
 def weights_for_runtime(model: GPT) -> tuple[dict, dict]:

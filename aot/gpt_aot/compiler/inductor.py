@@ -1,14 +1,14 @@
 """AOTInductor: compile one exported program into a .pt2 package, and prove
 the package calls the attention kernel it was compiled with."""
 
-import zipfile
 from pathlib import Path
 
 import torch
 
-from . import isa
-from .attention import attention_context
-from .target import Target
+from gpt_aot.compiler import isa, torch_patches
+from gpt_aot.compiler.packages import wrapper_source
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.attention import attention_context
 
 # One copy of the weights for all graphs: nothing is baked into the .so, every
 # parameter stays a named constant bound by the runtime, and nothing is folded
@@ -32,17 +32,6 @@ KERNEL_SYMBOLS = {
 }
 
 
-def package_sources(package: Path, suffix: str = ".cpp") -> str:
-    """The generated C++ sources of a .pt2 package whose names end in `suffix`, concatenated."""
-    with zipfile.ZipFile(package) as z:
-        return "".join(z.read(n).decode() + "\n" for n in z.namelist() if n.endswith(suffix))
-
-
-def wrapper_source(package: Path) -> str:
-    """The generated C++ wrapper code of a .pt2 package."""
-    return package_sources(package, "wrapper.cpp")
-
-
 def check_kernel(package: Path, device: str, kind: str) -> None:
     """Prove the compiled graph calls the chosen attention kernel, not a fallback."""
     code = wrapper_source(package)
@@ -55,14 +44,9 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
         )
 
 
-def kernel_sources(package: Path) -> str:
-    """The generated C++ kernel code of a .pt2 package (CPU graphs; CUDA kernels are not C++)."""
-    return package_sources(package, "kernel.cpp")
-
-
 def compile_package(program, package: Path, target: Target, attention: str) -> None:
     """AOTInductor-compile one exported program with the attention backend pinned, for the target's ISA level."""
     level = target.isa_level if target.device == "cpu" else isa.NATIVE
-    with attention_context(attention), isa.compiling_for(level):
+    with attention_context(attention), torch_patches.compiling_for(level):
         torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS)
     check_kernel(package, target.device, attention)

@@ -4,7 +4,8 @@ which extensions its compiled code may use.
 Inductor compiles CPU kernels with -march=native plus the vector ISA flags it
 picks for the build host, so an artifact built on a newer CPU can die with
 SIGILL on an older one. `--isa` names an x86-64 psABI level instead (gcc's
--march values): the kernels get -march=<level> and a vector ISA inside it.
+-march values): the kernels get -march=<level> and a vector ISA inside it
+(torch_patches.compiling_for makes Inductor do so; this module needs no torch).
 
 What this CPU may run has one source, the kernel's: the flags line of
 /proc/cpuinfo (or the file GPT_CPUINFO names), which the runtime reads too
@@ -15,14 +16,14 @@ cannot use what the kernel refuses and the artifact loads where it was built.
 
 The manifest's list of extensions is derived from the flags the packages were
 actually compiled with (each .pt2 keeps its compile commands as comments in
-its .cpp sources), expanded by the same compiler into its predefined ISA
-macros, so the list is what the compiler was allowed to emit, not a guess.
+its .cpp sources, which packages.py reads back), expanded by the same compiler
+into its predefined ISA macros (`extensions`), so the list is what the compiler
+was allowed to emit, not a guess.
 """
 
 import os
 import re
 import subprocess
-from contextlib import contextmanager
 from pathlib import Path
 
 NATIVE = "native"
@@ -252,128 +253,3 @@ def check_level(level: str) -> None:
             f"--isa {level} needs {', '.join(missing)}, which this CPU lacks: the compile runs every graph "
             f"to check and time it, so compile on a machine that has them, or choose a lower level"
         )
-
-
-# ---------------------------------------------------------------------------
-# The compile commands recorded in a package
-
-
-def compile_commands(package: Path) -> list[list[str]]:
-    """Every compiler command line recorded in a .pt2's C++ sources: `// <compiler> <source> ... -o <out>`."""
-    from .inductor import package_sources  # here: inductor imports this module
-
-    commands = []
-    for line in package_sources(package).splitlines():
-        words = line.removeprefix("// ").split()
-        if line.startswith("// ") and "-o" in words and len(words) > 1 and words[1].endswith((".cpp", ".o")):
-            commands.append(words)
-    return commands
-
-
-def machine_flags(command: list[str]) -> list[str]:
-    """The -march/-m flags of one command line: everything that chooses instructions."""
-    return [w for w in command[1:] if w.startswith("-m")]
-
-
-def package_isa(packages: list[Path]) -> dict:
-    """The manifest's record of what the packages' code was compiled for: flags and the extensions they allow."""
-    compilers, flags = set(), []
-    for package in packages:
-        commands = compile_commands(package)
-        if not commands:
-            raise RuntimeError(f"{package.name}: no compile command recorded in its sources")
-        for command in commands:
-            compilers.add(command[0])
-            flags += [f for f in machine_flags(command) if f not in flags]
-    if len(compilers) != 1:
-        raise RuntimeError(f"packages were compiled by several compilers: {sorted(compilers)}")
-    compiler = compilers.pop()
-    disabled = [f.removeprefix("-mno-") for f in flags if f.startswith("-mno-")]
-    derivation = f"the ISA macros `{Path(compiler).name} -dM -E <isa_flags>` predefines, as cpuinfo flags"
-    if disabled:
-        derivation += f"; -mno-{', -mno-'.join(disabled)}: extensions this host's CPU reports but its kernel hides"
-    return {"isa_flags": flags, "isa_extensions": extensions(compiler, flags), "isa_derivation": derivation}
-
-
-# ---------------------------------------------------------------------------
-# Compiling for a level
-
-
-def level_vec_isa(level: str):
-    """Inductor's vector ISA for a level: AVX2 inside v3; for v4 AVX-512 F/BW/DQ/VL with FMA, and none of
-    the additions (BF16, VNNI, AMX) Inductor would take from a newer host."""
-    from torch._inductor import cpu_vec_isa
-
-    class VecAVX512Level(cpu_vec_isa.VecAVX512):
-        def build_arch_flags(self) -> str:
-            return cpu_vec_isa.VecAVX512._arch_flags
-
-        def is_avx512_bf16_supported(self) -> bool:
-            return False
-
-    return {"x86-64-v3": cpu_vec_isa.VecAVX2, "x86-64-v4": VecAVX512Level}[level]()
-
-
-def native_vec_isa(compiler: str, host: set[str] | None = None):
-    """Inductor's own pick for this host, or the best one below it whose flags ask only for what the kernel shows
-    (its pick reads CPUID too)."""
-    from torch._inductor import cpu_vec_isa
-
-    have = cpu_flags() if host is None else host
-    candidates = [cpu_vec_isa.pick_vec_isa(), *cpu_vec_isa.valid_vec_isa_list()]
-    for vec_isa in candidates:
-        if vec_isa and set(extensions(compiler, vec_isa.build_arch_flags().split())) <= have:
-            return vec_isa
-    return cpu_vec_isa.invalid_vec_isa
-
-
-_active_level = None  # the level compiling_for has set Inductor up for; blocks nest
-
-
-@contextmanager
-def compiling_for(level: str):
-    """Inductor compiles CPU code for `level` inside this block: -march=<level> in place of -march=native and the
-    level's vector ISA; for native, -march=native less what the kernel hides (native_flags). Patches torch 2.11's
-    private cpp_builder/cpu_vec_isa functions; package_isa reads the flags back from what was compiled, and the
-    tests check them."""
-    global _active_level
-    if _active_level is not None:
-        if level != _active_level:
-            raise RuntimeError(f"already compiling for {_active_level}, asked for {level}")
-        yield
-        return
-    from torch._inductor import codecache, config, cpp_builder, cpu_vec_isa
-
-    if level == NATIVE:
-        compiler = cpp_builder.get_cpp_compiler()
-        march = native_flags(compiler)
-        if len(march) == 1:  # the kernel hides nothing: Inductor's own native build, untouched
-            _active_level = level
-            try:
-                yield
-            finally:
-                _active_level = None
-            return
-        vec_isa, simdlen = native_vec_isa(compiler), None
-    else:
-        march, vec_isa, simdlen = [f"-march={level}"], level_vec_isa(level), LEVELS[level]
-    optimization_cflags = cpp_builder._get_optimization_cflags
-
-    def level_cflags(*args, **kwargs):
-        cflags, ldflags = optimization_cflags(*args, **kwargs)
-        if "march=native" not in cflags:
-            raise RuntimeError(f"Inductor's compile flags no longer hold -march=native: {cflags}")
-        at = cflags.index("march=native")
-        return [*cflags[:at], *(f.removeprefix("-") for f in march), *cflags[at + 1 :]], ldflags
-
-    saved = (cpu_vec_isa.pick_vec_isa, codecache.pick_vec_isa)
-    cpp_builder._get_optimization_cflags = level_cflags
-    cpu_vec_isa.pick_vec_isa = codecache.pick_vec_isa = lambda: vec_isa
-    _active_level = level
-    try:
-        with config.patch({"cpp.simdlen": simdlen}):
-            yield
-    finally:
-        _active_level = None
-        cpp_builder._get_optimization_cflags = optimization_cflags
-        cpu_vec_isa.pick_vec_isa, codecache.pick_vec_isa = saved

@@ -3,8 +3,9 @@ export the graphs → AOTInductor-compile each → write weights, golden vector 
 manifest, all into a temporary directory swapped into place at the end, so a
 failed or interrupted compile never leaves a partial artifact.
 
-Each stage's work lives in its own module (attention_pick, linear_pick, graphs,
-training, inductor, artifact_files, files); this one runs them in order.
+Each stage's work lives in its own module of compiler/ (attention_pick,
+linear_pick, graphs, training, inductor, artifact_files; base/files for the
+swap); this one runs them in order.
 """
 
 import dataclasses
@@ -14,17 +15,17 @@ from pathlib import Path
 
 import torch
 
-from . import attention_pick, isa, linear_pick, training
-from .artifact_files import write_artifact_files
-from .attention import attention_context
-from .files import replaced_directory
-from .golden import GOLDEN_TOLERANCE
-from .graphs import MAX_BATCH, export_graphs, graph_specs
-from .inductor import compile_package
-from .model import GPT
-from .quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
-from .target import Target
-from .tokenizer import check_fits
+from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
+from gpt_aot.base.files import replaced_directory
+from gpt_aot.compiler import attention_pick, linear_pick, packages, torch_patches, training
+from gpt_aot.compiler.artifact_files import write_artifact_files
+from gpt_aot.compiler.graphs import MAX_BATCH, export_graphs, graph_specs
+from gpt_aot.compiler.inductor import compile_package
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.attention import attention_context
+from gpt_aot.model.gpt import GPT
+from gpt_aot.model.quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
+from gpt_aot.text.tokenizer import check_fits
 
 
 class Progress:
@@ -106,7 +107,7 @@ def compile_artifact(
     (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs; with
     quantize="int8" or "int4", its linears' weights are int8, or int4 in groups
-    of `group_size` inputs (quantize.py; inference only)."""
+    of `group_size` inputs (model/quantize.py; inference only)."""
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantization {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     if quantize and train is not None:
@@ -128,7 +129,7 @@ def compile_artifact(
             quantize_int4(model, target.dtype, group_size)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
     # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
-    with replaced_directory(Path(out_dir)) as work, isa.compiling_for(target.isa_level):
+    with replaced_directory(Path(out_dir)) as work, torch_patches.compiling_for(target.isa_level):
         with progress.stage("choose attention"):
             choice = attention_pick.choose_attention(model, target, attention)
             choice["decode"] = attention_pick.choose_attention(model, target, attention, attention_pick.measure_decode)
@@ -169,7 +170,7 @@ def compile_artifact(
             training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
         if target.device == "cpu":
             # Every graph's recorded compile commands, training graphs' too, say what the code may execute.
-            recorded = isa.package_isa(sorted(work.glob("*.pt2")))
+            recorded = packages.package_isa(sorted(work.glob("*.pt2")))
             target = dataclasses.replace(target, details={**target.details, **recorded})
         quantization = None
         if quantize:

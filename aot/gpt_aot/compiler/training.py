@@ -29,8 +29,8 @@ from torch._decomp import core_aten_decompositions
 from torch.export import Dim, ExportedProgram
 from torch.export.exported_program import _decompose_exported_program
 
-from .graphs import EntryModule
-from .model import GPT
+from gpt_aot.compiler.graphs import EntryModule
+from gpt_aot.model.gpt import GPT
 
 # The dtype of the optimizer's state: master weights, gradients as the update reads them, moments.
 MASTER_DTYPE = torch.float32

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .files import replaced_atomically
+from gpt_aot.base.files import replaced_atomically
 
 SEED_TRAIN_TOKENS = 1_003_854  # shakespeare_char's train split, for comparison
 BIBLE_RANGE = "Gen1:1-Rev22:21"

@@ -9,10 +9,10 @@ are checked against the math backend and the fastest correct kind wins
 
 import torch
 
-from .attention import ATTENTION_KINDS, attention_runs_on
-from .measure import each_choice, each_choice_decoding, pick, tokens
-from .model import GPT
-from .target import Target
+from gpt_aot.compiler.measure import each_choice, each_choice_decoding, pick, tokens
+from gpt_aot.compiler.target import Target
+from gpt_aot.model.attention import ATTENTION_KINDS, attention_runs_on
+from gpt_aot.model.gpt import GPT
 
 
 def _prefill_once(model: GPT, idx: torch.Tensor) -> torch.Tensor:

@@ -5,7 +5,7 @@ import copy
 
 import torch
 
-from .model import GPT
+from gpt_aot.model.gpt import GPT
 
 GOLDEN_PROMPT_LEN = 8
 # Fixed (atol, rtol) per dtype: fp32 goldens, and (x 10) the compiled training step's gradients.

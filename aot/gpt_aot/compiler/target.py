@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import isa as isa_mod
+from gpt_aot.compiler import isa as isa_mod
+from gpt_aot.compiler import torch_patches
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPES.update({str(d).removeprefix("torch."): d for d in list(DTYPES.values())})
@@ -38,15 +39,6 @@ class Target:
         return self.details.get("isa_level", isa_mod.NATIVE)
 
 
-def _cpu_isa(level: str) -> str:
-    """Inductor's vector ISA for the level, as it names it ("avx2", "avx512", ...)."""
-    from torch._inductor import cpu_vec_isa
-
-    with isa_mod.compiling_for(level):
-        isa = cpu_vec_isa.pick_vec_isa()
-    return str(isa) if isa else "scalar"
-
-
 def resolve(device: str, arch: str, dtype: str, isa: str = isa_mod.NATIVE) -> Target:
     """`isa` is a CPU target's instruction-set level: native (the build host's) or an x86-64 psABI level."""
     if dtype not in DTYPES:
@@ -60,7 +52,7 @@ def resolve(device: str, arch: str, dtype: str, isa: str = isa_mod.NATIVE) -> Ta
         if isa != isa_mod.NATIVE and machine != "x86_64":
             raise ValueError(f"--isa {isa} is an x86-64 level; this machine is {machine}")
         isa_mod.check_level(isa)
-        return Target("cpu", machine, DTYPES[dtype], {"isa": _cpu_isa(isa), "isa_level": isa})
+        return Target("cpu", machine, DTYPES[dtype], {"isa": torch_patches.vec_isa_name(isa), "isa_level": isa})
     if device == "cuda":
         if not torch.cuda.is_available():
             raise ValueError("--target cuda needs a GPU present: AOTInductor compiles for the GPU it runs on")

@@ -11,9 +11,9 @@ import torch
 import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
-from .attention import attention_context
-from .linear import PACKED_FORMS
-from .model import GPT
+from gpt_aot.model.attention import attention_context
+from gpt_aot.model.gpt import GPT
+from gpt_aot.model.linear import PACKED_FORMS
 
 MAX_BATCH = 64
 

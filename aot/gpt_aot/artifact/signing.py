@@ -14,8 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from .files import replaced_atomically
-from .manifest import MANIFEST, SIGNATURE, sha256_file
+from gpt_aot.artifact.manifest import MANIFEST, SIGNATURE, sha256_file
+from gpt_aot.base.files import replaced_atomically
 
 SIGNATURE_FORMAT = "gpt-aot-signature"
 PUBLIC_PREFIX = "ed25519-public:"

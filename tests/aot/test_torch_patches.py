@@ -1,0 +1,63 @@
+"""compiler/torch_patches.py: torch's private functions are replaced inside a compiling_for block only, and the
+module refuses a torch whose release or private names are not those the replacements were written for."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._inductor import codecache, cpp_builder, cpu_vec_isa
+
+import gpt_aot
+from gpt_aot.compiler import torch_patches
+
+
+def replaced_functions() -> tuple:
+    return cpp_builder._get_optimization_cflags, cpu_vec_isa.pick_vec_isa, codecache.pick_vec_isa
+
+
+def test_the_torch_here_is_the_release_the_patches_were_written_for():
+    assert torch_patches.problems(torch.__version__) == []
+
+
+def test_importing_the_module_replaces_nothing():
+    cflags, pick, codecache_pick = replaced_functions()
+    assert cflags.__module__ == "torch._inductor.cpp_builder"
+    assert pick.__module__ == "torch._inductor.cpu_vec_isa" and codecache_pick is pick
+
+
+def test_the_replacements_last_as_long_as_the_block_even_when_it_fails():
+    before = replaced_functions()
+    with pytest.raises(RuntimeError, match="the compile failed"), torch_patches.compiling_for("x86-64-v3"):
+        assert replaced_functions()[0] is not before[0]
+        assert str(cpu_vec_isa.pick_vec_isa()) == str(codecache.pick_vec_isa()) == "avx2"
+        raise RuntimeError("the compile failed")
+    assert replaced_functions() == before
+
+
+def test_another_torch_release_is_refused_with_what_to_update():
+    (found,) = torch_patches.problems("2.12.0+cu130")
+    assert "torch 2.12.0+cu130 is not 2.11.x" in found
+    assert "PRIVATE" in found and "WRITTEN_FOR" in found
+
+
+@pytest.mark.parametrize("name", torch_patches.PRIVATE)
+def test_a_private_name_gone_from_torch_is_named(monkeypatch, name: str):
+    *path, last = name.split(".")
+    owner = torch._inductor
+    for part in path:
+        owner = getattr(owner, part)
+    monkeypatch.delattr(owner, last)
+    (found,) = torch_patches.problems(torch.__version__)
+    assert f"torch {torch.__version__} has no torch._inductor.{name}:" in found
+
+
+def test_the_import_itself_fails_under_another_release():
+    script = "import gpt_aot, torch\ntorch.__version__ = '2.12.0'\nimport gpt_aot.compiler.torch_patches\n"
+    aot = str(Path(gpt_aot.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [aot, os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert result.returncode != 0
+    assert "RuntimeError: torch 2.12.0 is not 2.11.x" in result.stderr
