@@ -164,11 +164,17 @@ def test_a_kernel_whose_compiled_gradients_disagree_falls_back_to_math(tmp_path,
         "train_step_error",
         lambda graph, gpt, x, y: 1.0 if gpt.attention == "flash" else measured(graph, gpt, x, y),
     )
-    manifest = compile_tiny(tmp_path, fixtures, "flash")
-    t = manifest["training"]
-    assert manifest["attention"]["backend"] == "flash"  # inference keeps its pick
+    from gpt_aot.compiler.pipeline import Progress, compile_training
+    from gpt_aot.compiler.target import resolve
+
+    # The training stage alone (the inference graphs are the other tests'): flash, rejected, then math.
+    model = fixtures.tiny_model("flash")
+    choice = {"backend": "flash", "selected_by": "user"}
+    t = compile_training(model, resolve("cpu", "auto", "fp32"), tmp_path, choice, 4, fixtures.OPTIMIZER, Progress(True))
+    assert model.attention == "flash"  # inference keeps its pick
     assert t["verified"] and t["max_grad_error"] < 1e-4
     assert t["attention"] == "math" and "differ from eager by 1" in t["rejected"]["flash"]
+    assert {p.name for p in tmp_path.glob("*.pt2")} == {"train_step.pt2", "eval_loss.pt2", "adamw.pt2"}
 
 
 def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures):
