@@ -36,44 +36,44 @@ def test_the_aot_tree_is_layered():
     assert result.returncode == 0, result.stdout
 
 
-def test_an_import_from_a_higher_layer_fails(package_copy: Path):
-    bad = package_copy / "model" / "gpt.py"
-    number = append(bad, "from gpt_aot.compiler.target import Target")
+# (module, the lines planted at its end, what the check says of the last of them)
+PLANTED = {
+    "a higher layer": (
+        "model/gpt.py",
+        "from gpt_aot.compiler.target import Target",
+        "model/ may import base/, not compiler/ (gpt_aot.compiler.target)",
+    ),
+    "inside a function": (
+        "base/files.py",
+        "def later():\n    from gpt_aot.model import gpt",
+        "base/ may import no other folder, not model/ (gpt_aot.model.gpt)",
+    ),
+    "a sibling, relatively": (
+        "text/tokenizer.py",
+        "from ..model import config",
+        "text/ may import base/, not model/ (gpt_aot.model.config)",
+    ),
+    "the compiler's sibling, the importers": (
+        "compiler/pipeline.py",
+        "import gpt_aot.importers.weights",
+        "compiler/ may import base/, model/, text/, artifact/, not importers/",
+    ),
+    "the CLI": (
+        "artifact/signing.py",
+        "from gpt_aot.__main__ import main",
+        "artifact/ imports gpt_aot.__main__, above every layer",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PLANTED)
+def test_a_planted_import_fails_at_its_line(package_copy: Path, case: str):
+    module, planted, message = PLANTED[case]
+    bad = package_copy / module
+    number = append(bad, planted)
     result = run_check(package_copy)
     assert result.returncode == 1
-    assert f"{bad}:{number}: model/ may import base/, not compiler/ (gpt_aot.compiler.target)" in result.stdout
-
-
-def test_an_import_inside_a_function_counts(package_copy: Path):
-    bad = package_copy / "base" / "files.py"
-    number = append(bad, "def later():\n    from gpt_aot.model import gpt")
-    result = run_check(package_copy)
-    assert result.returncode == 1
-    assert f"{bad}:{number}: base/ may import no other folder, not model/ (gpt_aot.model.gpt)" in result.stdout
-
-
-def test_a_relative_import_from_a_sibling_fails(package_copy: Path):
-    bad = package_copy / "text" / "tokenizer.py"
-    number = append(bad, "from ..model import config")
-    result = run_check(package_copy)
-    assert result.returncode == 1
-    assert f"{bad}:{number}: text/ may import base/, not model/ (gpt_aot.model.config)" in result.stdout
-
-
-def test_the_compiler_may_not_import_its_sibling_the_importers(package_copy: Path):
-    bad = package_copy / "compiler" / "pipeline.py"
-    number = append(bad, "import gpt_aot.importers.weights")
-    result = run_check(package_copy)
-    assert result.returncode == 1
-    assert f"{bad}:{number}: compiler/ may import base/, model/, text/, artifact/, not importers/" in result.stdout
-
-
-def test_a_layer_importing_the_cli_fails(package_copy: Path):
-    bad = package_copy / "artifact" / "signing.py"
-    number = append(bad, "from gpt_aot.__main__ import main")
-    result = run_check(package_copy)
-    assert result.returncode == 1
-    assert f"{bad}:{number}: artifact/ imports gpt_aot.__main__, above every layer" in result.stdout
+    assert f"{bad}:{number}: {message}" in result.stdout
 
 
 def test_an_import_cycle_fails_even_inside_one_layer(package_copy: Path):
