@@ -10,8 +10,6 @@ from gpt_aot.artifact import signing
 from gpt_aot.artifact.manifest import read_manifest
 from gpt_aot.compiler import isa
 from gpt_aot.compiler.graphs import MAX_BATCH
-from gpt_aot.compiler.pipeline import compile_artifact
-from gpt_aot.compiler.target import resolve
 from gpt_aot.compiler.training import OptimizerConfig
 from gpt_aot.importers import checkpoint
 from gpt_aot.importers.tokenizer_import import read_tokenizer
@@ -22,6 +20,11 @@ from gpt_aot.text.tokenizer import DEFAULT_EOS, no_tokenizer, vocab_size
 
 
 def _compile(args) -> int:
+    # Imported here: the compiler patches torch 2.11's private functions (compiler/torch_patches.py) and refuses
+    # another torch at import, which need not stop the subcommands that compile nothing (keygen, sign, inspect).
+    from gpt_aot.compiler.pipeline import compile_artifact
+    from gpt_aot.compiler.target import resolve
+
     overrides = resolve_config(args.config, args.set)  # a mistake in it is found before the target is probed
     target = resolve(args.target, args.arch, args.dtype, args.isa)
     tokenizer = _tokenizer(args)

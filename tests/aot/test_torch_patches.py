@@ -61,3 +61,24 @@ def test_the_import_itself_fails_under_another_release():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert result.returncode != 0
     assert "RuntimeError: torch 2.12.0 is not 2.11.x" in result.stderr
+
+
+def run_cli_under_another_release(*args: str) -> subprocess.CompletedProcess:
+    """`python -m gpt_aot ARGS` in a process whose torch says it is 2.12.0."""
+    script = (
+        "import runpy, sys, torch\ntorch.__version__ = '2.12.0'\n"
+        f"sys.argv = ['gpt_aot', *{list(args)!r}]\nrunpy.run_module('gpt_aot', run_name='__main__')\n"
+    )
+    aot = str(Path(gpt_aot.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [aot, os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+
+
+def test_only_the_compile_refuses_another_release(tmp_path):
+    keygen = run_cli_under_another_release("keygen", "-o", str(tmp_path / "k"))
+    assert keygen.returncode == 0, keygen.stderr
+    assert (tmp_path / "k.key").exists() and (tmp_path / "k.pub").exists()
+    compile_ = run_cli_under_another_release("compile", "--config", "tiny", "-o", str(tmp_path / "m"))
+    assert compile_.returncode != 0
+    assert "gpt_aot: error: torch 2.12.0 is not 2.11.x" in compile_.stderr  # a message, not a traceback
+    assert not (tmp_path / "m").exists()
