@@ -39,16 +39,6 @@ void expect_refused_by_loader(test::ScratchArtifact &art, const std::map<std::st
 
 }  // namespace
 
-TEST_CASE("an int4 artifact loads, matches its golden vector and says its weights are int4", "[int4]") {
-    test::Model model(test::artifact("int4"));
-    REQUIRE(model.status == GPT_OK);
-    CHECK(std::string(model.info.weights) == "int4");
-    CHECK(std::string(model.info.dtype) == "float32");    // the activations' dtype
-    const double err = test::golden_error(model.handle);  // prefill, decode_one and the batched decode
-    CHECK(err >= 0);
-    CHECK(err < 1e-4);
-}
-
 TEST_CASE("an int4 model holds its file's bytes, each linear packed for the host, and the embedding's table",
           "[int4][memory]") {
     const auto dir = test::artifact("int4");

@@ -31,10 +31,12 @@ std::streamoff tensor_offset(const std::filesystem::path &file, const std::strin
 
 }  // namespace
 
-TEST_CASE("an int8 artifact loads, matches its golden vector and says its weights are int8", "[int8]") {
-    test::Model model(test::artifact("int8"));
+TEST_CASE("an int8 or int4 artifact loads, matches its golden vector and says its weights' scheme", "[int8][int4]") {
+    const std::string scheme = GENERATE("int8", "int4");
+    INFO(scheme);
+    test::Model model(test::artifact(scheme));
     REQUIRE(model.status == GPT_OK);
-    CHECK(std::string(model.info.weights) == "int8");
+    CHECK(model.info.weights == scheme);
     CHECK(std::string(model.info.dtype) == "float32");    // the activations' dtype
     const double err = test::golden_error(model.handle);  // prefill, decode_one and the batched decode
     CHECK(err >= 0);
