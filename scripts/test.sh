@@ -7,10 +7,10 @@
 # out to stay within CI's time: the concurrency tests under ThreadSanitizer (a third build
 # of the runtime), the install check's library-only build in a fresh tree, 60 s per fuzz
 # target instead of 10, and no cache of any kind. The per-submission run keeps what repeats
-# once: compiled objects come from ccache (CMakeLists.txt), and under GPT_CACHE_DIR
-# (default ~/.cache/gpt-aot) the test artifacts (scripts/test_artifacts.sh) and
-# clang-tidy's verdict per file (scripts/tidy.py), each used only while everything it
-# was made from is unchanged.
+# once: compiled objects come from ccache (CMakeLists.txt), the test artifacts from under
+# GPT_CACHE_DIR (default ~/.cache/gpt-aot; scripts/test_artifacts.sh) and clang-tidy's verdict
+# per file from the tracked .clang-tidy-verdicts (scripts/tidy.py), each used only while
+# everything it was made from is unchanged; pytest runs its files on every core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in

@@ -5,10 +5,10 @@ Most sources parse torch's headers (tens of seconds each, 13 min for the tree on
 so a file is checked again only when it, one of the project headers it includes (the build's
 own dependency record: `ninja -t deps`), the checks, the tool or its compile command changed
 since it last passed. A verdict is the digest of all of those, with this repository's path
-written as "@" so that it holds in any clone. Verdicts are kept in two places: a stamp under
-GPT_CACHE_DIR on this machine, and VERDICTS, a tracked file that every run rewrites with
-the verdicts of the files that pass, so a fresh clone (CI's) checks only what changed since
-the run that produced the committed file. GPT_FULL=1 ignores both and checks every file.
+written as "@" so that it holds in any clone. Verdicts are kept in VERDICTS, a tracked file
+that every run rewrites with the verdicts of the files that pass, so a fresh clone (CI's)
+checks only what changed since the run that produced the committed file, and a branch
+carries its own. GPT_FULL=1 ignores it and checks every file.
 Usage: scripts/tidy.py FILE...   (run from the repository root after scripts/build.sh, with
 every source to check: the files not named lose their verdicts)
 """
@@ -24,7 +24,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
-CACHE = Path(os.environ.get("GPT_CACHE_DIR") or Path.home() / ".cache" / "gpt-aot") / "clang-tidy"
 VERDICTS = ROOT / ".clang-tidy-verdicts"  # "<digest> <source>" per line, sorted by source
 
 
@@ -64,15 +63,13 @@ def main(files: list[str]) -> int:
     }
     version = subprocess.run(["clang-tidy", "--version"], capture_output=True, text=True, check=True).stdout
     shared = version.encode() + (ROOT / ".clang-tidy").read_bytes()
-    full = bool(os.environ.get("GPT_FULL"))
-    recorded = set() if full else recorded_verdicts()
-    CACHE.mkdir(parents=True, exist_ok=True)
+    recorded = set() if os.environ.get("GPT_FULL") else recorded_verdicts()
     passed: dict[str, str] = {}  # source -> its verdict, for VERDICTS
     skipped: list[str] = []
 
     def check(source: str) -> bool:
         key = verdict_key(source, commands[source], shared) if source in commands else None
-        if key and not full and (key in recorded or (CACHE / key).exists()):
+        if key and key in recorded:
             passed[source] = key
             skipped.append(source)
             return True
@@ -81,7 +78,6 @@ def main(files: list[str]) -> int:
         if report.strip():
             print(report, flush=True)
         if run.returncode == 0 and key:
-            (CACHE / key).touch()
             passed[source] = key
         return run.returncode == 0
 
