@@ -74,30 +74,38 @@ cp "$signed/manifest.sig" "$signed/key.pub" "$seeds/signature/"
 { printf '\1\0\0\0\0'; cat "$artifacts/tiny-flash/cpu/manifest.json"; } >"$seeds/signature/edit-manifest"
 { printf '\2\0\0\0'; cat "$artifacts/tiny-flash/cpu/manifest.json"; } >"$seeds/signature/edit-signature"
 
-status=0
-summary=()
-for t in "${targets[@]}"; do
-  bin=build-fuzz/fuzz/fuzz_$t
+# One target: its regression inputs, then SECONDS of fuzzing. Writes its summary line to build-fuzz/result_<t>;
+# a failure also prints the log's tail and leaves the line saying FAILED.
+fuzz_target() {
+  local t=$1 bin=build-fuzz/fuzz/fuzz_$1 result=ok
   # Every input that once crashed a reader stays in fuzz/regressions and must pass.
-  regressions=(fuzz/regressions/"$t"/*)
+  local regressions=(fuzz/regressions/"$t"/*)
   if [ -e "${regressions[0]}" ]; then
     "$bin" "${regressions[@]}" >"build-fuzz/regressions_$t.log" 2>&1 ||
-      { echo "fuzz: a $t regression input fails again"; tail -40 "build-fuzz/regressions_$t.log"; status=1; }
+      { echo "fuzz: a $t regression input fails again"; tail -40 "build-fuzz/regressions_$t.log"; result=FAILED; }
   fi
-  corpus=build-fuzz/corpus/$t
-  crashes=build-fuzz/crashes/$t
+  local corpus=build-fuzz/corpus/$t crashes=build-fuzz/crashes/$t log=build-fuzz/fuzz_$t.log
   mkdir -p "$corpus" "$crashes"
-  log=build-fuzz/fuzz_$t.log
-  if "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 -print_final_stats=1 \
+  if ! "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "$corpus" "$seeds/$t" >"$log" 2>&1; then
-    result=ok
-  else
     result="FAILED (input in $crashes; log $log)"
-    status=1
     tail -40 "$log"
   fi
+  local execs
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  summary+=("fuzz_$t: ${execs:-?} execs in ${seconds}s, corpus $(ls "$corpus" | wc -l) inputs: $result")
+  echo "fuzz_$t: ${execs:-?} execs in ${seconds}s, corpus $(ls "$corpus" | wc -l) inputs: $result" >"build-fuzz/result_$t"
+}
+
+# A fuzzer keeps one core busy: as many targets at once as there are cores.
+rm -f build-fuzz/result_*
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n; done
+  fuzz_target "$t" &
 done
-printf '%s\n' "${summary[@]}"
+wait
+status=0
+for t in "${targets[@]}"; do
+  cat "build-fuzz/result_$t"
+  grep -q ': ok$' "build-fuzz/result_$t" || status=1
+done
 exit $status

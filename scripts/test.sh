@@ -5,12 +5,13 @@
 #
 # `--full` is the run an issue is resolved on; it adds what the per-submission run leaves
 # out to stay within CI's time: the concurrency tests under ThreadSanitizer (a third build
-# of the runtime), the install check's library-only build in a fresh tree, 60 s per fuzz
-# target instead of 10, and no cache of any kind. The per-submission run keeps what repeats
-# once: compiled objects come from ccache (CMakeLists.txt), the test artifacts from under
-# GPT_CACHE_DIR (default ~/.cache/gpt-aot; scripts/test_artifacts.sh) and clang-tidy's verdict
-# per file from the tracked .clang-tidy-verdicts (scripts/tidy.py), each used only while
-# everything it was made from is unchanged; pytest runs its files on every core.
+# of the runtime), the install check's library-only build in a fresh tree and gpt-server
+# built against the install, the pytest cases marked `full` (tests/conftest.py), 60 s per
+# fuzz target instead of 10, and no cache of any kind. The per-submission run keeps what
+# repeats once: compiled objects come from ccache (CMakeLists.txt), the test artifacts from
+# under GPT_CACHE_DIR (default ~/.cache/gpt-aot; scripts/test_artifacts.sh) and clang-tidy's
+# verdict per file from the tracked .clang-tidy-verdicts (scripts/tidy.py), each used only
+# while everything it was made from is unchanged; pytest, ctest and the fuzzers run on every core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -35,8 +36,9 @@ scripts/test_artifacts.sh build/test_artifacts
 stage "pytest ($(nproc) workers)"
 OMP_NUM_THREADS=1 GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" .venv/bin/python -m pytest -q --durations=20 \
   -n "$(nproc)" --dist loadfile tests/layout tests/aot tests/text tests/deploy
+# One OpenMP thread per test program here too, for the same reason (the runtime's thread tests set their own).
 stage "ctest (Catch2, C ABI)"
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+OMP_NUM_THREADS=1 ctest --test-dir build --output-on-failure -j "$(nproc)"
 fuzz_seconds=$([ -n "${GPT_FULL:-}" ] && echo 60 || echo 10)
 stage "fuzz (readers of outside bytes, ASan+UBSan, $fuzz_seconds s per target)"
 GPT_TEST_ARTIFACTS="$PWD/build/test_artifacts" scripts/fuzz.sh "$fuzz_seconds"
@@ -48,5 +50,6 @@ stage "done"
 if [ -n "${GPT_FULL:-}" ]; then
   echo "full run: no cache used; ThreadSanitizer and the library-only install tree included"
 else
-  echo "per-submission run: scripts/test.sh --full adds ThreadSanitizer, the library-only install tree, longer fuzzing"
+  echo "per-submission run: scripts/test.sh --full adds ThreadSanitizer, the library-only install tree and the" \
+    "server built on it, the pytest cases marked full, longer fuzzing"
 fi

@@ -10,11 +10,16 @@ from dataclasses import replace
 
 import int8_accuracy
 import numpy as np
+import pytest
 
 from gpt_aot.importers.tokenizer_import import read_tokenizer
 from gpt_aot.model.config import PRESETS
 from gpt_aot.model.gpt import GPTConfig
 from gpt_aot.text.tokenizer import encode
+
+# Minutes of eager training apiece; the compiled int8 and int4 graphs equal this eager reference
+# (test_quantize.py, test_int4.py), so what changes these numbers is model/quantize.py alone.
+pytestmark = pytest.mark.full
 
 STEPS = 300  # ~20 s on 2 cores: the loss is well below the unigram model's (~3.0) by then
 

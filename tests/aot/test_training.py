@@ -6,10 +6,12 @@ import zipfile
 import pytest
 import torch
 
-from gpt_aot.compiler import training
+from gpt_aot.compiler import packages, pipeline, training
 from gpt_aot.compiler.graphs import EntryModule
+from gpt_aot.compiler.target import resolve
 
 TOL = 1e-5
+CPU = resolve("cpu", "auto", "fp32")
 
 
 @pytest.fixture(scope="module")
@@ -19,28 +21,13 @@ def train_dir(artifacts):
 
 @pytest.fixture(scope="module")
 def flash_train_dir(tmp_path_factory, fixtures):
+    """train_step alone, with flash attention (its inference graphs and the others are tiny-train's kind)."""
     path = tmp_path_factory.mktemp("flash-train")
-    compile_tiny(path, fixtures, "flash")
-    return path / "m" / "cpu"
-
-
-def compile_tiny(path, fixtures, attention):
-    from gpt_aot.compiler.pipeline import compile_artifact
-    from gpt_aot.compiler.target import resolve
-
-    return compile_artifact(
-        fixtures.tiny_model(attention),
-        resolve("cpu", "auto", "fp32"),
-        path / "m" / "cpu",
-        "m",
-        fixtures.tokenizer(),
-        attention=attention,
-        decode_linear="mm",  # pinned: these tests are of the training graphs, not of the linear forms' measurement
-        batched_linear="mm",
-        max_batch=4,
-        quiet=True,
-        train=fixtures.OPTIMIZER,
+    t = pipeline.compile_checked_train_step(
+        fixtures.tiny_model("flash"), CPU, path, "flash", 4, pipeline.Progress(True)
     )
+    (path / "training.json").write_text(json.dumps(t))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +133,7 @@ def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(artifacts, fixtur
 def test_cpu_flash_trains_with_its_own_forward_and_backward_kernels(flash_train_dir):
     """torch.export's stock joint export decomposes this forward into math yet keeps the kernel's
     backward, handing it the attention matrix as its logsumexp; ours keeps the forward whole."""
-    manifest = json.loads((flash_train_dir / "manifest.json").read_text())
-    t = manifest["training"]
+    t = json.loads((flash_train_dir / "training.json").read_text())
     assert t["attention"] == "flash" and t["rejected"] == {}
     assert t["verified"] and t["max_grad_error"] < 1e-4
     with zipfile.ZipFile(flash_train_dir / "train_step.pt2") as z:
@@ -164,31 +150,26 @@ def test_a_kernel_whose_compiled_gradients_disagree_falls_back_to_math(tmp_path,
         "train_step_error",
         lambda graph, gpt, x, y: 1.0 if gpt.attention == "flash" else measured(graph, gpt, x, y),
     )
-    from gpt_aot.compiler.pipeline import Progress, compile_training
-    from gpt_aot.compiler.target import resolve
-
-    # The training stage alone (the inference graphs are the other tests'): flash, rejected, then math.
+    # train_step alone (eval_loss and adamw follow the kernel kept: tiny-train's manifest test): flash, rejected,
+    # then math.
     model = fixtures.tiny_model("flash")
-    choice = {"backend": "flash", "selected_by": "user"}
-    t = compile_training(model, resolve("cpu", "auto", "fp32"), tmp_path, choice, 4, fixtures.OPTIMIZER, Progress(True))
+    t = pipeline.compile_checked_train_step(model, CPU, tmp_path, "flash", 4, pipeline.Progress(True))
     assert model.attention == "flash"  # inference keeps its pick
     assert t["verified"] and t["max_grad_error"] < 1e-4
     assert t["attention"] == "math" and "differ from eager by 1" in t["rejected"]["flash"]
-    assert {p.name for p in tmp_path.glob("*.pt2")} == {"train_step.pt2", "eval_loss.pt2", "adamw.pt2"}
+    assert [p.name for p in tmp_path.glob("*.pt2")] == ["train_step.pt2"]
+    assert "_scaled_dot_product_flash_attention_for_cpu" not in packages.wrapper_source(tmp_path / "train_step.pt2")
 
 
-def test_dropout_is_active_in_train_step_and_follows_the_seed(tmp_path, fixtures):
-    """Masks come from the default generator, which the runtime seeds."""
-    from dataclasses import replace
+def test_dropout_is_active_in_train_step_and_follows_the_seed(artifacts, fixtures):
+    """Masks come from the default generator, which the runtime seeds (tiny-bpe's train_step: dropout 0.1)."""
+    from gpt_aot.importers.weights import load_model
 
-    from gpt_aot.compiler.inductor import compile_package
-    from gpt_aot.compiler.target import resolve
-    from gpt_aot.model.gpt import GPT
-
-    model = GPT(replace(fixtures.CONFIG, dropout=0.2), "math").init_weights(3)
-    compile_package(training.export_train_step(model, 4), tmp_path / "t.pt2", resolve("cpu", "auto", "fp32"), "math")
-    package = load(tmp_path, "t", model)
-    x = torch.randint(0, fixtures.CONFIG.vocab_size, (2, 16))
+    directory = artifacts / "tiny-bpe" / "cpu"
+    assert json.loads((directory / "manifest.json").read_text())["model"]["dropout"] == fixtures.DROPOUT > 0
+    model = load_model(artifacts / "hf-gpt2" / "model.safetensors", {"n_head": 2}, seed=0, attention="math")
+    package = load(directory, "train_step", model)
+    x = torch.randint(0, fixtures.BPE_TOKENS, (2, 16))
     torch.manual_seed(0)
     first = package.loader.run([x, x])[0]
     second = package.loader.run([x, x])[0]

@@ -45,35 +45,43 @@ class Progress:
             print(f" {time.perf_counter() - start:.1f}s", flush=True)
 
 
-def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_batch: int, cfg, progress) -> dict:
-    """train_step, eval_loss and adamw graphs, and the manifest's "training" section.
-
-    Each compiled train_step is checked against eager autograd; a kernel whose
-    compiled gradients disagree is replaced by math, and the manifest says so.
-    """
-    attention, inference_attention = choice["backend"], model.attention
-    section = {"attention": attention, "rejected": {}, "attention_choice": choice}
+def compile_checked_train_step(
+    model: GPT, target: Target, work: Path, attention: str, max_batch: int, progress
+) -> dict:
+    """work/train_step.pt2 with `attention`, checked against eager autograd; a kernel whose compiled
+    gradients disagree is replaced by math. Returns what the manifest's "training" section says of it:
+    the kernel kept, those rejected and why, and whether (and how closely) the gradients were checked.
+    The model is left with the attention it came with."""
+    section = {"attention": attention, "rejected": {}}
+    inference_attention = model.attention
     gen = torch.Generator().manual_seed(0)
     c = model.config
     probe = [torch.randint(0, c.vocab_size, (2, c.block_size), generator=gen).to(target.torch_device) for _ in "xy"]
-    for kind in dict.fromkeys([attention, "math"]):
-        model.set_attention(kind)
-        with progress.stage(f"export + compile train_step (attention={kind})"):
-            with attention_context(kind):
-                program = training.export_train_step(model, max_batch)
-            compile_package(program, work / "train_step.pt2", target, kind)
-        if c.dropout > 0:  # random masks: nothing to compare with eager
-            section["attention"], section["verified"] = kind, False
-            break
-        err = training.train_step_error(torch._inductor.aoti_load_package(str(work / "train_step.pt2")), model, *probe)
-        tol = GOLDEN_TOLERANCE[target.dtype][0] * 10
-        if err <= tol:
-            section["attention"], section["verified"], section["max_grad_error"] = kind, True, err
-            break
-        section["rejected"][kind] = f"compiled gradients differ from eager by {err:.3g} (tolerance {tol:.3g})"
-    else:
+    try:
+        for kind in dict.fromkeys([attention, "math"]):
+            model.set_attention(kind)
+            with progress.stage(f"export + compile train_step (attention={kind})"):
+                with attention_context(kind):
+                    program = training.export_train_step(model, max_batch)
+                compile_package(program, work / "train_step.pt2", target, kind)
+            if c.dropout > 0:  # random masks: nothing to compare with eager
+                return {**section, "attention": kind, "verified": False}
+            package = torch._inductor.aoti_load_package(str(work / "train_step.pt2"))
+            err = training.train_step_error(package, model, *probe)
+            tol = GOLDEN_TOLERANCE[target.dtype][0] * 10
+            if err <= tol:
+                return {**section, "attention": kind, "verified": True, "max_grad_error": err}
+            section["rejected"][kind] = f"compiled gradients differ from eager by {err:.3g} (tolerance {tol:.3g})"
         raise RuntimeError(f"no attention kernel gives correct compiled gradients: {section['rejected']}")
-    model.set_attention(inference_attention)
+    finally:
+        model.set_attention(inference_attention)
+
+
+def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_batch: int, cfg, progress) -> dict:
+    """train_step (compile_checked_train_step), eval_loss and adamw graphs, and the manifest's "training"
+    section."""
+    section = compile_checked_train_step(model, target, work, choice["backend"], max_batch, progress)
+    section["attention_choice"] = choice
     with progress.stage("export + compile eval_loss"):
         with attention_context(section["attention"]):
             compile_package(
