@@ -21,7 +21,7 @@ cmake --build build-fuzz
 seeds=build-fuzz/seeds
 rm -rf "$seeds"
 mkdir -p "$seeds"/{manifest,safetensors,tokenizer,checkpoint,signature,request}
-for a in flash train; do
+for a in flash math; do
   cp "$artifacts/tiny-$a/cpu/manifest.json" "$seeds/manifest/$a.json"
   cp "$artifacts/tiny-$a/cpu/golden.safetensors" "$seeds/safetensors/golden-$a.safetensors"
 done

@@ -20,6 +20,9 @@ case "${1:-}" in
   *) echo "usage: $0 [--full]" >&2; exit 2 ;;
 esac
 export PYTHONWARNINGS="${PYTHONWARNINGS:-ignore::FutureWarning}"
+# Every `cmake --build` below (build, fuzz, install check, ThreadSanitizer) runs one compile per core
+# (scripts/build.sh says why).
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 # Each stage's start, with the seconds since the suite began: where CI's time goes.
 stage() { echo "== $1 (${SECONDS} s)"; }
 

@@ -78,7 +78,7 @@ def test_native_artifact_records_the_hosts_extensions(compiled):
 
 
 def test_training_graphs_compile_commands_are_read_too(artifacts):
-    directory = artifacts / "tiny-train" / "cpu"
+    directory = artifacts / "tiny-math" / "cpu"
     pt2_files = sorted(directory.glob("*.pt2"))
     assert {p.stem for p in pt2_files} >= {"train_step", "eval_loss", "adamw"}
     for package in pt2_files:  # every graph recorded its commands; the manifest's flags are all of theirs

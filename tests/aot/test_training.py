@@ -16,12 +16,12 @@ CPU = resolve("cpu", "auto", "fp32")
 
 @pytest.fixture(scope="module")
 def train_dir(artifacts):
-    return artifacts / "tiny-train" / "cpu"
+    return artifacts / "tiny-math" / "cpu"
 
 
 @pytest.fixture(scope="module")
 def flash_train_dir(tmp_path_factory, fixtures):
-    """train_step alone, with flash attention (its inference graphs and the others are tiny-train's kind)."""
+    """train_step alone, with flash attention (its inference graphs and the others are tiny-math's kind)."""
     path = tmp_path_factory.mktemp("flash-train")
     t = pipeline.compile_checked_train_step(
         fixtures.tiny_model("flash"), CPU, path, "flash", 4, pipeline.Progress(True)
@@ -96,7 +96,7 @@ def test_a_bf16_artifact_trains_fp32_masters_from_bf16_gradients(artifacts):
     assert t["verified"]
 
 
-@pytest.mark.parametrize("artifact", ["tiny-train", "tiny-bf16-train"])
+@pytest.mark.parametrize("artifact", ["tiny-math", "tiny-bf16-train"])
 def test_compiled_adamw_equals_torch_optim_adamw_with_clipping(artifacts, fixtures, artifact):
     """On fp32 tensors for both: a bf16 artifact's update runs on its fp32 masters."""
     model = fixtures.tiny_model("math")
@@ -150,7 +150,7 @@ def test_a_kernel_whose_compiled_gradients_disagree_falls_back_to_math(tmp_path,
         "train_step_error",
         lambda graph, gpt, x, y: 1.0 if gpt.attention == "flash" else measured(graph, gpt, x, y),
     )
-    # train_step alone (eval_loss and adamw follow the kernel kept: tiny-train's manifest test): flash, rejected,
+    # train_step alone (eval_loss and adamw follow the kernel kept: tiny-math's manifest test): flash, rejected,
     # then math.
     model = fixtures.tiny_model("flash")
     t = pipeline.compile_checked_train_step(model, CPU, tmp_path, "flash", 4, pipeline.Progress(True))
@@ -246,7 +246,7 @@ def test_importing_a_checkpoint_of_another_shape_is_refused(artifacts, tmp_path)
     from gpt_aot.importers.checkpoint import import_nanogpt
 
     ckpt = torch.load(artifacts / "nanogpt_ckpt.pt", map_location="cpu", weights_only=True)
-    artifact = artifacts / "tiny-train" / "cpu"
+    artifact = artifacts / "tiny-math" / "cpu"
     assert import_nanogpt(artifacts / "nanogpt_ckpt.pt", artifact, tmp_path / "ok.safetensors") == ckpt["iter_num"]
     heads = ckpt["model_args"]["n_head"]
     ckpt["model_args"]["n_head"] = heads * 2  # same tensors, another model

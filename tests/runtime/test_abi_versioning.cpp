@@ -61,7 +61,7 @@ TEST_CASE("an older gpt_memory_stats gets the fields it knows, the bytes after i
 }
 
 TEST_CASE("an older gpt_trainer_state gets the fields it knows, the bytes after it untouched", "[abi]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     const gpt_trainer_params params = test::reference_trainer_params();
     gpt_trainer *trainer = nullptr;

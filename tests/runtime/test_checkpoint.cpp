@@ -191,7 +191,7 @@ at::Tensor draw(gpt::TrainerRng &rng, c10::Device device, int64_t n = 64) {
 }  // namespace
 
 TEST_CASE("save, load and continue gives the uninterrupted run's losses and weights bitwise", "[checkpoint]") {
-    SECTION("without dropout") { check_resume(test::artifact("train"), true); }
+    SECTION("without dropout") { check_resume(test::artifact("math"), true); }
     SECTION("with dropout: the resumed trainer draws the uninterrupted run's masks") {
         check_resume(dropout_artifact(), true);
     }
@@ -314,9 +314,9 @@ TEST_CASE("a CUDA trainer's checkpoint carries its GPU generator: resume and a s
 }
 
 TEST_CASE("a failed step and a bad checkpoint change nothing", "[checkpoint]") {
-    test::ScratchArtifact scratch(test::artifact("train"));
+    test::ScratchArtifact scratch(test::artifact("math"));
     const auto path = scratch.dir().parent_path() / "ckpt.safetensors";
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     Trainer trainer(model.handle);
     run_steps(trainer.handle, 0, 2);
@@ -356,7 +356,7 @@ TEST_CASE("a failed step and a bad checkpoint change nothing", "[checkpoint]") {
 }
 
 TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint", "[checkpoint]") {
-    test::ScratchArtifact scratch(test::artifact("train"));
+    test::ScratchArtifact scratch(test::artifact("math"));
     const auto dir = scratch.dir().parent_path();
     const std::string path = (dir / "ckpt.safetensors").string();
     // Built beside this test program (tests/CMakeLists.txt).
@@ -365,7 +365,7 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
     const char *writer = writer_path.c_str();
     REQUIRE(std::filesystem::exists(writer_path));
 
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     Trainer reader(model.handle);
     std::mt19937 rng(5);
@@ -378,7 +378,7 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
         posix_spawn_file_actions_init(&actions);
         posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
         posix_spawn_file_actions_addclose(&actions, out[0]);
-        const std::string artifact = test::artifact("train").string();
+        const std::string artifact = test::artifact("math").string();
         char *argv[] = {const_cast<char *>(writer), const_cast<char *>(artifact.c_str()),
                         const_cast<char *>(path.c_str()), nullptr};
         pid_t pid = 0;
@@ -413,9 +413,9 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
 }
 
 TEST_CASE("a nanoGPT ckpt.pt with AdamW state resumes in the runtime as it would in nanoGPT", "[checkpoint]") {
-    const auto root = test::artifact("train").parent_path().parent_path();
+    const auto root = test::artifact("math").parent_path().parent_path();
     const auto ref = test::read_safetensors(root / "reference_train.safetensors");
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     const gpt_trainer_params p = test::reference_trainer_params();
     gpt_trainer *trainer = nullptr;

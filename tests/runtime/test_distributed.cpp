@@ -65,7 +65,7 @@ public:
         const std::string exe = (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "dist_rank").string();
         REQUIRE(std::filesystem::exists(exe));
         std::vector<std::string> args = {exe,
-                                         test::artifact("train").string(),
+                                         test::artifact("math").string(),
                                          std::to_string(world),
                                          std::to_string(rank),
                                          std::to_string(port),
@@ -185,7 +185,7 @@ double max_weight_difference(const std::string &a, const std::string &b) {
 }  // namespace
 
 TEST_CASE("2 ranks x batch b train like 1 rank x batch 2b, and their checkpoint resumes on 1 rank", "[distributed]") {
-    test::ScratchArtifact scratch(test::artifact("train"));
+    test::ScratchArtifact scratch(test::artifact("math"));
     const std::string one = (scratch.dir().parent_path() / "one").string();
     const std::string two = (scratch.dir().parent_path() / "two").string();
     const int timeout_ms = 30000;
@@ -276,7 +276,7 @@ TEST_CASE("a rank refusing its batch fails that step on every rank at once with 
 }
 
 TEST_CASE("a rank alone at the rendezvous fails with GPT_ERR_PEER_FAILED after the timeout", "[distributed]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     gpt_dist_params dist;
     gpt_dist_default_params(&dist, sizeof dist);
@@ -294,7 +294,7 @@ TEST_CASE("a rank alone at the rendezvous fails with GPT_ERR_PEER_FAILED after t
 }
 
 TEST_CASE("bad distributed parameters are refused before any rendezvous", "[distributed]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     gpt_trainer *trainer = nullptr;
     auto create = [&](void (*edit)(gpt_dist_params *)) {
@@ -333,7 +333,7 @@ TEST_CASE("distributed parameters come from the launcher's environment", "[distr
 }
 
 TEST_CASE("rank shards of gpt train's batches are disjoint and together make the 1-rank batch", "[distributed]") {
-    const auto corpus = test::artifact("train").parent_path().parent_path() / "corpus" / "train.bin";
+    const auto corpus = test::artifact("math").parent_path().parent_path() / "corpus" / "train.bin";
     const int seq = 16, rows = 3, world = 4;
     const cli::TokenFile data(corpus.string(), seq);
     std::vector<gpt_token> whole_x, whole_y;
@@ -358,7 +358,7 @@ TEST_CASE("rank shards of gpt train's batches are disjoint and together make the
 }
 
 TEST_CASE("world size 1 through c10d trains exactly like the plain trainer", "[distributed]") {
-    test::Model plain_model(test::artifact("train")), dist_model(test::artifact("train"));
+    test::Model plain_model(test::artifact("math")), dist_model(test::artifact("math"));
     REQUIRE(plain_model.status == GPT_OK);
     REQUIRE(dist_model.status == GPT_OK);
     gpt_trainer_params params = test::default_trainer_params();
@@ -389,7 +389,7 @@ TEST_CASE("world size 1 through c10d trains exactly like the plain trainer", "[d
 }
 
 TEST_CASE("a busy master port is refused with GPT_ERR_INVALID_ARGUMENT", "[distributed]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     const int port = free_port();
     const int busy = socket(AF_INET, SOCK_STREAM, 0);

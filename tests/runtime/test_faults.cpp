@@ -61,7 +61,7 @@ using test::flip_byte;
 }  // namespace
 
 TEST_CASE("WriteErrorDuringSaveKeepsThePreviousCheckpointAndLeavesNoTemporaryFile", "[faults]") {
-    test::ScratchArtifact scratch(test::artifact("train"));
+    test::ScratchArtifact scratch(test::artifact("math"));
     const auto dir = scratch.dir().parent_path() / "checkpoints";
     std::filesystem::create_directory(dir);
     const std::string path = (dir / "ckpt.safetensors").string();
@@ -102,7 +102,7 @@ TEST_CASE("WriteErrorDuringSaveKeepsThePreviousCheckpointAndLeavesNoTemporaryFil
 }
 
 TEST_CASE("SaveIntoAMissingOrReadOnlyDirectoryIsAnIoError", "[faults]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     gpt_trainer *trainer = nullptr;
     REQUIRE(gpt_trainer_create(model.handle, nullptr, &trainer) == GPT_OK);
@@ -136,7 +136,7 @@ TEST_CASE("ArtifactChangedOnDiskAfterLoadDoesNotAffectTheModelAndReloadDetectsIt
 }
 
 TEST_CASE("OversizedPromptAndBatchAreRefusedBeforeAnyMemoryIsTouched", "[faults]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     test::Session session(model.handle);
     // The buffers hold 2 tokens; the counts claim far more. The manifest's sizes

@@ -39,8 +39,8 @@ const at::Tensor &weight(const test::Model &m, const std::string &name) { return
 
 TEST_CASE("compiled training steps reproduce nanoGPT's eager loop", "[trainer]") {
     const auto ref =
-        test::read_safetensors(test::artifact("train").parent_path().parent_path() / "reference_train.safetensors");
-    test::Model model(test::artifact("train"));
+        test::read_safetensors(test::artifact("math").parent_path().parent_path() / "reference_train.safetensors");
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     Trainer trainer(model.handle, test::reference_trainer_params());
 
@@ -103,7 +103,7 @@ double distance(const std::map<std::string, at::Tensor> &a, const std::string &p
 // our runtime trains tiny-bf16-train. Distances are relative to how far fp32 training moved the weights.
 TEST_CASE("a bf16 model trains over fp32 master weights: it tracks fp32 training where pure bf16 drifts",
           "[trainer][bf16]") {
-    const auto root = test::artifact("train").parent_path().parent_path();
+    const auto root = test::artifact("math").parent_path().parent_path();
     const auto ref = test::read_safetensors(root / "reference_bf16_train.safetensors");
     test::Model model(test::artifact("bf16-train"), 1, 1);
     REQUIRE(model.status == GPT_OK);
@@ -161,7 +161,7 @@ TEST_CASE("k accumulated micro-batches equal one batch k times as large", "[trai
         y[i] = static_cast<gpt_token>((i * 13 + 5) % 90);
     }
     gpt_trainer_params p = test::reference_trainer_params();
-    test::Model accumulated(test::artifact("train")), whole(test::artifact("train"));
+    test::Model accumulated(test::artifact("math")), whole(test::artifact("math"));
     REQUIRE(accumulated.status == GPT_OK);
     REQUIRE(whole.status == GPT_OK);
     Trainer a(accumulated.handle, p), b(whole.handle, p);
@@ -178,7 +178,7 @@ TEST_CASE("k accumulated micro-batches equal one batch k times as large", "[trai
 }
 
 TEST_CASE("a non-finite loss stops the step with GPT_ERR_NON_FINITE and changes nothing", "[trainer]") {
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     Trainer trainer(model.handle, test::reference_trainer_params());
     const int32_t batch = 2, seq = 8;
@@ -208,7 +208,7 @@ TEST_CASE("trainer arguments are checked", "[trainer]") {
     CHECK(gpt_trainer_create(inference_only.handle, nullptr, &t) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(std::string(gpt_runtime_last_error()).find("--train") != std::string::npos);
 
-    test::Model model(test::artifact("train"));
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     Trainer trainer(model.handle, test::reference_trainer_params());
     CHECK(gpt_model_free(model.handle) == GPT_ERR_BUSY);
@@ -242,8 +242,8 @@ float mean_eval_loss(gpt_trainer *trainer, const cli::TokenFile &corpus, int bat
 }  // namespace
 
 TEST_CASE("training on the real corpus lowers validation loss by more than 1.5 nats", "[trainer]") {
-    const auto corpus_dir = test::artifact("train").parent_path().parent_path() / "corpus";
-    test::Model model(test::artifact("train"));
+    const auto corpus_dir = test::artifact("math").parent_path().parent_path() / "corpus";
+    test::Model model(test::artifact("math"));
     REQUIRE(model.status == GPT_OK);
     const int batch = 8, seq = model.info.block_size;
     // The gpt CLI's loader (nanoGPT's get_batch), so the test trains on what `gpt train` feeds.
