@@ -101,7 +101,8 @@ extern "C" {
  *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch,
  *    gpt_model_tokenize_n (text with its length, NUL bytes included); sequences as caches
  *    (gpt_session_extend_seq, _truncate_seq, _copy_seq, gpt_session_set_abort_callback,
- *    gpt_model_info.extend_graph). */
+ *    gpt_model_info.extend_graph), gpt_sampler_params.logit_bias, _presence_penalty and
+ *    _frequency_penalty. */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -498,15 +499,32 @@ GPT_API gpt_status gpt_session_generate(struct gpt_session *session, const gpt_t
  * one thread at a time. The same settings, seed and logits give the same tokens. */
 struct gpt_sampler;
 
+struct gpt_logit_bias {
+    gpt_token token;
+    float bias; /* added to the token's logit before every draw */
+};
+
+/* Before its rule (greedy, temperature, top-k, top-p) a sampler adds to each row of logits
+ * what OpenAI's completions API defines: logit_bias[i].bias to logit_bias[i].token, and
+ * -(c * frequency_penalty + presence_penalty) to each token it has drawn c > 0 times so far
+ * (its own draws: the completion, not the prompt). Log-probabilities stay those of the
+ * model's logits. */
 struct gpt_sampler_params {
-    size_t struct_size; /* set by gpt_sampler_default_params (see Versioning) */
-    float temperature;  /* default 1.0; 0 = greedy (argmax, the first on ties) */
-    int32_t top_k;      /* default 0 = off */
-    float top_p;        /* default 1.0 = off (nucleus sampling when < 1) */
-    uint64_t seed;      /* default 0 */
+    size_t struct_size;                      /* set by gpt_sampler_default_params (see Versioning) */
+    float temperature;                       /* default 1.0; 0 = greedy (argmax, the first on ties) */
+    int32_t top_k;                           /* default 0 = off */
+    float top_p;                             /* default 1.0 = off (nucleus sampling when < 1) */
+    uint64_t seed;                           /* default 0 */
+    const struct gpt_logit_bias *logit_bias; /* default NULL; n_logit_bias entries, copied by gpt_sampler_create */
+    int32_t n_logit_bias;                    /* default 0 */
+    float presence_penalty;                  /* default 0 */
+    float frequency_penalty;                 /* default 0 */
 };
 GPT_API gpt_status gpt_sampler_default_params(struct gpt_sampler_params *params, size_t struct_size);
-/* GPT_ERR_INVALID_ARGUMENT unless temperature >= 0, top_k >= 0 and 0 < top_p <= 1. */
+/* GPT_ERR_INVALID_ARGUMENT unless temperature >= 0, top_k >= 0, 0 < top_p <= 1, both
+ * penalties are finite and logit_bias holds n_logit_bias >= 0 entries, each a token >= 0
+ * named once with a finite bias. A sampler is made without knowing the vocabulary: a call
+ * that samples a vocabulary without a biased token is GPT_ERR_OUT_OF_RANGE and draws nothing. */
 GPT_API gpt_status gpt_sampler_create(const struct gpt_sampler_params *params, struct gpt_sampler **out_sampler);
 GPT_API gpt_status gpt_sampler_free(struct gpt_sampler *sampler); /* NULL is a no-op */
 

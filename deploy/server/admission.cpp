@@ -5,18 +5,18 @@ namespace server {
 
 Admission::Admission(int slots, int queue) : capacity_(slots + queue) {}
 
-Admission::Verdict Admission::enter() {
+Admission::Verdict Admission::enter(int places) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (draining_) return Verdict::draining;
-    if (admitted_ >= capacity_) return Verdict::queue_full;
-    ++admitted_;
+    if (admitted_ + places > capacity_) return Verdict::queue_full;
+    admitted_ += places;
     return Verdict::admitted;
 }
 
-void Admission::leave() {
+void Admission::leave(int places) {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        --admitted_;
+        admitted_ -= places;
     }
     changed_.notify_all();
 }

@@ -17,9 +17,11 @@ public:
     // At most `slots` generations running and `queue` more waiting for a slot.
     Admission(int slots, int queue);
 
-    // Takes a place at once, or says why not: it never waits (the scheduler's queue does).
-    Verdict enter();
-    void leave();
+    // Takes `places` (a request's completions, each in a slot or the queue) at once, or none and says why
+    // not: it never waits (the scheduler's queue does).
+    Verdict enter(int places = 1);
+    void leave(int places = 1);
+    int capacity() const { return capacity_; }
 
     // From now on enter() says `draining`.
     void drain();
@@ -39,16 +41,17 @@ private:
     bool draining_ = false;
 };
 
-// Holds an admitted place until destruction.
+// Holds admitted places until destruction.
 class Ticket {
 public:
-    explicit Ticket(Admission &admission) : admission_(admission) {}
-    ~Ticket() { admission_.leave(); }
+    Ticket(Admission &admission, int places) : admission_(admission), places_(places) {}
+    ~Ticket() { admission_.leave(places_); }
     Ticket(const Ticket &) = delete;
     Ticket &operator=(const Ticket &) = delete;
 
 private:
     Admission &admission_;
+    const int places_;
 };
 
 }  // namespace server

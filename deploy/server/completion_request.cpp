@@ -69,6 +69,24 @@ std::vector<int32_t> token_ids(const json &array, const char *key) {
     return ids;
 }
 
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}, the ids written in decimal without leading zeros, so
+// that no two keys name one token.
+std::vector<std::pair<int32_t, float>> logit_bias(const json &j) {
+    const json *v = field(j, "logit_bias");
+    if (!v) return {};
+    if (!v->is_object()) throw BadRequest("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+    std::vector<std::pair<int32_t, float>> bias;
+    for (const auto &[key, value] : v->items()) {
+        const bool decimal = !key.empty() && key.size() <= 9 && (key == "0" || key[0] != '0') &&
+                             key.find_first_not_of("0123456789") == std::string::npos;
+        if (!decimal) throw BadRequest("'logit_bias' keys are token ids in decimal, not \"" + key + "\"", "logit_bias");
+        if (!value.is_number() || !(value.get<double>() >= -100.0 && value.get<double>() <= 100.0))
+            throw BadRequest("'logit_bias' values are numbers in [-100, 100], not " + value.dump(), "logit_bias");
+        bias.emplace_back(std::stoi(key), value.get<float>());
+    }
+    return bias;
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(const std::string &body, int max_tokens_limit) {
@@ -149,14 +167,12 @@ CompletionRequest parse_completion_request(const std::string &body, int max_toke
                          "logprobs");
     r.ignore_eos = boolean(j, "ignore_eos");
     r.tokens_as_ids = boolean(j, "return_tokens_as_token_ids");
-    const auto is_one = [](const json &v) { return v.is_number_integer() && v.get<int64_t>() == 1; };
-    const auto is_zero = [](const json &v) { return v.is_number() && v.get<double>() == 0.0; };
-    neutral_only(j, "n", is_one, "one completion per request (n = 1)");
-    neutral_only(j, "best_of", is_one, "one completion per request (best_of = 1)");
-    neutral_only(j, "presence_penalty", is_zero, "no penalties (0)");
-    neutral_only(j, "frequency_penalty", is_zero, "no penalties (0)");
-    neutral_only(
-        j, "logit_bias", [](const json &v) { return v.is_object() && v.empty(); }, "no logit bias ({})");
+    r.n = static_cast<int>(integer(j, "n", 1, 1, kMaxChoices));
+    if (const json *b = field(j, "best_of"); b && !(b->is_number_integer() && b->get<int64_t>() == r.n))
+        throw BadRequest("'best_of' is not supported: each completion is returned (best_of = n)", "best_of");
+    r.presence_penalty = static_cast<float>(number(j, "presence_penalty", 0.0, -2.0, 2.0));
+    r.frequency_penalty = static_cast<float>(number(j, "frequency_penalty", 0.0, -2.0, 2.0));
+    r.logit_bias = logit_bias(j);
     neutral_only(
         j, "suffix", [](const json &v) { return v.is_string() && v.get<std::string>().empty(); }, "no suffix");
     if (const json *u = field(j, "user"); u && !u->is_string()) throw BadRequest("'user' must be a string", "user");

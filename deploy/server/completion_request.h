@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "request.h"
@@ -28,9 +29,16 @@ struct CompletionRequest {
     bool include_usage = false;  // stream_options.include_usage
     int logprobs = -1;           // -1: null; 0..5
     bool echo = false;
-    bool ignore_eos = false;     // extension (as vLLM and llama.cpp): EOS is a token like any other
-    bool tokens_as_ids = false;  // extension (vLLM's return_tokens_as_token_ids): logprobs name tokens "token_id:N"
+    bool ignore_eos = false;         // extension (as vLLM and llama.cpp): EOS is a token like any other
+    bool tokens_as_ids = false;      // extension (vLLM's return_tokens_as_token_ids): logprobs name tokens "token_id:N"
+    int n = 1;                       // completions of the prompt, 1..kMaxChoices
+    float presence_penalty = 0.0f;   // [-2, 2]
+    float frequency_penalty = 0.0f;  // [-2, 2]
+    std::vector<std::pair<int32_t, float>> logit_bias;  // distinct token ids (checked against the vocabulary later)
 };
+
+// The most completions one request may ask for (`n`).
+constexpr int kMaxChoices = 16;
 
 // Parses the JSON body; BadRequest (with the field as `param`) for anything to fix.
 // `max_tokens_limit` caps max_tokens.

@@ -1,6 +1,7 @@
 // generate.cpp — see generate.h.
 #include "generate.h"
 
+#include <algorithm>
 #include <random>
 
 namespace server {
@@ -54,22 +55,39 @@ gpt_sampler_params sampling_params(float temperature, int top_k, float top_p, st
     return p;
 }
 
-std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink,
-                             const std::function<bool()> &client_gone) {
-    auto job = std::make_shared<Job>(std::move(spec));
-    model.scheduler->submit(job);
+std::vector<std::shared_ptr<Job>> run_jobs(const ServedModel &model, std::vector<JobSpec> specs, const EventSink &sink,
+                                           const std::function<bool()> &client_gone) {
+    const auto signal = std::make_shared<JobSignal>();
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (JobSpec &spec : specs) {
+        if (!jobs.empty()) spec.shares_prompt_with = jobs.front();
+        jobs.push_back(std::make_shared<Job>(std::move(spec), signal));
+    }
+    for (const auto &job : jobs) model.scheduler->submit(job);
+    std::vector<bool> ended(jobs.size(), false);
     std::vector<TokenEvent> events;
-    bool ended = false;
-    while (!ended) {
+    bool cancelled = false;
+    const auto cancel_all = [&] {
+        cancelled = true;
+        for (const auto &job : jobs) job->cancel();
+    };
+    while (std::find(ended.begin(), ended.end(), false) != ended.end()) {
+        const uint64_t seen = signal->count();
+        bool news = false;
+        for (size_t i = 0; i < jobs.size(); ++i) {
+            if (ended[i]) continue;
+            ended[i] = jobs[i]->take(&events, Clock::now());  // no wait: the signal waits for them all
+            news = news || ended[i] || !events.empty();
+            for (const TokenEvent &e : events)
+                if (!cancelled && sink && !sink(i, e)) cancel_all();
+            events.clear();
+        }
+        if (!cancelled && client_gone && client_gone()) cancel_all();
         // Bounded waits: a client that left is noticed by the next write, and the scheduler checks
         // the cancellation between steps.
-        ended = job->take(&events, Clock::now() + seconds(0.5));
-        for (const TokenEvent &e : events)
-            if (!job->cancelled() && sink && !sink(e)) job->cancel();
-        if (!job->cancelled() && client_gone && client_gone()) job->cancel();
-        events.clear();
+        if (!news) signal->wait_past(seen, Clock::now() + seconds(0.5));
     }
-    return job;
+    return jobs;
 }
 
 }  // namespace server

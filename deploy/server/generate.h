@@ -27,13 +27,15 @@ std::string detokenize(const ServedModel &model, const std::vector<gpt_token> &t
 // reply can say the seed it used.
 gpt_sampler_params sampling_params(float temperature, int top_k, float top_p, std::optional<uint64_t> seed);
 
-// Called per event; returning false means the client is gone (the request is cancelled).
-using EventSink = std::function<bool(const TokenEvent &event)>;
+// Called per event of specs[index]; returning false means the client is gone (the request is cancelled).
+using EventSink = std::function<bool(size_t index, const TokenEvent &event)>;
 
-// Runs `spec` on the model's scheduler until it ends; returns the ended job. `client_gone` (optional) is
-// asked between waits as well as the sink per event, so that a client that leaves while its request waits
-// in the queue frees its place too.
-std::shared_ptr<Job> run_job(const ServedModel &model, JobSpec spec, const EventSink &sink,
-                             const std::function<bool()> &client_gone = nullptr);
+// Runs `specs` (a request's completions: one, or `n` of one prompt) on the model's scheduler together until
+// every one ends; returns the ended jobs in order. Each after the first shares the first's prompt
+// (JobSpec::shares_prompt_with). Events reach `sink` as they come, on the calling thread. `client_gone`
+// (optional) is asked between waits as well as the sink per event, so that a client that leaves while its
+// request waits in the queue frees its places too; either cancels every job.
+std::vector<std::shared_ptr<Job>> run_jobs(const ServedModel &model, std::vector<JobSpec> specs, const EventSink &sink,
+                                           const std::function<bool()> &client_gone = nullptr);
 
 }  // namespace server

@@ -255,19 +255,21 @@ void HttpServer::generate(const http::Request &req, http::Response &res) {
         std::vector<gpt_token> tokens;
         std::string text;
     };
-    auto run = [this, id, started, model, spec, stream = request.stream, hung_up = req.hung_up](const EventSink &sink) {
+    auto run = [this, id, started, model, spec, stream = request.stream,
+                hung_up = req.hung_up](const std::function<bool(const TokenEvent &)> &sink) {
         Outcome out;
         double first_token = 0;
-        out.job = run_job(
-            *model, spec,
-            [&](const TokenEvent &e) {
+        const auto jobs = run_jobs(
+            *model, {spec},
+            [&](size_t, const TokenEvent &e) {
                 if (e.token != GPT_TOKEN_NONE && out.tokens.empty()) first_token = seconds_since(started);
                 if (e.token != GPT_TOKEN_NONE) out.tokens.push_back(e.token);
                 out.text += e.text;
                 return !sink || sink(e);
             },
             [&hung_up] { return hung_up && hung_up->load(); });
-        log_generation(id, started, *model, stream, spec.prompt.size(), *out.job, first_token);
+        out.job = jobs.front();
+        log_generation(id, started, *model, stream, spec.prompt.size(), jobs, first_token);
         return out;
     };
     auto summary = [model, id, spec](const Outcome &out) {
@@ -281,7 +283,7 @@ void HttpServer::generate(const http::Request &req, http::Response &res) {
 
     if (!request.stream) {
         const Outcome out = run(nullptr);
-        if (reply_if_never_started(*out.job, res)) return finish(res.status);
+        if (reply_if_never_started({out.job}, res)) return finish(res.status);
         if (out.job->status() == GPT_OK) {
             json body = summary(out);
             body["text"] = out.text;
@@ -300,7 +302,7 @@ void HttpServer::generate(const http::Request &req, http::Response &res) {
     res.set_header("Cache-Control", "no-cache");
     res.content_type = "text/event-stream";
     res.stream = [ticket, run, summary](http::StreamWriter &sink) {
-        const EventSink token_sink = [&sink](const TokenEvent &e) {
+        const auto token_sink = [&sink](const TokenEvent &e) {
             if (e.token == GPT_TOKEN_NONE && e.text.empty()) return true;
             const std::string event = sse("token", {{"token", e.token}, {"text", e.text}});
             return sink.write(event);
@@ -332,8 +334,9 @@ void HttpServer::finish_request(const char *endpoint, const std::string &id, Clo
         spdlog::info("event=request id={} code={} duration_ms={:.1f}", id, code, 1e3 * seconds_since(started));
 }
 
-int HttpServer::admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res) {
-    switch (admission_.enter()) {
+int HttpServer::admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res,
+                      int places) {
+    switch (admission_.enter(places)) {
         case Admission::Verdict::admitted: break;
         case Admission::Verdict::queue_full:
             res.set_header("Retry-After", "1");
@@ -343,7 +346,7 @@ int HttpServer::admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const Ser
             reply_error(res, 503, "shutting_down", "the server is shutting down");
             return 503;
     }
-    *ticket = std::make_shared<Ticket>(admission_);
+    *ticket = std::make_shared<Ticket>(admission_, places);
     *model = slot_.current();
     if (!*model) {
         reply_error(res, 503, "not_ready", "no model is loaded");
@@ -352,22 +355,34 @@ int HttpServer::admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const Ser
     return 0;
 }
 
-bool HttpServer::reply_if_never_started(const Job &job, http::Response &res) {
-    if (job.got_slot() || job.finish_reason() != "timeout") return false;
+bool HttpServer::reply_if_never_started(const std::vector<std::shared_ptr<Job>> &jobs, http::Response &res) {
+    const bool never = std::any_of(jobs.begin(), jobs.end(), [](const auto &job) {
+        return !job->got_slot() && job->finish_reason() == "timeout";
+    });
+    if (!never) return false;
     reply_error(res, 503, "server_error", "no generation slot freed up within the request timeout", "", "timeout");
     return true;
 }
 
 void HttpServer::log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
-                                size_t prompt_tokens, const Job &job, double first_token) {
-    if (job.completion_tokens() > 0) metrics_.observe_time_to_first_token(first_token);
+                                size_t prompt_tokens, const std::vector<std::shared_ptr<Job>> &jobs,
+                                double first_token) {
+    int completion_tokens = 0;
+    double queue_wait = 0;
+    std::string finish, errors;
+    for (const auto &job : jobs) {
+        completion_tokens += job->completion_tokens();
+        queue_wait = std::max(queue_wait, job->queue_wait());
+        finish += (finish.empty() ? "" : ",") + job->finish_reason();
+        if (!job->error().empty()) errors += (errors.empty() ? "" : "; ") + job->error();
+    }
+    if (completion_tokens > 0) metrics_.observe_time_to_first_token(first_token);
     metrics_.observe_request_duration(seconds_since(started));
     spdlog::info(
-        "event=request id={} code=200 stream={} model={} prompt_tokens={} completion_tokens={} finish={} "
+        "event=request id={} code=200 stream={} model={} n={} prompt_tokens={} completion_tokens={} finish={} "
         "queue_ms={:.2f} ttft_ms={:.2f} duration_ms={:.1f}{}",
-        id, stream, model.info.name, prompt_tokens, job.completion_tokens(), job.finish_reason(),
-        1e3 * job.queue_wait(), 1e3 * first_token, 1e3 * seconds_since(started),
-        job.error().empty() ? "" : " error=\"" + job.error() + "\"");
+        id, stream, model.info.name, jobs.size(), prompt_tokens, completion_tokens, finish, 1e3 * queue_wait,
+        1e3 * first_token, 1e3 * seconds_since(started), errors.empty() ? "" : " error=\"" + errors + "\"");
 }
 
 }  // namespace server

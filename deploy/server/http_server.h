@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "admin_auth.h"
 #include "admission.h"
@@ -52,13 +53,16 @@ private:
     // A generation request's id (also sent as X-Request-Id), and its count and log line once answered.
     std::string begin_request(const char *id_prefix, http::Response &res);
     void finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code);
-    // Takes a place among the generations (a slot or the scheduler's queue, admission.h) and the current
+    // Takes `places` among the generations (a slot or the scheduler's queue each, admission.h) and the current
     // model: 0, or the HTTP status already replied (429 full, 503 draining or no model).
-    int admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res);
-    // A plain reply for a generation that ended in the queue at its deadline, never given a slot: 503.
-    bool reply_if_never_started(const Job &job, http::Response &res);
+    int admit(std::shared_ptr<Ticket> *ticket, std::shared_ptr<const ServedModel> *model, http::Response &res,
+              int places = 1);
+    // A plain reply for a generation one of whose jobs ended in the queue at its deadline, never given a slot: 503.
+    bool reply_if_never_started(const std::vector<std::shared_ptr<Job>> &jobs, http::Response &res);
+    // One log line for a request's jobs (their tokens summed), its duration and its time to first token
+    // (`first_token`: seconds from arrival to the first token of any of them, 0 for none) observed once.
     void log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
-                        size_t prompt_tokens, const Job &job, double first_token);
+                        size_t prompt_tokens, const std::vector<std::shared_ptr<Job>> &jobs, double first_token);
     void admin_reload(const http::Request &req, http::Response &res);
     void serve_metrics(http::Response &res);
 

@@ -37,36 +37,6 @@ std::string text_of(Call call) {
 
 }  // namespace
 
-// ---- Job -------------------------------------------------------------------------------------------------
-
-bool Job::take(std::vector<TokenEvent> *out, Clock::time_point until) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait_until(lock, until, [this] { return ended_ || !events_.empty(); });
-    for (TokenEvent &e : events_) out->push_back(std::move(e));
-    events_.clear();
-    return ended_;
-}
-
-void Job::emit(TokenEvent event) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        events_.push_back(std::move(event));
-    }
-    changed_.notify_all();
-}
-
-void Job::finish(const std::string &reason, gpt_status status, const std::string &error) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (ended_) return;
-        ended_ = true;
-        finish_reason_ = reason;
-        status_ = status;
-        error_ = error;
-    }
-    changed_.notify_all();
-}
-
 // ---- Scheduler -------------------------------------------------------------------------------------------
 
 struct Scheduler::Slot {
@@ -168,16 +138,24 @@ void Scheduler::admit() {
     }
     std::vector<const std::vector<gpt_token> *> cached;
     for (const Slot &slot : slots_) cached.push_back(&slot.cached);
-    while (!waiting_.empty()) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        // Another completion of a prompt still being prefilled waits for it, and then copies its cache.
+        if (options_.prefix_cache && prompt_pending((*it)->spec().shares_prompt_with)) {
+            ++it;
+            continue;
+        }
         std::vector<bool> free;
         for (const Slot &slot : slots_) free.push_back(!slot.job);
-        std::shared_ptr<Job> job = waiting_.front();
+        std::shared_ptr<Job> job = *it;
         const PromptPlacement placement = place_prompt(cached, free, job->spec().prompt, options_.prefix_cache);
         if (placement.slot < 0) break;
-        waiting_.pop_front();
+        it = waiting_.erase(it);
         const auto seq = static_cast<size_t>(placement.slot);
         Slot &slot = slots_[seq];
-        if (gpt_status s = gpt_sampler_create(&job->spec().sampling, &slot.sampler); s != GPT_OK) {
+        gpt_sampler_params sampling = job->spec().sampling;
+        sampling.logit_bias = job->spec().logit_bias.data();
+        sampling.n_logit_bias = static_cast<int32_t>(job->spec().logit_bias.size());
+        if (gpt_status s = gpt_sampler_create(&sampling, &slot.sampler); s != GPT_OK) {
             job->finish("error", s, runtime_error_text(s));
             continue;
         }
@@ -228,6 +206,14 @@ void Scheduler::admit() {
         slot.feed = slot.history;
         slot.prefilling = true;
     }
+}
+
+// Under mutex_: whether `job` still waits for a slot or is prefilling its prompt (false once it is gone).
+bool Scheduler::prompt_pending(const std::weak_ptr<Job> &job) const {
+    const std::shared_ptr<Job> other = job.lock();
+    if (!other) return false;
+    if (std::find(waiting_.begin(), waiting_.end(), other) != waiting_.end()) return true;
+    return std::any_of(slots_.begin(), slots_.end(), [&](const Slot &s) { return s.job == other && s.prefilling; });
 }
 
 // The context is full: the most recent half window is prefilled again, as gpt_session_generate does.

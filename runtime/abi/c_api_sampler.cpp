@@ -12,6 +12,16 @@ using gpt::c_api::guarded;
 using gpt::c_api::read_versioned;
 using gpt::c_api::require;
 
+gpt_sampler::gpt_sampler(const gpt_sampler_params &p)
+    : impl(p.temperature, p.top_k, p.top_p, p.seed, [&p] {
+          require(p.n_logit_bias >= 0 && (p.n_logit_bias == 0 || p.logit_bias != nullptr),
+                  "logit_bias must hold n_logit_bias >= 0 entries");
+          gpt::LogitAdjustments adjust{{}, p.presence_penalty, p.frequency_penalty};
+          for (int32_t i = 0; i < p.n_logit_bias; ++i)
+              adjust.bias.emplace_back(p.logit_bias[i].token, p.logit_bias[i].bias);
+          return adjust;
+      }()) {}
+
 extern "C" {
 
 gpt_status gpt_sampler_create(const struct gpt_sampler_params *params, struct gpt_sampler **out_sampler) {
@@ -37,11 +47,13 @@ gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t
                                                     std::to_string(GPT_MAX_TOP_LOGPROBS) + "], not " +
                                                     std::to_string(n_top_logprobs));
         const auto row = [&](int32_t i) { return logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size); };
-        // Every row is checked before any sampler draws: a refused call moves no random stream.
+        // Every row is checked before any sampler draws: a refused call moves no random stream. (The adjusted
+        // rows are finite where the model's are: biases and penalties are finite.)
         std::vector<gpt::Sampler *> rows(static_cast<size_t>(n_seq), nullptr);
         for (int32_t i = 0; i < n_seq; ++i) {
             if (samplers[i] == nullptr) continue;
             rows[static_cast<size_t>(i)] = &samplers[i]->impl;
+            samplers[i]->impl.check_vocab(vocab_size);
             try {
                 gpt::check_logits(row(i), vocab_size);
             } catch (const gpt::Error &e) {

@@ -30,7 +30,15 @@ gpt_generate_params Versioned<gpt_generate_params>::defaults() {
 }
 
 gpt_sampler_params Versioned<gpt_sampler_params>::defaults() {
-    return {sizeof(gpt_sampler_params), /*temperature=*/1.0f, /*top_k=*/0, /*top_p=*/1.0f, /*seed=*/0};
+    return {sizeof(gpt_sampler_params),
+            /*temperature=*/1.0f,
+            /*top_k=*/0,
+            /*top_p=*/1.0f,
+            /*seed=*/0,
+            /*logit_bias=*/nullptr,
+            /*n_logit_bias=*/0,
+            /*presence_penalty=*/0.0f,
+            /*frequency_penalty=*/0.0f};
 }
 
 gpt_trainer_params Versioned<gpt_trainer_params>::defaults() {

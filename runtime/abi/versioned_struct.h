@@ -80,7 +80,7 @@ static_assert(sizeof(gpt_model_params) == 48);
 static_assert(sizeof(gpt_model_info) == 112);
 static_assert(sizeof(gpt_memory_stats) == 48);
 static_assert(sizeof(gpt_generate_params) == 88);
-static_assert(sizeof(gpt_sampler_params) == 32);
+static_assert(sizeof(gpt_sampler_params) == 56);
 static_assert(sizeof(gpt_trainer_params) == 40);
 static_assert(sizeof(gpt_trainer_state) == 24);
 static_assert(sizeof(gpt_dist_params) == 40);

@@ -10,6 +10,7 @@
 #include <ATen/ops/exp.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 
@@ -41,6 +42,8 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
     SampledRows out{std::vector<gpt_token>(static_cast<size_t>(rows), GPT_TOKEN_NONE), {}};
     const int64_t vocab = vocab_size;
     const c10::Device device = logits.device();
+    for (Sampler *s : samplers)
+        if (s != nullptr) s->check_vocab(vocab_size);
 
     // Every row is computed (a decode step has at most max_batch), rows without a sampler as greedy
     // ones whose outcome is dropped: no gather of the sampled rows. The uniform draws come from each
@@ -53,6 +56,9 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
     double *temperature = settings.data_ptr<double>(), *top_p = temperature + rows, *kept = top_p + rows;
     double *uniform = kept + rows;
     bool any_sampled = false, any_random = false, any_truncated = false;
+    // Each sampler's logit bias and penalties, as (row, token, addition) for one scatter on the device.
+    std::vector<int64_t> added_rows, added_tokens;
+    std::vector<float> added;
     for (int64_t row = 0; row < rows; ++row) {
         top_p[row] = 1.0;
         kept[row] = static_cast<double>(vocab);  // top-k off: the whole vocabulary
@@ -60,6 +66,11 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
         if (s == nullptr) continue;
         any_sampled = true;
         saved[static_cast<size_t>(row)] = s->stream();
+        for (const auto &[token, add] : s->additions()) {
+            added_rows.push_back(row);
+            added_tokens.push_back(token);
+            added.push_back(add);
+        }
         if (s->temperature() <= 0.0f) continue;  // greedy draws nothing
         temperature[row] = s->temperature();
         top_p[row] = s->top_p();
@@ -74,8 +85,17 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
     const auto choose = [&]() -> at::Tensor {
         // Greedy: the first largest. NaN or +inf is a model that overflowed, and all -inf leaves nothing
         // to draw (check_logits): the row's largest value is then not finite.
-        if (!any_random) return (greedy.defined() ? greedy : greedy_choice(logits, vocab_size)).to(at::kCPU);
-        const at::Tensor l = logits.slice(1, 0, vocab);  // (rows, vocab), the padding's columns left out
+        if (!any_random && added.empty())
+            return (greedy.defined() ? greedy : greedy_choice(logits, vocab_size)).to(at::kCPU);
+        at::Tensor l = logits.slice(1, 0, vocab);  // (rows, vocab), the padding's columns left out
+        if (!added.empty()) {  // in float, as the host adds them (-inf, a token ruled out, stays -inf)
+            l = l.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+            const auto on_device = [&](const auto &values, c10::ScalarType type) {
+                return at::tensor(values, type).to(device);
+            };
+            l.index_put_({on_device(added_rows, at::kLong), on_device(added_tokens, at::kLong)},
+                         on_device(added, at::kFloat), /*accumulate=*/true);
+        }
         auto [max, chosen] = l.max(1);
         const at::Tensor drawable = max.isfinite();
         const at::Tensor per_row = settings.to(device).unsqueeze(2);  // (4, rows, 1)
@@ -127,6 +147,7 @@ SampledRows sample_on_device(const at::Tensor &logits, int32_t vocab_size, const
             out.refused.push_back(static_cast<int32_t>(row));
         } else {
             out.tokens[static_cast<size_t>(row)] = static_cast<gpt_token>(values[row]);
+            s->count(out.tokens[static_cast<size_t>(row)]);  // for its penalties, as sample() counts
         }
     }
     return out;

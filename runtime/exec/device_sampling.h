@@ -12,7 +12,8 @@ namespace gpt {
 
 // One token for each row of `logits` ((rows, >= vocab_size), any device and float dtype), drawn
 // by samplers[row] (nullptr: the row is left out; one sampler per row). The rule is
-// Sampler::sample's (greedy, temperature, top-k, top-p, ties by smaller id) with the same
+// Sampler::sample's (its logit bias and penalties added in float, then greedy, temperature, top-k,
+// top-p, ties by smaller id; the token drawn counted for the penalties) with the same
 // uniform draw from the sampler's stream and sums in double, so the tokens are the host's
 // unless a draw falls within rounding (about 1e-15) of a boundary. Only the ids (and a flag
 // per row) come back. A row with NaN, +inf or only -inf is refused alone (sample_rows): its

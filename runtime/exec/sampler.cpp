@@ -1,4 +1,4 @@
-// sampler.cpp — softmax over the surviving candidates, then one uniform draw.
+// sampler.cpp — the logits adjusted (bias, penalties), softmax over the surviving candidates, then one uniform draw.
 // A GPT-2 vocabulary is 50 257 tokens and a batched step samples every row, so
 // nothing here sorts the whole vocabulary: plain temperature sampling walks the
 // ids in order, and top-k / top-p sort only the head of the distribution they keep.
@@ -47,24 +47,76 @@ gpt_token check_logits(const float *logits, int32_t vocab_size) {
     return argmax;
 }
 
-Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed)
-    : temperature_(temperature), top_k_(top_k), top_p_(top_p), rng_(seed) {
+void check_adjustments(const LogitAdjustments &adjust) {
+    if (!std::isfinite(adjust.presence) || !std::isfinite(adjust.frequency))
+        fail(GPT_ERR_INVALID_ARGUMENT, "the presence and frequency penalties must be finite");
+    std::vector<gpt_token> tokens;
+    for (const auto &[token, bias] : adjust.bias) {
+        if (token < 0 || !std::isfinite(bias))
+            fail(GPT_ERR_INVALID_ARGUMENT, "a logit bias needs a token id >= 0 and a finite value, not token " +
+                                               std::to_string(token) + " with " + std::to_string(bias));
+        tokens.push_back(token);
+    }
+    std::sort(tokens.begin(), tokens.end());
+    if (const auto twice = std::adjacent_find(tokens.begin(), tokens.end()); twice != tokens.end())
+        fail(GPT_ERR_INVALID_ARGUMENT, "the logit bias names token " + std::to_string(*twice) + " twice");
+}
+
+Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed, LogitAdjustments adjust)
+    : temperature_(temperature),
+      top_k_(top_k),
+      top_p_(top_p),
+      rng_(seed),
+      presence_(adjust.presence),
+      frequency_(adjust.frequency) {
     check_sampling_settings(temperature, top_k, top_p);
+    check_adjustments(adjust);
+    for (const auto &[token, bias] : adjust.bias)
+        if (bias != 0.0f) bias_[token] = bias;
 }
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
 gpt_token Sampler::sample(const float *logits, int32_t vocab_size) {
-    return sample_checked(logits, vocab_size, check_logits(logits, vocab_size));
+    check_vocab(vocab_size);
+    const float *row = adjusted(logits, vocab_size);
+    return sample_checked(row, vocab_size, check_logits(row, vocab_size));
 }
 
 gpt_token Sampler::sample_checked(const float *logits, int32_t vocab_size, gpt_token argmax) {
-    if (temperature_ <= 0.0f) return argmax;
+    gpt_token token = argmax;
     // Scaled after subtracting the largest, so that a tiny temperature drives the others to -inf, never the top one
     // to +inf: softmax weights exp(value) are then in (0, 1], the top one exactly 1.
     const bool truncated = (top_k_ > 0 && top_k_ < vocab_size) || top_p_ < 1.0f;
-    return truncated ? sample_truncated(logits, vocab_size, logits[argmax])
-                     : sample_all(logits, vocab_size, logits[argmax]);
+    if (temperature_ > 0.0f)
+        token = truncated ? sample_truncated(logits, vocab_size, logits[argmax])
+                          : sample_all(logits, vocab_size, logits[argmax]);
+    count(token);
+    return token;
+}
+
+void Sampler::check_vocab(int32_t vocab_size) const {
+    if (!bias_.empty() && bias_.rbegin()->first >= vocab_size)
+        fail(GPT_ERR_OUT_OF_RANGE, "the logit bias names token " + std::to_string(bias_.rbegin()->first) +
+                                       ", outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+}
+
+std::vector<std::pair<gpt_token, float>> Sampler::additions() const {
+    std::map<gpt_token, float> sum = bias_;
+    for (const auto &[token, times] : drawn_) sum[token] -= static_cast<float>(times) * frequency_ + presence_;
+    return {sum.begin(), sum.end()};
+}
+
+const float *Sampler::adjusted(const float *logits, int32_t vocab_size) {
+    if (bias_.empty() && drawn_.empty()) return logits;
+    adjusted_.assign(logits, logits + vocab_size);
+    for (const auto &[token, add] : additions())
+        if (token < vocab_size) adjusted_[static_cast<size_t>(token)] += add;  // -inf (ruled out) stays -inf
+    return adjusted_.data();
+}
+
+void Sampler::count(gpt_token token) {
+    if (presence_ != 0.0f || frequency_ != 0.0f) ++drawn_[token];
 }
 
 // Every token keeps its chance: one pass for the weights, one walk in id order.
@@ -133,9 +185,12 @@ gpt_token Sampler::sample_truncated(const float *logits, int32_t vocab_size, flo
 
 SampledRows sample_rows(Sampler *const *samplers, int32_t n_rows, const float *logits, int32_t vocab_size) {
     SampledRows out{std::vector<gpt_token>(static_cast<size_t>(n_rows), GPT_TOKEN_NONE), {}};
+    for (int32_t i = 0; i < n_rows; ++i)
+        if (samplers[i] != nullptr) samplers[i]->check_vocab(vocab_size);
     for (int32_t i = 0; i < n_rows; ++i) {
         if (samplers[i] == nullptr) continue;
-        const float *row = logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size);
+        const float *row =
+            samplers[i]->adjusted(logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size), vocab_size);
         gpt_token argmax = GPT_TOKEN_NONE;
         try {
             argmax = check_logits(row, vocab_size);

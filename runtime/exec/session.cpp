@@ -206,6 +206,7 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
         if (tokens[seq] == GPT_TOKEN_NONE) continue;
         if (samplers[seq] == nullptr)
             fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "a sequence that steps needs a sampler");
+        samplers[seq]->check_vocab(model_.config().vocab_size);
         for (int32_t other = 0; other < seq; ++other)  // each draws from its own random stream
             if (tokens[other] != GPT_TOKEN_NONE && samplers[other] == samplers[seq])
                 fail(GPT_ERR_INVALID_ARGUMENT, label(seq) + "has the sampler of sequence " + std::to_string(other) +

@@ -166,6 +166,79 @@ def test_logprobs_are_the_log_softmax_of_the_graphs_logits(client, bpe, tokenize
             logits = graphs.decode(torch.tensor([[token]]), torch.tensor([len(prompt) + i]), kv)
 
 
+def token_ids(completion) -> list[int]:
+    """The ids of a completion asked for with logprobs and return_tokens_as_token_ids."""
+    return [int(t.removeprefix("token_id:")) for t in completion.choices[0].logprobs.tokens]
+
+
+BY_ID = {"ignore_eos": True, "return_tokens_as_token_ids": True}
+
+
+def test_n_completions_are_what_as_many_seeded_requests_return_and_share_the_prefill(client, server, tokenizer):
+    # A prompt no earlier request began with: only the request's own first completion can hold its cache.
+    prompt = "Zebulun shall dwell at the haven of the sea"
+    params = dict(prompt=prompt, max_tokens=10, temperature=1.0, extra_body={"ignore_eos": True})
+    log_before = len(server.log_text())
+    r = complete(client, n=4, seed=40, **params)
+    reuse = [line for line in server.log_text()[log_before:].splitlines() if "event=prefix_reused" in line]
+    n_prompt = len(tokenizer.encode_ordinary(prompt))
+    # The first completion computed the prompt; each other one copied all of it but the last token (which runs
+    # for its logits).
+    assert len(reuse) == 3 and all(f"reused={n_prompt - 1} prompt={n_prompt}" in line for line in reuse), reuse
+    assert [c.index for c in r.choices] == [0, 1, 2, 3]
+    alone = [complete(client, seed=40 + i, **params).choices[0].text for i in range(4)]
+    assert [c.text for c in r.choices] == alone
+    assert len(set(alone)) > 1, "the four seeds drew four texts"
+    assert r.usage.prompt_tokens == n_prompt and r.usage.completion_tokens == 40
+    assert all(c.finish_reason == "length" for c in r.choices)
+    chunks = list(complete(client, n=4, seed=40, stream=True, stream_options={"include_usage": True}, **params))
+    texts, finish = [""] * 4, [None] * 4
+    for chunk in chunks:
+        for c in chunk.choices:
+            texts[c.index] += c.text
+            finish[c.index] = c.finish_reason or finish[c.index]
+    assert texts == alone and finish == ["length"] * 4
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 40
+
+
+def test_logit_bias_forces_and_bans_tokens(client):
+    params = dict(prompt=PROMPT, max_tokens=6, logprobs=0, extra_body=BY_ID)
+    greedy = token_ids(complete(client, temperature=0, **params))
+    assert token_ids(complete(client, temperature=1.0, seed=1, logit_bias={"17": 100}, **params)) == [17] * 6
+    banned = token_ids(complete(client, temperature=0, logit_bias={str(greedy[0]): -100}, **params))
+    assert greedy[0] not in banned
+    # Log-probabilities stay the model's: the forced token is listed with its own (low) probability.
+    forced = complete(client, temperature=0, logit_bias={"17": 100}, **params).choices[0].logprobs
+    assert forced.token_logprobs[0] < -1.0
+
+
+def test_penalties_are_openais_over_the_graphs_logits(client, bpe, tokenizer):
+    # Greedy with OpenAI's penalties, replayed here through the artifact's graphs: each step's logit of a token
+    # drawn c times so far loses c * frequency_penalty + presence_penalty.
+    presence, frequency, steps = 0.8, 0.6, 14
+    params = dict(prompt=PROMPT, max_tokens=steps, temperature=0, logprobs=0, extra_body=BY_ID)
+    plain = token_ids(complete(client, **params))
+    got = token_ids(complete(client, presence_penalty=presence, frequency_penalty=frequency, **params))
+    graphs = ArtifactGraphs(bpe / "cpu")
+    vocab = graphs.manifest["model"]["vocab_size"]
+    prompt = tokenizer.encode_ordinary(PROMPT)
+    kv = graphs.new_kv_cache(1)
+    counts: dict[int, int] = {}
+    expected = []
+    with torch.no_grad():
+        logits = graphs.prefill(torch.tensor([prompt]), kv)
+        for i in range(steps):
+            row = logits[0, :vocab].float().clone()
+            for token, c in counts.items():
+                row[token] -= torch.tensor(c, dtype=torch.float32) * frequency + presence
+            token = int(row.argmax())
+            expected.append(token)
+            counts[token] = counts.get(token, 0) + 1
+            logits = graphs.decode(torch.tensor([[token]]), torch.tensor([len(prompt) + i]), kv)
+    assert got == expected
+    assert got != plain and len(set(got)) > len(set(plain)), "the penalties spread the greedy choice"
+
+
 def test_ids_without_text_are_never_sampled_nor_listed(serve, artifacts, tmp_path):
     # nanoGPT pads vocab_size past its tokenizer's (50304 over GPT-2's 50257): here tiny-flash's 96 ids, with text
     # for the first 80 only. The padding ids' logits are the model's own; before the runtime masked them, they were
@@ -228,8 +301,18 @@ def test_a_nul_in_the_prompt_is_a_character_of_it(client, server, tokenizer):
 
 def test_errors_surface_as_the_clients_typed_exceptions(client, server):
     with pytest.raises(openai.BadRequestError) as e:
-        complete(client, prompt=PROMPT, n=2)
+        complete(client, prompt=PROMPT, n=17)
     assert e.value.body["param"] == "n"
+    for bias in ({"5000": 1}, {"abc": 1}, {"07": 1}, {"1": 101}, {"1": "x"}):  # 5000: outside the vocabulary
+        with pytest.raises(openai.BadRequestError) as e:
+            complete(client, prompt=PROMPT, logit_bias=bias)
+        assert e.value.body["param"] == "logit_bias", bias
+    with pytest.raises(openai.BadRequestError) as e:
+        complete(client, prompt=PROMPT, presence_penalty=2.5)
+    assert e.value.body["param"] == "presence_penalty"
+    with pytest.raises(openai.BadRequestError) as e:
+        complete(client, prompt=PROMPT, n=2, best_of=3)
+    assert e.value.body["param"] == "best_of"
     with pytest.raises(openai.BadRequestError):
         complete(client, prompt=PROMPT, temperature=3.5)
     with pytest.raises(openai.BadRequestError) as e:

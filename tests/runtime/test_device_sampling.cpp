@@ -58,15 +58,28 @@ std::vector<Settings> settings_grid(int32_t vocab) {
     return grid;
 }
 
-// Steps every row `steps` times with both paths, each from its own sampler of the same seed.
-void check_same_tokens(const c10::Device device, int64_t vocab, uint32_t seed) {
+// A logit bias on a few tokens and penalties, different for each row (none for some).
+gpt::LogitAdjustments adjustments_for(size_t row, int64_t vocab) {
+    gpt::LogitAdjustments a;
+    if (row % 3 == 0) return a;
+    a.bias = {{static_cast<gpt_token>(row % vocab), 1.5f}, {static_cast<gpt_token>((row * 7 + 1) % vocab), -3.0f}};
+    if (a.bias[0].first == a.bias[1].first) a.bias.pop_back();
+    a.presence = 0.25f * static_cast<float>(row % 4);
+    a.frequency = row % 2 == 0 ? 0.5f : 0.0f;
+    return a;
+}
+
+// Steps every row `steps` times with both paths, each from its own sampler of the same seed; with `adjust`,
+// each sampler also has adjustments_for its row (the penalties then depend on what each path drew before).
+void check_same_tokens(const c10::Device device, int64_t vocab, uint32_t seed, bool adjust = false) {
     std::mt19937 rng(seed);
     const auto grid = settings_grid(static_cast<int32_t>(vocab));
     const auto rows = static_cast<int64_t>(grid.size()) + 1;  // and one row without a sampler
     std::vector<std::unique_ptr<gpt::Sampler>> host, dev;
     for (size_t i = 0; i < grid.size(); ++i) {
-        host.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, seed + i));
-        dev.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, seed + i));
+        const gpt::LogitAdjustments a = adjust ? adjustments_for(i, vocab) : gpt::LogitAdjustments{};
+        host.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, seed + i, a));
+        dev.push_back(std::make_unique<gpt::Sampler>(grid[i].temperature, grid[i].top_k, grid[i].top_p, seed + i, a));
     }
     std::vector<gpt::Sampler *> dev_rows;
     for (auto &s : dev) dev_rows.push_back(s.get());
@@ -127,6 +140,21 @@ TEST_CASE("tensor sampling matches the host sampler over a GPT-2 sized vocabular
     check_same_tokens(c10::Device(c10::kCPU), 50257, 7);
 }
 
+TEST_CASE("tensor sampling adds each sampler's logit bias and penalties as the host does",
+          "[sampler][device_sampling]") {
+    for (const int64_t vocab : {3, 17, 300}) check_same_tokens(c10::Device(c10::kCPU), vocab, 300 + vocab, true);
+    check_same_tokens(c10::Device(c10::kCPU), 50257, 8, true);
+    // A bias outside the vocabulary refuses the step before any sampler draws.
+    gpt::Sampler in(1.0f, 0, 1.0f, 1, {{{2, 1.0f}}, 0.5f, 0.0f}), out(1.0f, 0, 1.0f, 1, {{{40, 1.0f}}, 0.0f, 0.0f});
+    gpt::Sampler fresh(1.0f, 0, 1.0f, 1, {{{2, 1.0f}}, 0.5f, 0.0f});
+    std::mt19937 rng(3);
+    const at::Tensor logits = hard_logits(2, 40, rng);
+    CHECK_THROWS_AS(gpt::sample_on_device(logits, 40, {&in, &out}), gpt::Error);
+    for (int step = 0; step < 3; ++step)
+        CHECK(gpt::sample_on_device(logits, 40, {&in, nullptr}).tokens[0] ==
+              fresh.sample(logits[0].data_ptr<float>(), 40));
+}
+
 TEST_CASE("bf16 logits sample as the host sampler samples their float values", "[sampler][device_sampling]") {
     std::mt19937 rng(9);
     const at::Tensor logits = hard_logits(4, 64, rng).to(at::kBFloat16);
@@ -145,13 +173,15 @@ TEST_CASE("a row of non-finite logits is refused alone, its sampler's stream unt
     check_refusal_keeps_streams(c10::Device(c10::kCPU));
 }
 
-TEST_CASE("on the GPU, sampling draws the host sampler's tokens and refuses non-finite rows",
+TEST_CASE("on the GPU, sampling draws the host sampler's tokens (bias and penalties too) and refuses non-finite rows",
           "[sampler][device_sampling][cuda]") {
     if (!at::hasCUDA()) {
         WARN("skipped: no CUDA device");
         return;
     }
     for (const int64_t vocab : {3, 300, 50257}) check_same_tokens(c10::Device(c10::kCUDA, 0), vocab, 200 + vocab);
+    check_same_tokens(c10::Device(c10::kCUDA, 0), 300, 500, true);
+    check_same_tokens(c10::Device(c10::kCUDA, 0), 50257, 501, true);
     check_refusal_keeps_streams(c10::Device(c10::kCUDA, 0));
 }
 

@@ -5,6 +5,7 @@
 // honours them and reports each token's log-probability.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -161,6 +162,136 @@ TEST_CASE("a row that cannot be sampled refuses the call and advances no sampler
     CHECK(gpt_sampler_create(&bad, &none) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(none == nullptr);
     for (gpt_sampler *s : {a, b, fresh}) gpt_sampler_free(s);
+}
+
+namespace {
+
+gpt_sampler *make_adjusting_sampler(float temperature, int32_t top_k, uint64_t seed,
+                                    const std::vector<gpt_logit_bias> &bias, float presence, float frequency) {
+    gpt_sampler_params p;
+    REQUIRE(gpt_sampler_default_params(&p, sizeof p) == GPT_OK);
+    p.temperature = temperature;
+    p.top_k = top_k;
+    p.seed = seed;
+    p.logit_bias = bias.data();
+    p.n_logit_bias = static_cast<int32_t>(bias.size());
+    p.presence_penalty = presence;
+    p.frequency_penalty = frequency;
+    gpt_sampler *s = nullptr;
+    REQUIRE(gpt_sampler_create(&p, &s) == GPT_OK);
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("logit bias and penalties: the rule samples logits adjusted as OpenAI's completions define", "[sampling]") {
+    // Against a sampler without them (same settings and seed) fed logits adjusted here: OpenAI's
+    // logit[j] + bias[j] - (c[j] * frequency_penalty + (c[j] > 0) * presence_penalty), c[j] the times
+    // this sampler has drawn j.
+    const int vocab = 40;
+    std::mt19937_64 rng(12);
+    const struct {
+        float temperature, presence, frequency;
+        int32_t top_k;
+    } settings[] = {{0.0f, 0.7f, 0.4f, 0}, {0.9f, 1.5f, 0.0f, 0}, {1.2f, 0.0f, 2.0f, 5}, {0.0f, -1.0f, 0.0f, 0}};
+    const std::vector<gpt_logit_bias> bias = {{3, 100.0f}, {7, -100.0f}, {11, 2.5f}};
+    for (const auto &set : settings) {
+        INFO("temperature " << set.temperature << " presence " << set.presence << " frequency " << set.frequency);
+        gpt_sampler *adjusting =
+            make_adjusting_sampler(set.temperature, set.top_k, 5, bias, set.presence, set.frequency);
+        gpt_sampler *plain = make_sampler(set.temperature, set.top_k, 1.0f, 5);
+        std::vector<int> drawn(vocab, 0);
+        std::vector<gpt_token> tokens;
+        for (int step = 0; step < 30; ++step) {
+            std::vector<float> logits = random_logits(rng, 1, vocab);
+            logits[19] = -INFINITY;  // a token ruled out stays out whatever is added
+            std::vector<float> reference = logits;
+            for (int j = 0; j < vocab; ++j) {
+                float add = 0.0f;
+                for (const gpt_logit_bias &b : bias)
+                    if (b.token == j) add = b.bias;
+                if (drawn[static_cast<size_t>(j)] > 0)
+                    add -= static_cast<float>(drawn[static_cast<size_t>(j)]) * set.frequency + set.presence;
+                reference[static_cast<size_t>(j)] += add;
+            }
+            gpt_token got = 0, expected = 0;
+            REQUIRE(gpt_sampler_sample_batch(&adjusting, 1, logits.data(), vocab, &got, 0, nullptr) == GPT_OK);
+            REQUIRE(gpt_sampler_sample_batch(&plain, 1, reference.data(), vocab, &expected, 0, nullptr) == GPT_OK);
+            CHECK(got == expected);
+            CHECK(got != 19);
+            ++drawn[static_cast<size_t>(got)];
+            tokens.push_back(got);
+        }
+        // Token 3's +100 wins every draw until the penalties take it back (greedy with a presence penalty of 0.7
+        // and a frequency penalty of 0.4: after about 250 draws); -100 never comes.
+        if (set.temperature == 0.0f && set.presence > 0.0f) CHECK(std::count(tokens.begin(), tokens.end(), 3) == 30);
+        CHECK(std::count(tokens.begin(), tokens.end(), 7) == 0);
+        gpt_sampler_free(adjusting);
+        gpt_sampler_free(plain);
+    }
+}
+
+TEST_CASE("a logit bias outside the vocabulary refuses the call before anything is drawn", "[sampling]") {
+    const int vocab = 16;
+    std::mt19937_64 rng(13);
+    const std::vector<float> logits = random_logits(rng, 2, vocab);
+    gpt_sampler *inside = make_adjusting_sampler(1.0f, 0, 3, {{2, 1.0f}}, 0.5f, 0.5f);
+    gpt_sampler *outside = make_adjusting_sampler(1.0f, 0, 3, {{16, 1.0f}}, 0.0f, 0.0f);
+    gpt_sampler *fresh = make_adjusting_sampler(1.0f, 0, 3, {{2, 1.0f}}, 0.5f, 0.5f);
+    std::vector<gpt_sampler *> both = {inside, outside};
+    std::vector<gpt_token> tokens(2, 0);
+    CHECK(gpt_sampler_sample_batch(both.data(), 2, logits.data(), vocab, tokens.data(), 0, nullptr) ==
+          GPT_ERR_OUT_OF_RANGE);
+    CHECK(test::error_mentions("token 16"));
+    // inside drew nothing and counted nothing: it goes on as a fresh sampler, step after step.
+    for (int step = 0; step < 5; ++step) {
+        gpt_token after = 0, expected = 0;
+        REQUIRE(gpt_sampler_sample_batch(&inside, 1, logits.data(), vocab, &after, 0, nullptr) == GPT_OK);
+        REQUIRE(gpt_sampler_sample_batch(&fresh, 1, logits.data(), vocab, &expected, 0, nullptr) == GPT_OK);
+        CHECK(after == expected);
+    }
+    // With a vocabulary that holds token 16 it samples.
+    std::vector<float> wider(17, 0.0f);
+    gpt_token t = 0;
+    CHECK(gpt_sampler_sample_batch(&outside, 1, wider.data(), 17, &t, 0, nullptr) == GPT_OK);
+    for (gpt_sampler *s : {inside, outside, fresh}) gpt_sampler_free(s);
+}
+
+TEST_CASE("a sampler's bias and penalties are checked when it is made", "[sampling]") {
+    const gpt_logit_bias twice[] = {{4, 1.0f}, {4, 2.0f}};
+    const gpt_logit_bias negative[] = {{-1, 1.0f}};
+    const gpt_logit_bias not_finite[] = {{1, NAN}};
+    const gpt_logit_bias infinite[] = {{1, -INFINITY}};
+    struct Case {
+        const gpt_logit_bias *bias;
+        int32_t n;
+        float presence, frequency;
+        const char *mentions;
+    } cases[] = {{twice, 2, 0, 0, "token 4 twice"},
+                 {negative, 1, 0, 0, "token id >= 0"},
+                 {not_finite, 1, 0, 0, "finite value"},
+                 {infinite, 1, 0, 0, "finite value"},
+                 {nullptr, 1, 0, 0, "n_logit_bias"},
+                 {twice, -1, 0, 0, "n_logit_bias"},
+                 {nullptr, 0, INFINITY, 0, "penalties must be finite"},
+                 {nullptr, 0, 0, NAN, "penalties must be finite"}};
+    for (const Case &c : cases) {
+        INFO(c.mentions);
+        gpt_sampler_params p;
+        REQUIRE(gpt_sampler_default_params(&p, sizeof p) == GPT_OK);
+        CHECK(p.logit_bias == nullptr);
+        CHECK(p.n_logit_bias == 0);
+        CHECK(p.presence_penalty == 0.0f);
+        CHECK(p.frequency_penalty == 0.0f);
+        p.logit_bias = c.bias;
+        p.n_logit_bias = c.n;
+        p.presence_penalty = c.presence;
+        p.frequency_penalty = c.frequency;
+        gpt_sampler *s = nullptr;
+        CHECK(gpt_sampler_create(&p, &s) == GPT_ERR_INVALID_ARGUMENT);
+        CHECK(s == nullptr);
+        CHECK(test::error_mentions(c.mentions));
+    }
 }
 
 TEST_CASE("stop strings end the text before them, however the pieces split it", "[sampling]") {
