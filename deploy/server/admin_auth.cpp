@@ -14,8 +14,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "base/loopback.h"
-
 namespace server {
 
 namespace {
@@ -101,7 +99,7 @@ AdminAccess::AdminAccess(const std::string &token_file, const std::string &model
 }
 
 AdminVerdict AdminAccess::authorize(const http::Request &req) const {
-    if (!gpt::is_loopback_address(req.remote_addr)) return {403, "admin endpoints answer loopback clients only", ""};
+    if (!req.from_loopback) return {403, "admin endpoints answer loopback clients only", ""};
     const std::string header = req.header("Authorization");
     if (header.empty())
         return {401, "admin endpoints need 'Authorization: Bearer <token>' (the token in --admin-token-file)", kRealm};

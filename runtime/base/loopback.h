@@ -1,7 +1,6 @@
-// loopback.h — the one rule for "this address is the local machine's loopback",
-// used by data-parallel training (Gloo's interface) and by gpt-server (admin
-// endpoints). Header-only and torch-free: the server links only the C API and
-// includes this file from the source tree.
+// loopback.h — the rule for "this address names the local machine's loopback", for
+// addresses given as text (MASTER_ADDR: data-parallel training picks Gloo's interface by it).
+// gpt-server asks the socket instead (deploy/server/transport/peer.h).
 #pragma once
 
 #include <arpa/inet.h>

@@ -69,7 +69,9 @@ consume() {
   # The example server is an outside consumer too: it builds against the install alone (in the full run:
   # its 20 sources compiled again, a minute of the 2-core per-submission run for what the consumers above show).
   if [ -n "${GPT_FULL:-}" ]; then
-    cmake -S "$root/deploy/server" -B "$work/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+    # Its sources alone, away from the tree: nothing of the runtime's sources can be reached from there.
+    cp -r "$root/deploy/server" "$work/server-src"
+    cmake -S "$work/server-src" -B "$work/server" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
     cmake --build "$work/server" >/dev/null
     usage=$("$work/server/gpt-server" --help)
     grep -q -- "--model" <<<"$usage" || { echo "installed-library gpt-server does not run"; exit 1; }

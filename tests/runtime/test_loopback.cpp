@@ -1,5 +1,5 @@
-// The one loopback rule (base/loopback.h): data-parallel training picks Gloo's
-// interface by it and gpt-server's admin endpoints admit only what it accepts.
+// The loopback rule for addresses given as text (base/loopback.h): data-parallel training
+// picks Gloo's interface by it.
 #include <catch2/catch.hpp>
 
 #include "base/loopback.h"

@@ -27,6 +27,8 @@
 #include <optional>
 #include <utility>
 
+#include "peer.h"
+
 namespace server::http {
 
 namespace {
@@ -64,7 +66,10 @@ public:
         beast::error_code ec;
         stream_.set_option(tcp::no_delay(true), ec);  // each streamed token leaves at once
         const tcp::endpoint peer = stream_.remote_endpoint(ec);
-        if (!ec) remote_addr_ = peer.address().to_string();
+        if (!ec) {
+            remote_addr_ = peer.address().to_string();
+            from_loopback_ = is_loopback_peer(peer.address());
+        }
     }
     ~Connection() {
         state_->idle.remove(idle_ticket_);
@@ -226,6 +231,7 @@ private:
         req.method = std::string(msg.method_string());
         req.path = path_;
         req.remote_addr = remote_addr_;
+        req.from_loopback = from_loopback_;
         for (const auto &field : msg)
             req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
         req.body = std::move(msg.body());
@@ -379,6 +385,7 @@ private:
     const std::shared_ptr<ListenerState> state_;
     const Limits &limits_;
     std::string remote_addr_;
+    bool from_loopback_ = false;
     beast::flat_buffer buffer_;
     std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
     std::string path_;  // the current request's

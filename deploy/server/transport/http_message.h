@@ -15,9 +15,10 @@
 namespace server::http {
 
 struct Request {
-    std::string method;       // "GET", "POST", ...
-    std::string path;         // the target without its query
-    std::string remote_addr;  // the peer's address, e.g. "127.0.0.1"
+    std::string method;          // "GET", "POST", ...
+    std::string path;            // the target without its query
+    std::string remote_addr;     // the peer's address, e.g. "127.0.0.1" (for the log)
+    bool from_loopback = false;  // the peer is this machine (transport/peer.h)
     std::vector<std::pair<std::string, std::string>> headers;
     std::string body;
     // Set by the transport when the client closes its side while a route that runs on a worker is
