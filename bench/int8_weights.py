@@ -37,9 +37,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from server_weights import HF_DIR, LLAMA_SRC, convert_gguf  # bench/ is on the path of a bench script
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
 BF16_GGUF = ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf"
 WORK = ROOT / "bench" / "work" / "int8"
 Q8_GGUF = WORK / "gpt2-124m-q8_0.gguf"
@@ -48,17 +49,7 @@ QUANTIZE = ROOT / "bench" / "work" / "llama" / "bin" / "llama-quantize"
 # llama-quantize's outputs: GGUF type name -> file
 LLAMA_QUANTIZED = {"Q4_0": WORK / "gpt2-124m-q4_0.gguf", "Q4_K_M": WORK / "gpt2-124m-q4_k_m.gguf"}
 SUMMARY = WORK / "weights.json"
-LLAMA_SRC = ROOT / "bench" / "work" / "llama" / "src"
 CT2_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # ctranslate2.specs.model_spec's order
-
-
-def convert_gguf() -> None:
-    converter = LLAMA_SRC / "convert_hf_to_gguf.py"
-    if not converter.exists():
-        raise SystemExit(f"{converter} missing: run bench/llama_setup.sh first")
-    partial = Q8_GGUF.with_suffix(".partial")
-    subprocess.run([PY, str(converter), str(HF_DIR), "--outtype", "q8_0", "--outfile", str(partial)], check=True)
-    partial.replace(Q8_GGUF)
 
 
 def quantize_gguf(kind: str, out: Path) -> None:
@@ -155,7 +146,7 @@ def main() -> int:
         raise SystemExit(f"{HF_DIR} missing: run bench/server_weights.py first")
     WORK.mkdir(parents=True, exist_ok=True)
     if not Q8_GGUF.exists():
-        convert_gguf()
+        convert_gguf("q8_0", Q8_GGUF)
         print(f"wrote {Q8_GGUF}", flush=True)
     for kind, path in LLAMA_QUANTIZED.items():
         if not path.exists():

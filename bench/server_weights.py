@@ -143,13 +143,14 @@ def compile_ours() -> float:
     return time.perf_counter() - t0
 
 
-def convert_gguf() -> None:
+def convert_gguf(outtype: str = "bf16", out: Path = GGUF) -> None:
+    """HF_DIR as a GGUF of `outtype` at `out`, by llama.cpp's own converter; whole or not at all."""
     converter = LLAMA_SRC / "convert_hf_to_gguf.py"
     if not converter.exists():
         raise SystemExit(f"{converter} missing: run bench/llama_setup.sh first")
-    partial = GGUF.with_suffix(".partial")
-    subprocess.run([PY, str(converter), str(HF_DIR), "--outtype", "bf16", "--outfile", str(partial)], check=True)
-    partial.replace(GGUF)
+    partial = out.with_suffix(".partial")
+    subprocess.run([PY, str(converter), str(HF_DIR), "--outtype", outtype, "--outfile", str(partial)], check=True)
+    partial.replace(out)
 
 
 def main() -> int:

@@ -7,7 +7,6 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/rand.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <catch2/catch.hpp>
@@ -25,8 +24,6 @@
 #include "formats/files.h"
 #include "test_support.h"
 #include "train/trainer_rng.h"
-
-extern char **environ;
 
 namespace {
 
@@ -362,7 +359,6 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
     // Built beside this test program (tests/CMakeLists.txt).
     const std::string writer_path =
         (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "checkpoint_writer").string();
-    const char *writer = writer_path.c_str();
     REQUIRE(std::filesystem::exists(writer_path));
 
     test::Model model(test::artifact("math"));
@@ -372,27 +368,17 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
     int64_t last_iteration = 0;
     const int rounds = 30;
     for (int round = 0; round < rounds; ++round) {
-        int out[2];
-        REQUIRE(pipe(out) == 0);
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-        posix_spawn_file_actions_addclose(&actions, out[0]);
-        const std::string artifact = test::artifact("math").string();
-        char *argv[] = {const_cast<char *>(writer), const_cast<char *>(artifact.c_str()),
-                        const_cast<char *>(path.c_str()), nullptr};
-        pid_t pid = 0;
-        REQUIRE(posix_spawn(&pid, writer, &actions, nullptr, argv, environ) == 0);
-        posix_spawn_file_actions_destroy(&actions);
-        close(out[1]);
+        int out = -1;  // the writer's stdout
+        const pid_t pid = test::spawn_with_stdout({writer_path, test::artifact("math").string(), path}, &out);
+        REQUIRE(pid > 0);
         char ready[6] = {};
-        REQUIRE(read(out[0], ready, 6) == 6);  // "ready\n": the model is loaded, saves begin
+        REQUIRE(read(out, ready, 6) == 6);  // "ready\n": the model is loaded, saves begin
         // Let 1..4 saves complete (however slow this machine is), then kill at a random
         // point of the next step + save.
         const int saves = 1 + static_cast<int>(rng() % 4);
         for (int seen = 0; seen < saves;) {
             char c = 0;
-            REQUIRE(read(out[0], &c, 1) == 1);
+            REQUIRE(read(out, &c, 1) == 1);
             seen += c == '\n';
         }
         std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
@@ -400,7 +386,7 @@ TEST_CASE("SIGKILL during checkpoint writes always leaves a loadable checkpoint"
         int status = 0;
         REQUIRE(waitpid(pid, &status, 0) == pid);
         REQUIRE(WIFSIGNALED(status));
-        close(out[0]);
+        close(out);
 
         INFO("round " << round);
         REQUIRE(gpt_trainer_load(reader.handle, path.c_str()) == GPT_OK);

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +22,6 @@
 #include "dataset.h"
 #include "test_support.h"
 #include "train/collectives.h"
-
-extern char **environ;
 
 namespace {
 
@@ -74,20 +71,8 @@ public:
                                          ckpt_prefix,
                                          resume};
         if (bad_step >= -1) args.push_back(std::to_string(bad_step));
-        std::vector<char *> argv;
-        for (auto &a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        int out[2];
-        REQUIRE(pipe(out) == 0);
-        posix_spawn_file_actions_t actions;
-        posix_spawn_file_actions_init(&actions);
-        posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-        posix_spawn_file_actions_addclose(&actions, out[0]);
-        const int spawned = posix_spawn(&pid_, exe.c_str(), &actions, nullptr, argv.data(), environ);
-        posix_spawn_file_actions_destroy(&actions);
-        close(out[1]);
-        fd_ = out[0];
-        REQUIRE(spawned == 0);
+        pid_ = test::spawn_with_stdout(args, &fd_);
+        REQUIRE(pid_ > 0);
     }
     ~Rank() {
         if (pid_ > 0) {

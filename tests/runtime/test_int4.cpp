@@ -42,11 +42,7 @@ void expect_refused_by_loader(test::ScratchArtifact &art, const std::map<std::st
 TEST_CASE("an int4 model holds its file's bytes, each linear packed for the host, and the embedding's table",
           "[int4][memory]") {
     const auto dir = test::artifact("int4");
-    std::ifstream manifest_file(dir / "manifest.json");
-    const auto manifest = json::parse(manifest_file);
-    const auto weights = test::read_safetensors(dir / "weights.safetensors");
-    uint64_t stored = 0;
-    for (const auto &[name, tensor] : weights) stored += tensor.nbytes();
+    const auto [manifest, weights, stored] = test::stored_weights(dir);
     // lm_head's table, stored once under the embedding's name (tied): 128 rows, two weights a byte.
     CHECK(manifest["weights"]["tied"]["lm_head.weight"] == "transformer.wte.weight");
     CHECK(weights.at("transformer.wte.weight").scalar_type() == at::kByte);

@@ -69,11 +69,7 @@ TEST_CASE("an int8 artifact in blocks of 32 rows loads and matches its golden ve
 TEST_CASE("an int8 model's weights are the int8 tensors and scales of its file, under a third of fp32's",
           "[int8][memory]") {
     const auto dir = test::artifact("int8");
-    std::ifstream manifest_file(dir / "manifest.json");
-    const auto manifest = json::parse(manifest_file);
-    const auto weights = test::read_safetensors(dir / "weights.safetensors");
-    uint64_t stored = 0;
-    for (const auto &[name, tensor] : weights) stored += tensor.nbytes();
+    const auto [manifest, weights, stored] = test::stored_weights(dir);
     // lm_head's int8 table, stored once under the embedding's name (tied), with lm_head's scales.
     CHECK(manifest["weights"]["tied"]["lm_head.weight"] == "transformer.wte.weight");
     CHECK(weights.count("lm_head.weight") == 0);

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <ftw.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -149,9 +150,41 @@ uint64_t loaded_weights_bytes(const std::filesystem::path &dir) {
     return status == GPT_OK ? stats.weights_bytes : 0;
 }
 
+StoredWeights stored_weights(const std::filesystem::path &dir) {
+    StoredWeights stored;
+    std::ifstream manifest_file(dir / "manifest.json");
+    stored.manifest = nlohmann::json::parse(manifest_file);
+    stored.tensors = read_safetensors(dir / "weights.safetensors");
+    for (const auto &[name, tensor] : stored.tensors) stored.bytes += tensor.nbytes();
+    return stored;
+}
+
 double golden_error(gpt_model *model) {
     double err = -1;
     return gpt_model_verify(model, &err) == GPT_OK ? err : -1;
+}
+
+int spawn_with_stdout(const std::vector<std::string> &argv, int *stdout_fd) {
+    std::vector<std::string> args = argv;
+    std::vector<char *> pointers;
+    for (std::string &a : args) pointers.push_back(a.data());
+    pointers.push_back(nullptr);
+    int out[2];
+    if (pipe(out) != 0) return -1;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    pid_t pid = -1;
+    const int spawned = posix_spawn(&pid, pointers[0], &actions, nullptr, pointers.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (spawned != 0) {
+        close(out[0]);
+        return -1;
+    }
+    *stdout_fd = out[0];
+    return pid;
 }
 
 bool error_mentions(const std::string &needle) {

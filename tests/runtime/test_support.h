@@ -83,8 +83,19 @@ gpt_trainer_params reference_trainer_params();
 
 // The weights bytes gpt_model_get_memory reports for the artifact in `dir`; 0 if it does not load.
 uint64_t loaded_weights_bytes(const std::filesystem::path &dir);
+// What the artifact in `dir` stores: its manifest, its weights file's tensors and their bytes.
+struct StoredWeights {
+    nlohmann::json manifest;
+    std::map<std::string, at::Tensor> tensors;
+    uint64_t bytes = 0;
+};
+StoredWeights stored_weights(const std::filesystem::path &dir);
 // gpt_model_verify's largest error against the golden vector; -1 if verification fails.
 double golden_error(gpt_model *model);
+
+// Starts argv[0] with `argv` and its stdout piped to *stdout_fd (which the caller closes); the child's pid,
+// or -1 when it could not be started.
+int spawn_with_stdout(const std::vector<std::string> &argv, int *stdout_fd);
 
 // Whether this thread's gpt_runtime_last_error() contains `needle`.
 bool error_mentions(const std::string &needle);
