@@ -71,38 +71,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
-#define GPT_API __declspec(dllexport)
-#else
+/* The library is POSIX-only (ELF symbol visibility, environ, pthreads): no Windows export branch. */
 #define GPT_API __attribute__((visibility("default")))
-#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* 2: artifact selection, data-parallel training, signed artifacts (gpt_model_params grew
- *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO;
- *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory; batched
- *    sessions (gpt_session_create_batch, _prefill_seq, _position_seq, _decode_batch);
- *    gpt_session_prefill_batch.
- * 3: versioned structs (struct_size first; the *_default_params and getters take the
- *    caller's sizeof), one naming scheme (gpt_tokenize -> gpt_model_tokenize,
- *    gpt_detokenize -> gpt_model_detokenize, gpt_session_position[_seq] ->
- *    gpt_session_get_position[_seq], gpt_status_string -> gpt_status_to_string,
- *    gpt_last_error -> gpt_runtime_last_error), every *_free returns gpt_status;
- *    then, additions only: byte-level BPE tokenizers (gpt_model_info.eos_token,
- *    gpt_generate_params.stop_at_eos, gpt_model_tokenize_with_special, the
- *    streaming gpt_detokenizer); samplers for callers that step sequences themselves
- *    (gpt_sampler_*, gpt_sampler_sample_batch with log-probabilities), stop strings
- *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings),
- *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
- *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index,
- *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch,
- *    gpt_model_tokenize_n (text with its length, NUL bytes included); sequences as caches
- *    (gpt_session_extend_seq, _truncate_seq, _copy_seq, gpt_session_set_abort_callback,
- *    gpt_model_info.extend_graph), gpt_sampler_params.logit_bias, _presence_penalty and
- *    _frequency_penalty. */
+/* What each version added, and what ABI 3 changed since without a new version: docs/ABI.md. */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -201,7 +177,7 @@ struct gpt_model_params {
  * the process (a trainer's dropout) fail meanwhile, so serve and train in separate
  * processes (as gpt-server and `gpt train` do), or set this bit. It turns capture off:
  * every step launches its kernels one by one (no capture, no memory for captured steps). */
-#define GPT_MODEL_NO_CUDA_GRAPHS (1u << 0)
+#define GPT_MODEL_NO_CUDA_GRAPHS (UINT64_C(1) << 0)
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
 
 /* Load the artifact in `artifact_dir`: a directory holding manifest.json, or a
@@ -265,10 +241,11 @@ GPT_API gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model);
 
 /* ---- artifacts ---------------------------------------------------------------- */
 
-enum gpt_artifact_flags {
-    GPT_ARTIFACT_ALLOW_CPU_FALLBACK = 1u << 0, /* a GPU is present but no artifact has its arch: take the CPU one */
-    GPT_ARTIFACT_CHECK_HASHES = 1u << 1        /* also read every file and check its sha256 (describe only) */
-};
+/* Bits of the uint32_t `flags` of gpt_artifact_select and gpt_artifact_describe.
+ * ALLOW_CPU_FALLBACK: a GPU is present but no artifact has its arch: take the CPU one.
+ * CHECK_HASHES: also read every file and check its sha256 (describe only). */
+#define GPT_ARTIFACT_ALLOW_CPU_FALLBACK (UINT32_C(1) << 0)
+#define GPT_ARTIFACT_CHECK_HASHES (UINT32_C(1) << 1)
 
 /* Which artifact of the model directory `model_dir` (one sub-directory per
  * target: cpu, sm_80, sm_90, ...) fits this machine: the GPU's exact arch first;
@@ -278,7 +255,7 @@ enum gpt_artifact_flags {
  * NUL-terminated to `out_dir` (`*out_size` = bytes needed incl. the NUL;
  * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less). When nothing fits, the
  * status (GPT_ERR_DEVICE_MISMATCH, _DEVICE_UNAVAILABLE, _TORCH_VERSION, ...) and
- * gpt_last_error() name every target found, why it does not fit, and what to do.
+ * gpt_runtime_last_error() name every target found, why it does not fit, and what to do.
  * With trusted keys (GPT_TRUSTED_KEYS here; gpt_model_params.trusted_keys when
  * gpt_model_load selects) each target's manifest.sig is verified before its
  * manifest is read as JSON, and a target that is unsigned or whose signature
@@ -320,9 +297,9 @@ GPT_API gpt_status gpt_model_tokenize(const struct gpt_model *model, const char 
  * (tiktoken's allowed_special="all"): for text the application itself wrote. */
 GPT_API gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text, gpt_token *tokens,
                                                    int32_t capacity, int32_t *out_count);
-enum gpt_tokenize_flags {
-    GPT_TOKENIZE_SPECIAL = 1u << 0 /* special tokens' text becomes their ids, as gpt_model_tokenize_with_special */
-};
+/* Bit of gpt_model_tokenize_n's uint32_t `flags`: special tokens' text becomes their ids, as
+ * gpt_model_tokenize_with_special. */
+#define GPT_TOKENIZE_SPECIAL (UINT32_C(1) << 0)
 /* As gpt_model_tokenize (with GPT_TOKENIZE_SPECIAL in `flags`: as
  * gpt_model_tokenize_with_special), for the `length` bytes at `text`, which may
  * hold NUL bytes: U+0000 is a character like any other, and a byte-level BPE
