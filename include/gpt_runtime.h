@@ -4,7 +4,8 @@
  *
  * Objects and threads
  *   struct gpt_model    Loaded, verified artifact: weights and compiled graphs.
- *                       Immutable after load and safe to share between threads.
+ *                       Inference never changes it, so threads share it: its
+ *                       sessions run at once. A trainer does: see below.
  *   struct gpt_session  State of one sequence, or of several decoded together
  *                       (KV cache, positions). Use a session from one thread at
  *                       a time; give each thread its own.
@@ -21,8 +22,11 @@
  *                       draws from (and perturbs) that trainer's stream.
  *   struct gpt_detokenizer  Token bytes in, complete UTF-8 characters out, for one
  *                       stream of generated tokens; one thread at a time.
- *   A model must outlive its sessions and trainers: gpt_model_free on a model that
- *   still has them returns GPT_ERR_BUSY and frees nothing.
+ *   Sessions and trainers share ownership of their model: gpt_model_free releases
+ *   the caller's handle and returns GPT_OK, and the model (weights, graphs) is
+ *   freed with the last of the handle, its sessions and its trainers. A
+ *   detokenizer keeps only the model's vocabulary. Any object freed while another
+ *   thread still uses it is the caller's error.
  *
  * Names
  *   gpt_<object>_<verb>: gpt_model_load, gpt_model_tokenize, gpt_session_decode,
@@ -108,7 +112,9 @@ typedef enum gpt_status {
     GPT_ERR_OUT_OF_MEMORY = 400, /* host or device allocation failed; the model stays usable */
     GPT_ERR_CUDA = 401,          /* a CUDA call failed; the message carries CUDA's error string */
     GPT_ERR_ABORTED = 402,       /* a callback asked to stop (a token callback, a session's abort callback) */
-    GPT_ERR_BUSY = 403,          /* the object is in use (e.g. a model with live sessions) */
+    GPT_ERR_BUSY = 403,          /* the object is in use. The library itself no longer returns it (gpt_model_free
+                                    did, for a model with sessions, before they shared its ownership: docs/ABI.md);
+                                    kept for applications' own use, e.g. gpt-server refuses a concurrent reload */
     GPT_ERR_NON_FINITE = 404,    /* training produced a NaN/Inf loss or gradient (weights were not updated), or
                                     generation met NaN/+inf logits (nothing can be sampled from them) */
     GPT_ERR_PEER_FAILED = 405,   /* another rank of distributed training died, hung past the timeout or never
@@ -188,7 +194,9 @@ GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, siz
  * read once: changing them on disk later does not affect the loaded model. */
 GPT_API gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
                                   struct gpt_model **out_model);
-/* Frees the model. Returns GPT_ERR_BUSY (and frees nothing) while sessions or trainers exist. NULL is a no-op. */
+/* Releases the caller's handle (do not use it again, not even to create sessions) and returns GPT_OK;
+ * NULL is a no-op. The model is freed now, or when the last session or trainer made from it is freed:
+ * they go on working meanwhile. */
 GPT_API gpt_status gpt_model_free(struct gpt_model *model);
 
 struct gpt_model_info {

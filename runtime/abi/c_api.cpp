@@ -48,7 +48,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
             gpt::fail(GPT_ERR_INVALID_ARGUMENT,
                       "flags holds a bit this library does not know: " + std::to_string(p.flags));
         const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false, gpt::load_trusted_keys(p.trusted_keys));
-        auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(dir, p));
+        auto model = std::make_unique<gpt_model>(std::make_shared<gpt::Model>(dir, p));
         const gpt::Manifest &m = model->impl->manifest();
         gpt_model_info &info = model->info;
         info.struct_size = sizeof info;
@@ -77,12 +77,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
 
 gpt_status gpt_model_free(struct gpt_model *model) {
     return guarded(__func__, [&] {
-        if (model == nullptr) return;
-        const int live = model->impl->live_sessions().load();
-        if (live > 0)
-            gpt::fail(GPT_ERR_BUSY,
-                      "model still has " + std::to_string(live) + " session(s) or trainer(s): free them first");
-        delete model;
+        delete model;  // the model itself goes with the last of its sessions and trainers
     });
 }
 

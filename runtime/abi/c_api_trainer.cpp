@@ -20,7 +20,7 @@ gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_
     return guarded(__func__, [&] {
         require(model != nullptr && out_trainer != nullptr, "model and out_trainer must not be NULL");
         const gpt_trainer_params p = read_versioned(params);
-        *out_trainer = new gpt_trainer(*model->impl, p, nullptr);
+        *out_trainer = new gpt_trainer(model->impl, p, nullptr);
     });
 }
 
@@ -52,7 +52,7 @@ gpt_status gpt_trainer_create_distributed(struct gpt_model *model, const struct 
                 "model, dist and out_trainer must not be NULL");
         const gpt_trainer_params p = read_versioned(params);
         const gpt::DistConfig config = gpt::validate_dist_params(read_versioned(dist));
-        *out_trainer = new gpt_trainer(*model->impl, p, &config);
+        *out_trainer = new gpt_trainer(model->impl, p, &config);
     });
 }
 
