@@ -141,7 +141,11 @@ GPT_API const char *gpt_runtime_last_error(void);
 
 enum gpt_log_level { GPT_LOG_TRACE = 0, GPT_LOG_DEBUG, GPT_LOG_INFO, GPT_LOG_WARN, GPT_LOG_ERROR };
 typedef void (*gpt_log_callback)(enum gpt_log_level level, const char *message, void *user_data);
-/* Route log lines to `callback` (NULL restores stderr). Not thread-safe with other calls: set at start-up. */
+/* Route log lines to `callback` (NULL restores stderr), at the level GPT_LOG names when this is
+ * called. Safe while other threads log: a line goes to the old sink or the new one, whole. The
+ * callback runs on the thread that logs, one line at a time across the process (calls are
+ * serialised), and must not call into the library. Once this returns, the previous callback is
+ * not running and is never called again: its user_data may be freed. */
 GPT_API void gpt_log_set_callback(gpt_log_callback callback, void *user_data);
 
 /* ---- model ------------------------------------------------------------------ */

@@ -1,11 +1,14 @@
 // Many threads on one model: every generation equal to the sequential run,
 // sessions created and freed concurrently (the last one freeing the model),
-// errors kept per thread. These are
+// errors kept per thread, the log callback swapped while threads log. These are
 // also the tests the ThreadSanitizer build runs (scripts/sanitize.sh thread).
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,6 +96,64 @@ TEST_CASE("sessions created and destroyed from 16 threads at once; the model liv
     for (auto &t : threads) t.join();
     CHECK(failures == 0);
     CHECK(mismatches == 0);
+}
+
+namespace {
+
+// Counts the lines of the test threads' failing calls that reach it.
+struct CountingSink {
+    std::atomic<int> lines{0};
+};
+
+void count_line(gpt_log_level, const char *message, void *user_data) {
+    if (std::strstr(message, "gpt_model_get_info: model and out_info must not be NULL") != nullptr)
+        ++static_cast<CountingSink *>(user_data)->lines;
+}
+
+}  // namespace
+
+TEST_CASE("the log callback is swapped while 8 threads log: each line reaches one sink, a replaced one no more",
+          "[threads][logging]") {
+    constexpr int kThreads = 8, kLines = 4000, kSinks = 200;
+    const char *level = std::getenv("GPT_LOG");
+    const std::string saved_level = level != nullptr ? level : "";
+    setenv("GPT_LOG", "debug", 1);  // each failed call logs a line at debug level
+    std::vector<CountingSink> sinks(kSinks);
+    std::vector<int> lines_when_replaced(kSinks, -1);
+    gpt_log_set_callback(count_line, &sinks[0]);
+
+    std::atomic<int> running{kThreads};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&] {
+            for (int i = 0; i < kLines; ++i) gpt_model_get_info(nullptr, nullptr, 0);
+            --running;
+        });
+    int current = 0;
+    while (running > 0 && current + 1 < kSinks) {
+        gpt_log_set_callback(count_line, &sinks[static_cast<size_t>(current + 1)]);
+        // Once the swap has returned, no thread is in the old callback and none will call it again.
+        lines_when_replaced[static_cast<size_t>(current)] = sinks[static_cast<size_t>(current)].lines;
+        ++current;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    for (auto &t : threads) t.join();
+    if (saved_level.empty()) {
+        unsetenv("GPT_LOG");
+    } else {
+        setenv("GPT_LOG", saved_level.c_str(), 1);
+    }
+    gpt_log_set_callback(nullptr, nullptr);
+
+    int total = 0, sinks_used = 0;
+    for (int i = 0; i < kSinks; ++i) {
+        const int lines = sinks[static_cast<size_t>(i)].lines;
+        total += lines;
+        sinks_used += lines > 0 ? 1 : 0;
+        if (i < current) CHECK(lines == lines_when_replaced[static_cast<size_t>(i)]);
+    }
+    CHECK(total == kThreads * kLines);  // none lost, none twice
+    CHECK(sinks_used >= 2);             // the swaps did happen while the threads logged
 }
 
 TEST_CASE("each thread reads its own last error while 16 threads fail at once", "[threads]") {
