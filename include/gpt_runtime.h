@@ -636,8 +636,10 @@ struct gpt_dist_params {
 };
 GPT_API gpt_status gpt_dist_default_params(struct gpt_dist_params *params, size_t struct_size);
 /* Fills world_size, rank, master_addr and master_port from WORLD_SIZE, RANK,
- * MASTER_ADDR and MASTER_PORT (each only when set). master_addr then points into
- * the environment. GPT_ERR_INVALID_ARGUMENT when a variable is not a number. */
+ * MASTER_ADDR and MASTER_PORT (each only when set). master_addr then points to
+ * the library's copy of MASTER_ADDR, valid until the process ends whatever
+ * happens to the environment later (each distinct value is kept once).
+ * GPT_ERR_INVALID_ARGUMENT when a variable is not a number. */
 GPT_API gpt_status gpt_dist_params_from_env(struct gpt_dist_params *params);
 /* gpt_trainer_create as one rank of `dist`. GPT_ERR_PEER_FAILED when the other
  * ranks do not join within timeout_ms; GPT_ERR_DEVICE_UNAVAILABLE for a CUDA
