@@ -361,22 +361,24 @@ GPT_API gpt_status gpt_detokenizer_set_stop_strings(struct gpt_detokenizer *deto
 /* Which stop string ended the text: its index in the array given, or -1 while none has. */
 GPT_API gpt_status gpt_detokenizer_stopped(const struct gpt_detokenizer *detokenizer, int32_t *out_stop_index);
 
-/* ---- session ---------------------------------------------------------------- */
+/* ---- session ----------------------------------------------------------------
+ * A call on one sequence without `_seq` in its name (gpt_session_get_position,
+ * _prefill, _decode, _generate) acts on sequence 0 of a batched session and leaves
+ * the other sequences as they are; gpt_session_reset forgets every sequence. */
 
 GPT_API gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session);
 GPT_API gpt_status gpt_session_free(struct gpt_session *session); /* NULL is a no-op */
 /* Forget the sequence (every sequence of a batched session): positions back to 0. */
 GPT_API gpt_status gpt_session_reset(struct gpt_session *session);
-/* Tokens currently in the KV cache (of sequence 0 in a batched session). */
+/* Tokens currently in the KV cache (of sequence 0). */
 GPT_API gpt_status gpt_session_get_position(const struct gpt_session *session, int32_t *out_position);
 
 /* Low level: start a sequence with `tokens` (1..block_size of them) and write the
- * next-token logits (vocab_size floats) to `logits`. Prefill, decode and generate
- * act on sequence 0 of a batched session. Every call that gives logits gives -inf at
+ * next-token logits (vocab_size floats) to `logits`, for sequence 0. Every call that gives logits gives -inf at
  * the ids without text (gpt_model_info.vocab_size), so that no sampler picks them. */
 GPT_API gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens,
                                        float *logits);
-/* Low level: append one token to the sequence and write the next-token logits. */
+/* Low level: append one token to sequence 0 and write its next-token logits. */
 GPT_API gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits);
 
 /* Batched decoding. A decode step reads every weight once whatever the batch, so
@@ -469,7 +471,7 @@ struct gpt_generate_params {
 };
 GPT_API gpt_status gpt_generate_default_params(struct gpt_generate_params *params, size_t struct_size);
 
-/* Generate from `prompt` (replaces the session's sequence). Stops after
+/* Generate from `prompt` (replaces sequence 0). Stops after
  * max_new_tokens, at the stop token, or at EOS (see stop_at_eos). When the context (block_size) fills, the
  * most recent block_size/2 tokens are prefilled again and generation goes on.
  * Generated ids go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`.
