@@ -248,7 +248,11 @@ struct gpt_memory_stats {
 };
 GPT_API gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats,
                                         size_t struct_size);
-/* Starts a new peak: device_peak_bytes becomes device_allocated_bytes. */
+/* Starts a new device peak for the model's GPU as a whole, not for this model: torch's caching
+ * allocator keeps one peak per GPU and process, so device_peak_bytes becomes device_allocated_bytes for
+ * every model and trainer on that GPU (and any other torch user in the process). The model itself does
+ * not change (hence const). host_peak_rss_bytes is not reset: the kernel keeps it for the process's
+ * life. A CPU model has no device peak: GPT_OK, nothing changes. */
 GPT_API gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model);
 
 /* ---- artifacts ---------------------------------------------------------------- */
