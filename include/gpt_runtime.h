@@ -291,6 +291,17 @@ GPT_API gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, ch
 GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity,
                                          size_t *out_size);
 
+/* gpt_artifact_select and gpt_artifact_describe with the trusted keys given as
+ * gpt_model_params.trusted_keys takes them, so that a caller checks a directory
+ * against the keys it will load with: NULL = the GPT_TRUSTED_KEYS environment
+ * variable (as the calls above), else a key file or a directory of *.pub files;
+ * "" or a path that yields no key is GPT_ERR_INVALID_ARGUMENT. Unlike the calls
+ * above, an unknown bit in `flags` is GPT_ERR_INVALID_ARGUMENT. */
+GPT_API gpt_status gpt_artifact_select_v2(const char *model_dir, uint32_t flags, const char *trusted_keys,
+                                          char *out_dir, size_t capacity, size_t *out_size);
+GPT_API gpt_status gpt_artifact_describe_v2(const char *path, uint32_t flags, const char *trusted_keys, char *json,
+                                            size_t capacity, size_t *out_size);
+
 /* ---- the model's tokenizer ------------------------------------------------------ */
 
 /* Kinds (gpt_model_info.tokenizer): "char", one id per UTF-8 character of a
