@@ -4,7 +4,8 @@
  *
  * Objects and threads
  *   struct gpt_model    Loaded, verified artifact: weights and compiled graphs.
- *                       Immutable after load and safe to share between threads.
+ *                       Inference never changes it, so threads share it: its
+ *                       sessions run at once. A trainer does: see below.
  *   struct gpt_session  State of one sequence, or of several decoded together
  *                       (KV cache, positions). Use a session from one thread at
  *                       a time; give each thread its own.
@@ -21,8 +22,11 @@
  *                       draws from (and perturbs) that trainer's stream.
  *   struct gpt_detokenizer  Token bytes in, complete UTF-8 characters out, for one
  *                       stream of generated tokens; one thread at a time.
- *   A model must outlive its sessions and trainers: gpt_model_free on a model that
- *   still has them returns GPT_ERR_BUSY and frees nothing.
+ *   Sessions and trainers share ownership of their model: gpt_model_free releases
+ *   the caller's handle and returns GPT_OK, and the model (weights, graphs) is
+ *   freed with the last of the handle, its sessions and its trainers. A
+ *   detokenizer keeps only the model's vocabulary. Any object freed while another
+ *   thread still uses it is the caller's error.
  *
  * Names
  *   gpt_<object>_<verb>: gpt_model_load, gpt_model_tokenize, gpt_session_decode,
@@ -71,38 +75,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if defined(_WIN32)
-#define GPT_API __declspec(dllexport)
-#else
+/* The library is POSIX-only (ELF symbol visibility, environ, pthreads): no Windows export branch. */
 #define GPT_API __attribute__((visibility("default")))
-#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* 2: artifact selection, data-parallel training, signed artifacts (gpt_model_params grew
- *    by trusted_keys, so the soname moved to .so.2), GPT_ERR_PEER_FAILED, GPT_ERR_IO;
- *    then, additions only: gpt_model_get_memory, gpt_model_reset_peak_memory; batched
- *    sessions (gpt_session_create_batch, _prefill_seq, _position_seq, _decode_batch);
- *    gpt_session_prefill_batch.
- * 3: versioned structs (struct_size first; the *_default_params and getters take the
- *    caller's sizeof), one naming scheme (gpt_tokenize -> gpt_model_tokenize,
- *    gpt_detokenize -> gpt_model_detokenize, gpt_session_position[_seq] ->
- *    gpt_session_get_position[_seq], gpt_status_string -> gpt_status_to_string,
- *    gpt_last_error -> gpt_runtime_last_error), every *_free returns gpt_status;
- *    then, additions only: byte-level BPE tokenizers (gpt_model_info.eos_token,
- *    gpt_generate_params.stop_at_eos, gpt_model_tokenize_with_special, the
- *    streaming gpt_detokenizer); samplers for callers that step sequences themselves
- *    (gpt_sampler_*, gpt_sampler_sample_batch with log-probabilities), stop strings
- *    (gpt_detokenizer_set_stop_strings, _stopped; gpt_generate_params.stop_strings),
- *    per-token log-probabilities (gpt_generate_params.token_logprobs) and
- *    int8 artifacts (gpt_model_info.weights), gpt_model_params.device_index,
- *    gpt_model_params.flags (GPT_MODEL_NO_CUDA_GRAPHS), gpt_session_decode_sample_batch,
- *    gpt_model_tokenize_n (text with its length, NUL bytes included); sequences as caches
- *    (gpt_session_extend_seq, _truncate_seq, _copy_seq, gpt_session_set_abort_callback,
- *    gpt_model_info.extend_graph), gpt_sampler_params.logit_bias, _presence_penalty and
- *    _frequency_penalty. */
+/* What each version added, and what ABI 3 changed since without a new version: docs/ABI.md. */
 #define GPT_RUNTIME_ABI_VERSION 3
 
 typedef int32_t gpt_token;
@@ -132,7 +112,9 @@ typedef enum gpt_status {
     GPT_ERR_OUT_OF_MEMORY = 400, /* host or device allocation failed; the model stays usable */
     GPT_ERR_CUDA = 401,          /* a CUDA call failed; the message carries CUDA's error string */
     GPT_ERR_ABORTED = 402,       /* a callback asked to stop (a token callback, a session's abort callback) */
-    GPT_ERR_BUSY = 403,          /* the object is in use (e.g. a model with live sessions) */
+    GPT_ERR_BUSY = 403,          /* the object is in use. The library itself no longer returns it (gpt_model_free
+                                    did, for a model with sessions, before they shared its ownership: docs/ABI.md);
+                                    kept for applications' own use, e.g. gpt-server refuses a concurrent reload */
     GPT_ERR_NON_FINITE = 404,    /* training produced a NaN/Inf loss or gradient (weights were not updated), or
                                     generation met NaN/+inf logits (nothing can be sampled from them) */
     GPT_ERR_PEER_FAILED = 405,   /* another rank of distributed training died, hung past the timeout or never
@@ -159,7 +141,11 @@ GPT_API const char *gpt_runtime_last_error(void);
 
 enum gpt_log_level { GPT_LOG_TRACE = 0, GPT_LOG_DEBUG, GPT_LOG_INFO, GPT_LOG_WARN, GPT_LOG_ERROR };
 typedef void (*gpt_log_callback)(enum gpt_log_level level, const char *message, void *user_data);
-/* Route log lines to `callback` (NULL restores stderr). Not thread-safe with other calls: set at start-up. */
+/* Route log lines to `callback` (NULL restores stderr), at the level GPT_LOG names when this is
+ * called. Safe while other threads log: a line goes to the old sink or the new one, whole. The
+ * callback runs on the thread that logs, one line at a time across the process (calls are
+ * serialised), and must not call into the library. Once this returns, the previous callback is
+ * not running and is never called again: its user_data may be freed. */
 GPT_API void gpt_log_set_callback(gpt_log_callback callback, void *user_data);
 
 /* ---- model ------------------------------------------------------------------ */
@@ -201,7 +187,7 @@ struct gpt_model_params {
  * the process (a trainer's dropout) fail meanwhile, so serve and train in separate
  * processes (as gpt-server and `gpt train` do), or set this bit. It turns capture off:
  * every step launches its kernels one by one (no capture, no memory for captured steps). */
-#define GPT_MODEL_NO_CUDA_GRAPHS (1u << 0)
+#define GPT_MODEL_NO_CUDA_GRAPHS (UINT64_C(1) << 0)
 GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, size_t struct_size);
 
 /* Load the artifact in `artifact_dir`: a directory holding manifest.json, or a
@@ -212,7 +198,9 @@ GPT_API gpt_status gpt_model_default_params(struct gpt_model_params *params, siz
  * read once: changing them on disk later does not affect the loaded model. */
 GPT_API gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_params *params,
                                   struct gpt_model **out_model);
-/* Frees the model. Returns GPT_ERR_BUSY (and frees nothing) while sessions or trainers exist. NULL is a no-op. */
+/* Releases the caller's handle (do not use it again, not even to create sessions) and returns GPT_OK;
+ * NULL is a no-op. The model is freed now, or when the last session or trainer made from it is freed:
+ * they go on working meanwhile. */
 GPT_API gpt_status gpt_model_free(struct gpt_model *model);
 
 struct gpt_model_info {
@@ -260,15 +248,20 @@ struct gpt_memory_stats {
 };
 GPT_API gpt_status gpt_model_get_memory(const struct gpt_model *model, struct gpt_memory_stats *out_stats,
                                         size_t struct_size);
-/* Starts a new peak: device_peak_bytes becomes device_allocated_bytes. */
+/* Starts a new device peak for the model's GPU as a whole, not for this model: torch's caching
+ * allocator keeps one peak per GPU and process, so device_peak_bytes becomes device_allocated_bytes for
+ * every model and trainer on that GPU (and any other torch user in the process). The model itself does
+ * not change (hence const). host_peak_rss_bytes is not reset: the kernel keeps it for the process's
+ * life. A CPU model has no device peak: GPT_OK, nothing changes. */
 GPT_API gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model);
 
 /* ---- artifacts ---------------------------------------------------------------- */
 
-enum gpt_artifact_flags {
-    GPT_ARTIFACT_ALLOW_CPU_FALLBACK = 1u << 0, /* a GPU is present but no artifact has its arch: take the CPU one */
-    GPT_ARTIFACT_CHECK_HASHES = 1u << 1        /* also read every file and check its sha256 (describe only) */
-};
+/* Bits of the uint32_t `flags` of gpt_artifact_select and gpt_artifact_describe.
+ * ALLOW_CPU_FALLBACK: a GPU is present but no artifact has its arch: take the CPU one.
+ * CHECK_HASHES: also read every file and check its sha256 (describe only). */
+#define GPT_ARTIFACT_ALLOW_CPU_FALLBACK (UINT32_C(1) << 0)
+#define GPT_ARTIFACT_CHECK_HASHES (UINT32_C(1) << 1)
 
 /* Which artifact of the model directory `model_dir` (one sub-directory per
  * target: cpu, sm_80, sm_90, ...) fits this machine: the GPU's exact arch first;
@@ -278,7 +271,7 @@ enum gpt_artifact_flags {
  * NUL-terminated to `out_dir` (`*out_size` = bytes needed incl. the NUL;
  * GPT_ERR_BUFFER_TOO_SMALL when `capacity` is less). When nothing fits, the
  * status (GPT_ERR_DEVICE_MISMATCH, _DEVICE_UNAVAILABLE, _TORCH_VERSION, ...) and
- * gpt_last_error() name every target found, why it does not fit, and what to do.
+ * gpt_runtime_last_error() name every target found, why it does not fit, and what to do.
  * With trusted keys (GPT_TRUSTED_KEYS here; gpt_model_params.trusted_keys when
  * gpt_model_load selects) each target's manifest.sig is verified before its
  * manifest is read as JSON, and a target that is unsigned or whose signature
@@ -297,6 +290,17 @@ GPT_API gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, ch
  * gpt_artifact_select. Loads no compiled code. */
 GPT_API gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity,
                                          size_t *out_size);
+
+/* gpt_artifact_select and gpt_artifact_describe with the trusted keys given as
+ * gpt_model_params.trusted_keys takes them, so that a caller checks a directory
+ * against the keys it will load with: NULL = the GPT_TRUSTED_KEYS environment
+ * variable (as the calls above), else a key file or a directory of *.pub files;
+ * "" or a path that yields no key is GPT_ERR_INVALID_ARGUMENT. Unlike the calls
+ * above, an unknown bit in `flags` is GPT_ERR_INVALID_ARGUMENT. */
+GPT_API gpt_status gpt_artifact_select_v2(const char *model_dir, uint32_t flags, const char *trusted_keys,
+                                          char *out_dir, size_t capacity, size_t *out_size);
+GPT_API gpt_status gpt_artifact_describe_v2(const char *path, uint32_t flags, const char *trusted_keys, char *json,
+                                            size_t capacity, size_t *out_size);
 
 /* ---- the model's tokenizer ------------------------------------------------------ */
 
@@ -320,9 +324,9 @@ GPT_API gpt_status gpt_model_tokenize(const struct gpt_model *model, const char 
  * (tiktoken's allowed_special="all"): for text the application itself wrote. */
 GPT_API gpt_status gpt_model_tokenize_with_special(const struct gpt_model *model, const char *text, gpt_token *tokens,
                                                    int32_t capacity, int32_t *out_count);
-enum gpt_tokenize_flags {
-    GPT_TOKENIZE_SPECIAL = 1u << 0 /* special tokens' text becomes their ids, as gpt_model_tokenize_with_special */
-};
+/* Bit of gpt_model_tokenize_n's uint32_t `flags`: special tokens' text becomes their ids, as
+ * gpt_model_tokenize_with_special. */
+#define GPT_TOKENIZE_SPECIAL (UINT32_C(1) << 0)
 /* As gpt_model_tokenize (with GPT_TOKENIZE_SPECIAL in `flags`: as
  * gpt_model_tokenize_with_special), for the `length` bytes at `text`, which may
  * hold NUL bytes: U+0000 is a character like any other, and a byte-level BPE
@@ -372,22 +376,24 @@ GPT_API gpt_status gpt_detokenizer_set_stop_strings(struct gpt_detokenizer *deto
 /* Which stop string ended the text: its index in the array given, or -1 while none has. */
 GPT_API gpt_status gpt_detokenizer_stopped(const struct gpt_detokenizer *detokenizer, int32_t *out_stop_index);
 
-/* ---- session ---------------------------------------------------------------- */
+/* ---- session ----------------------------------------------------------------
+ * A call on one sequence without `_seq` in its name (gpt_session_get_position,
+ * _prefill, _decode, _generate) acts on sequence 0 of a batched session and leaves
+ * the other sequences as they are; gpt_session_reset forgets every sequence. */
 
 GPT_API gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_session);
 GPT_API gpt_status gpt_session_free(struct gpt_session *session); /* NULL is a no-op */
 /* Forget the sequence (every sequence of a batched session): positions back to 0. */
 GPT_API gpt_status gpt_session_reset(struct gpt_session *session);
-/* Tokens currently in the KV cache (of sequence 0 in a batched session). */
+/* Tokens currently in the KV cache (of sequence 0). */
 GPT_API gpt_status gpt_session_get_position(const struct gpt_session *session, int32_t *out_position);
 
 /* Low level: start a sequence with `tokens` (1..block_size of them) and write the
- * next-token logits (vocab_size floats) to `logits`. Prefill, decode and generate
- * act on sequence 0 of a batched session. Every call that gives logits gives -inf at
+ * next-token logits (vocab_size floats) to `logits`, for sequence 0. Every call that gives logits gives -inf at
  * the ids without text (gpt_model_info.vocab_size), so that no sampler picks them. */
 GPT_API gpt_status gpt_session_prefill(struct gpt_session *session, const gpt_token *tokens, int32_t n_tokens,
                                        float *logits);
-/* Low level: append one token to the sequence and write the next-token logits. */
+/* Low level: append one token to sequence 0 and write its next-token logits. */
 GPT_API gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits);
 
 /* Batched decoding. A decode step reads every weight once whatever the batch, so
@@ -480,7 +486,7 @@ struct gpt_generate_params {
 };
 GPT_API gpt_status gpt_generate_default_params(struct gpt_generate_params *params, size_t struct_size);
 
-/* Generate from `prompt` (replaces the session's sequence). Stops after
+/* Generate from `prompt` (replaces sequence 0). Stops after
  * max_new_tokens, at the stop token, or at EOS (see stop_at_eos). When the context (block_size) fills, the
  * most recent block_size/2 tokens are prefilled again and generation goes on.
  * Generated ids go to `out_tokens` (capacity >= max_new_tokens), their number to `*out_count`.
@@ -647,8 +653,10 @@ struct gpt_dist_params {
 };
 GPT_API gpt_status gpt_dist_default_params(struct gpt_dist_params *params, size_t struct_size);
 /* Fills world_size, rank, master_addr and master_port from WORLD_SIZE, RANK,
- * MASTER_ADDR and MASTER_PORT (each only when set). master_addr then points into
- * the environment. GPT_ERR_INVALID_ARGUMENT when a variable is not a number. */
+ * MASTER_ADDR and MASTER_PORT (each only when set). master_addr then points to
+ * the library's copy of MASTER_ADDR, valid until the process ends whatever
+ * happens to the environment later (each distinct value is kept once).
+ * GPT_ERR_INVALID_ARGUMENT when a variable is not a number. */
 GPT_API gpt_status gpt_dist_params_from_env(struct gpt_dist_params *params);
 /* gpt_trainer_create as one rank of `dist`. GPT_ERR_PEER_FAILED when the other
  * ranks do not join within timeout_ms; GPT_ERR_DEVICE_UNAVAILABLE for a CUDA

@@ -19,7 +19,7 @@ LoadResult failed(gpt_status status, const std::string &what) {
 }  // namespace
 
 ServedModel::~ServedModel() {
-    scheduler.reset();  // its session must go before the model
+    scheduler.reset();  // its session first, so that the model is freed here, with the handle
     gpt_model_free(model);
 }
 

@@ -17,6 +17,38 @@ using gpt::c_api::guarded;
 using gpt::c_api::read_versioned;
 using gpt::c_api::require;
 
+namespace {
+
+// The first calls ignore bits they do not know, and keep doing so; the _v2 calls refuse them.
+void require_known_artifact_flags(uint32_t flags) {
+    constexpr uint32_t known = GPT_ARTIFACT_ALLOW_CPU_FALLBACK | GPT_ARTIFACT_CHECK_HASHES;
+    if ((flags & ~known) != 0)
+        gpt::fail(GPT_ERR_INVALID_ARGUMENT, "flags holds a bit this library does not know: " + std::to_string(flags));
+}
+
+gpt_status select_with_keys(const char *function, const char *model_dir, uint32_t flags, const char *trusted_keys,
+                            char *out_dir, size_t capacity, size_t *out_size) {
+    return guarded(function, [&] {
+        require(model_dir != nullptr && out_size != nullptr, "model_dir and out_size must not be NULL");
+        const auto keys = gpt::load_trusted_keys(trusted_keys);  // NULL: GPT_TRUSTED_KEYS
+        copy_out(gpt::select_artifact(model_dir, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, keys).dir, out_dir, capacity,
+                 out_size);
+    });
+}
+
+gpt_status describe_with_keys(const char *function, const char *path, uint32_t flags, const char *trusted_keys,
+                              char *json, size_t capacity, size_t *out_size) {
+    return guarded(function, [&] {
+        require(path != nullptr && out_size != nullptr, "path and out_size must not be NULL");
+        const auto keys = gpt::load_trusted_keys(trusted_keys);  // NULL: GPT_TRUSTED_KEYS
+        copy_out(gpt::describe_targets(path, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, flags & GPT_ARTIFACT_CHECK_HASHES,
+                                       keys),
+                 json, capacity, out_size);
+    });
+}
+
+}  // namespace
+
 extern "C" {
 
 uint32_t gpt_runtime_abi_version(void) { return GPT_RUNTIME_ABI_VERSION; }
@@ -48,7 +80,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
             gpt::fail(GPT_ERR_INVALID_ARGUMENT,
                       "flags holds a bit this library does not know: " + std::to_string(p.flags));
         const std::string dir = gpt::resolve_artifact_dir(artifact_dir, false, gpt::load_trusted_keys(p.trusted_keys));
-        auto model = std::make_unique<gpt_model>(std::make_unique<gpt::Model>(dir, p));
+        auto model = std::make_unique<gpt_model>(std::make_shared<gpt::Model>(dir, p));
         const gpt::Manifest &m = model->impl->manifest();
         gpt_model_info &info = model->info;
         info.struct_size = sizeof info;
@@ -77,12 +109,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
 
 gpt_status gpt_model_free(struct gpt_model *model) {
     return guarded(__func__, [&] {
-        if (model == nullptr) return;
-        const int live = model->impl->live_sessions().load();
-        if (live > 0)
-            gpt::fail(GPT_ERR_BUSY,
-                      "model still has " + std::to_string(live) + " session(s) or trainer(s): free them first");
-        delete model;
+        delete model;  // the model itself goes with the last of its sessions and trainers
     });
 }
 
@@ -122,21 +149,25 @@ gpt_status gpt_model_reset_peak_memory(const struct gpt_model *model) {
 
 gpt_status gpt_artifact_select(const char *model_dir, uint32_t flags, char *out_dir, size_t capacity,
                                size_t *out_size) {
-    return guarded(__func__, [&] {
-        require(model_dir != nullptr && out_size != nullptr, "model_dir and out_size must not be NULL");
-        const auto keys = gpt::load_trusted_keys(nullptr);  // GPT_TRUSTED_KEYS
-        copy_out(gpt::select_artifact(model_dir, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, keys).dir, out_dir, capacity,
-                 out_size);
-    });
+    return select_with_keys(__func__, model_dir, flags, nullptr, out_dir, capacity, out_size);
+}
+
+gpt_status gpt_artifact_select_v2(const char *model_dir, uint32_t flags, const char *trusted_keys, char *out_dir,
+                                  size_t capacity, size_t *out_size) {
+    const gpt_status refused = guarded(__func__, [&] { require_known_artifact_flags(flags); });
+    if (refused != GPT_OK) return refused;
+    return select_with_keys(__func__, model_dir, flags, trusted_keys, out_dir, capacity, out_size);
 }
 
 gpt_status gpt_artifact_describe(const char *path, uint32_t flags, char *json, size_t capacity, size_t *out_size) {
-    return guarded(__func__, [&] {
-        require(path != nullptr && out_size != nullptr, "path and out_size must not be NULL");
-        copy_out(
-            gpt::describe_targets(path, flags & GPT_ARTIFACT_ALLOW_CPU_FALLBACK, flags & GPT_ARTIFACT_CHECK_HASHES),
-            json, capacity, out_size);
-    });
+    return describe_with_keys(__func__, path, flags, nullptr, json, capacity, out_size);
+}
+
+gpt_status gpt_artifact_describe_v2(const char *path, uint32_t flags, const char *trusted_keys, char *json,
+                                    size_t capacity, size_t *out_size) {
+    const gpt_status refused = guarded(__func__, [&] { require_known_artifact_flags(flags); });
+    if (refused != GPT_OK) return refused;
+    return describe_with_keys(__func__, path, flags, trusted_keys, json, capacity, out_size);
 }
 
 }  // extern "C"

@@ -20,7 +20,7 @@ gpt_status gpt_session_create(struct gpt_model *model, struct gpt_session **out_
 gpt_status gpt_session_create_batch(struct gpt_model *model, int32_t n_seq, struct gpt_session **out_session) {
     return guarded(__func__, [&] {
         require(model != nullptr && out_session != nullptr, "model and out_session must not be NULL");
-        *out_session = new gpt_session(*model->impl, n_seq);
+        *out_session = new gpt_session(model->impl, n_seq);
     });
 }
 

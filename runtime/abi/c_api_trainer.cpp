@@ -1,6 +1,9 @@
 // c_api_trainer.cpp — the C ABI of training: trainers (single process or
 // distributed), steps, evaluation, checkpoints.
 #include <cstdlib>
+#include <mutex>
+#include <set>
+#include <string>
 
 #include "abi/c_api_guard.h"
 #include "abi/versioned_struct.h"
@@ -13,6 +16,20 @@ using gpt::c_api::guarded;
 using gpt::c_api::read_versioned;
 using gpt::c_api::require;
 
+namespace {
+
+// A copy of `value` that lives until the process ends, one per distinct value: the environment's own
+// storage is not the caller's to keep (a later setenv may free it), and no free call would say when a
+// copy given out is done with.
+const char *kept_for_the_process(const char *value) {
+    static std::mutex mutex;
+    static std::set<std::string> *const kept = new std::set<std::string>;  // never destroyed: see above
+    const std::lock_guard<std::mutex> lock(mutex);
+    return kept->insert(value).first->c_str();
+}
+
+}  // namespace
+
 extern "C" {
 
 gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_params *params,
@@ -20,7 +37,7 @@ gpt_status gpt_trainer_create(struct gpt_model *model, const struct gpt_trainer_
     return guarded(__func__, [&] {
         require(model != nullptr && out_trainer != nullptr, "model and out_trainer must not be NULL");
         const gpt_trainer_params p = read_versioned(params);
-        *out_trainer = new gpt_trainer(*model->impl, p, nullptr);
+        *out_trainer = new gpt_trainer(model->impl, p, nullptr);
     });
 }
 
@@ -40,7 +57,7 @@ gpt_status gpt_dist_params_from_env(struct gpt_dist_params *params) {
         number("WORLD_SIZE", &p.world_size);
         number("RANK", &p.rank);
         number("MASTER_PORT", &p.master_port);
-        if (const char *addr = std::getenv("MASTER_ADDR")) p.master_addr = addr;
+        if (const char *addr = std::getenv("MASTER_ADDR")) p.master_addr = kept_for_the_process(addr);
         fill_versioned(p, params, params->struct_size);
     });
 }
@@ -52,7 +69,7 @@ gpt_status gpt_trainer_create_distributed(struct gpt_model *model, const struct 
                 "model, dist and out_trainer must not be NULL");
         const gpt_trainer_params p = read_versioned(params);
         const gpt::DistConfig config = gpt::validate_dist_params(read_versioned(dist));
-        *out_trainer = new gpt_trainer(*model->impl, p, &config);
+        *out_trainer = new gpt_trainer(model->impl, p, &config);
     });
 }
 

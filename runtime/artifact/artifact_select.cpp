@@ -129,10 +129,11 @@ std::string resolve_artifact_dir(const std::string &path, bool allow_cpu_fallbac
     return is_artifact(path) ? path : select_artifact(path, allow_cpu_fallback, trusted_keys).dir;
 }
 
-std::string describe_targets(const std::string &path, bool allow_cpu_fallback, bool check_hashes) {
+std::string describe_targets(const std::string &path, bool allow_cpu_fallback, bool check_hashes,
+                             const std::vector<PublicKey> &trusted_keys) {
     using nlohmann::json;
     const Host host = detect_host();
-    const std::vector<TargetReport> targets = scan_targets(path, host, check_hashes, load_trusted_keys(nullptr));
+    const std::vector<TargetReport> targets = scan_targets(path, host, check_hashes, trusted_keys);
     json out;
     out["path"] = path;
     out["host"] = {{"cpu_arch", host.cpu_arch},

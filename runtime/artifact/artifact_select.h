@@ -44,8 +44,9 @@ Selection select_target(const std::vector<TargetReport> &targets, const Host &ho
 
 // A JSON report of `path` for ops tools: host, every target (manifest summary,
 // files, sizes, hashes, whether it loads here and why not) and the selection;
-// signatures are checked against $GPT_TRUSTED_KEYS when it is set.
-std::string describe_targets(const std::string &path, bool allow_cpu_fallback, bool check_hashes);
+// signatures are checked against `trusted_keys` when there are any.
+std::string describe_targets(const std::string &path, bool allow_cpu_fallback, bool check_hashes,
+                             const std::vector<PublicKey> &trusted_keys);
 
 // scan_targets + select_target for this host; the choice is logged with its reason,
 // and each target skipped for its signature at warn level with why.

@@ -1,10 +1,12 @@
 // log.cpp — spdlog set-up. The library never writes to stdout: that belongs to the app.
 #include "base/log.h"
 
+#include <spdlog/details/null_mutex.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -22,7 +24,8 @@ gpt_log_level to_gpt_level(spdlog::level::level_enum level) {
     }
 }
 
-class CallbackSink : public spdlog::sinks::base_sink<std::mutex> {
+// Serialised by LoggerSlot::mutex, hence no mutex of its own.
+class CallbackSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
 public:
     CallbackSink(gpt_log_callback callback, void *user_data) : callback_(callback), user_data_(user_data) {}
 
@@ -51,10 +54,20 @@ std::shared_ptr<spdlog::logger> make_logger(spdlog::sink_ptr sink) {
     return logger;
 }
 
-std::shared_ptr<spdlog::logger> &logger_slot() {
-    static std::shared_ptr<spdlog::logger> logger =
-        make_logger(std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-    return logger;
+// The logger in use. `mutex` is held while a line is written, through the callback too, and while the logger is
+// swapped: a line goes whole to one sink, and once set_log_callback returns no thread is still in the old
+// callback, whose user_data the caller may then free. Logging is rare (warn by default) and every sink
+// serialised its lines already, so one lock costs nothing new.
+struct LoggerSlot {
+    std::mutex mutex;
+    std::shared_ptr<spdlog::logger> logger = make_logger(std::make_shared<spdlog::sinks::stderr_color_sink_st>());
+    // Read without the lock by log_enabled, which callers ask before they build a line.
+    std::atomic<int> level{logger->level()};
+};
+
+LoggerSlot &logger_slot() {
+    static LoggerSlot slot;
+    return slot;
 }
 
 spdlog::level::level_enum to_spdlog_level(gpt_log_level level) {
@@ -69,18 +82,29 @@ spdlog::level::level_enum to_spdlog_level(gpt_log_level level) {
 
 }  // namespace
 
-bool log_enabled(gpt_log_level level) { return logger_slot()->should_log(to_spdlog_level(level)); }
+bool log_enabled(gpt_log_level level) {
+    return to_spdlog_level(level) >= logger_slot().level.load(std::memory_order_relaxed);
+}
 
-void log(gpt_log_level level, const std::string &message) { logger_slot()->log(to_spdlog_level(level), message); }
+void log(gpt_log_level level, const std::string &message) {
+    if (!log_enabled(level)) return;  // most lines: no lock taken
+    LoggerSlot &slot = logger_slot();
+    const std::lock_guard<std::mutex> lock(slot.mutex);
+    slot.logger->log(to_spdlog_level(level), message);
+}
 
 void set_log_callback(gpt_log_callback callback, void *user_data) {
     spdlog::sink_ptr sink;
     if (callback != nullptr) {
         sink = std::make_shared<CallbackSink>(callback, user_data);
     } else {
-        sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+        sink = std::make_shared<spdlog::sinks::stderr_color_sink_st>();
     }
-    logger_slot() = make_logger(std::move(sink));
+    std::shared_ptr<spdlog::logger> logger = make_logger(std::move(sink));
+    LoggerSlot &slot = logger_slot();
+    const std::lock_guard<std::mutex> lock(slot.mutex);
+    slot.level.store(logger->level(), std::memory_order_relaxed);
+    slot.logger.swap(logger);  // the old one is destroyed after the lock is released
 }
 
 }  // namespace gpt

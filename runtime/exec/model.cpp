@@ -125,6 +125,13 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     }
 }
 
+Model::~Model() {
+    try {
+        log(GPT_LOG_DEBUG, "freeing model " + manifest_.name + " (its handle and every session and trainer are gone)");
+    } catch (...) {  // the line is information only; a destructor must not throw
+    }
+}
+
 // Float weights are packed for the onednn form's graphs, int4 ones for the int4pack form's (a copy as large
 // as the stored weight; the stored one is freed where no graph reads it: the embedding reads lm_head's).
 void Model::bind_inference_graphs() {

@@ -28,6 +28,10 @@ public:
     // Load order: signature (with trusted keys) -> manifest -> torch version and target checks -> sha256 of every
     // other file -> weights (hashed as they are read) -> graphs (the first compiled code to run) -> binding.
     Model(const std::filesystem::path &dir, const gpt_model_params &params);
+    // Logs the unload at debug level: the one sign, outside the library, of when shared ownership ended.
+    ~Model();
+    Model(const Model &) = delete;
+    Model &operator=(const Model &) = delete;
 
     const Manifest &manifest() const { return manifest_; }
     const ModelConfig &config() const { return manifest_.model; }
@@ -78,8 +82,6 @@ public:
     // through extend, where the artifact has it.
     VerifyResult verify() const;
 
-    std::atomic<int> &live_sessions() { return live_sessions_; }
-
     // After the weights changed in place (a training step, a loaded checkpoint):
     // brings the graphs' packed copies of them up to date.
     void weights_changed() { packed_.repack(); }
@@ -110,14 +112,15 @@ private:
     std::unique_ptr<Graph> train_step_;
     std::unique_ptr<Graph> eval_loss_;
     std::unique_ptr<Graph> adamw_;
-    std::atomic<int> live_sessions_{0};
 };
 
 }  // namespace gpt
 
+// The caller's handle. Sessions and trainers hold `impl` too, so the model lives until the handle and the last
+// of them are freed: gpt_model_free never has to refuse, and a caller that ignores its status leaks nothing.
 struct gpt_model {
-    explicit gpt_model(std::unique_ptr<gpt::Model> m) : impl(std::move(m)) {}
-    std::unique_ptr<gpt::Model> impl;
+    explicit gpt_model(std::shared_ptr<gpt::Model> m) : impl(std::move(m)) {}
+    std::shared_ptr<gpt::Model> impl;
     gpt_model_info info{};
     std::string attention;  // info.attention's text
 };

@@ -40,14 +40,13 @@ Session::Session(Model &model, int32_t n_seq) : model_(model), positions_(checke
     if (model.device().is_cuda()) stream_ = std::make_unique<SessionStream>(model.device());
     kv_ = new_cache(model, n_seq, stream_.get());
     if (model.cuda_graphs()) captured_ = std::make_unique<CapturedDecode>(model, kv_, stream_->get());
-    ++model_.live_sessions();
 }
 
 std::optional<c10::Stream> Session::stream() const {
     return stream_ ? std::optional<c10::Stream>(stream_->get()) : std::nullopt;
 }
 
-Session::~Session() { --model_.live_sessions(); }
+Session::~Session() = default;
 
 void Session::reset() { std::fill(positions_.begin(), positions_.end(), 0); }
 

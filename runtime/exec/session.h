@@ -134,6 +134,7 @@ auto Session::on_device(const char *what, Work &&work) {
 }  // namespace gpt
 
 struct gpt_session {
-    gpt_session(gpt::Model &m, int32_t n_seq) : impl(m, n_seq) {}
+    gpt_session(std::shared_ptr<gpt::Model> m, int32_t n_seq) : model(std::move(m)), impl(*model, n_seq) {}
+    std::shared_ptr<gpt::Model> model;  // declared first, so freed after impl, which uses it
     gpt::Session impl;
 };

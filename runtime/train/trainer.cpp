@@ -73,10 +73,9 @@ Trainer::Trainer(Model &model, const gpt_trainer_params &params, const DistConfi
         group_->wait_all();
         masters_changed();
     }
-    ++model_.live_sessions();
 }
 
-Trainer::~Trainer() { --model_.live_sessions(); }
+Trainer::~Trainer() = default;
 
 void Trainer::check_batch(const gpt_token *x, const gpt_token *y, int32_t batch, int32_t seq) const {
     const ModelConfig &c = model_.config();

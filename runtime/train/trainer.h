@@ -80,6 +80,8 @@ private:
 }  // namespace gpt
 
 struct gpt_trainer {
-    gpt_trainer(gpt::Model &m, const gpt_trainer_params &p, const gpt::DistConfig *dist) : impl(m, p, dist) {}
+    gpt_trainer(std::shared_ptr<gpt::Model> m, const gpt_trainer_params &p, const gpt::DistConfig *dist)
+        : model(std::move(m)), impl(*model, p, dist) {}
+    std::shared_ptr<gpt::Model> model;  // declared first, so freed after impl, which uses it
     gpt::Trainer impl;
 };

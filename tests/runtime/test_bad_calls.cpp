@@ -1,6 +1,9 @@
 // Bad arguments through the C ABI: a status and a message, outputs untouched.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "test_support.h"
@@ -80,14 +83,43 @@ TEST_CASE("decoding past the context is refused", "[abi]") {
     CHECK(pos == 0);
 }
 
-TEST_CASE("a model with live sessions is not freed", "[abi]") {
+TEST_CASE("gpt_model_free releases the handle; a session keeps the model working until it is freed", "[abi]") {
+    const std::vector<gpt_token> prompt = {40, 69, 2};
+    const gpt_token next = 11;
+    std::vector<float> expected_prefill, expected_decode;
+    {  // from a model of its own, freed before the log is captured
+        test::Model fresh(test::artifact());
+        REQUIRE(fresh.status == GPT_OK);
+        expected_prefill.resize(static_cast<size_t>(fresh.info.vocab_size));
+        expected_decode.resize(expected_prefill.size());
+        test::Session s(fresh.handle);
+        REQUIRE(gpt_session_prefill(s.handle, prompt.data(), 3, expected_prefill.data()) == GPT_OK);
+        REQUIRE(gpt_session_decode(s.handle, next, expected_decode.data()) == GPT_OK);
+    }
+    test::LogCapture log;  // the model logs "freeing model <name>" (debug) when it is freed
     gpt_model *model = nullptr;
     REQUIRE(gpt_model_load(test::artifact().c_str(), nullptr, &model) == GPT_OK);
+    gpt_model_info info;
+    REQUIRE(gpt_model_get_info(model, &info, sizeof info) == GPT_OK);
+    const std::string freed = "freeing model " + std::string(info.name);
     gpt_session *session = nullptr;
     REQUIRE(gpt_session_create(model, &session) == GPT_OK);
-    CHECK(gpt_model_free(model) == GPT_ERR_BUSY);
-    gpt_session_free(session);
     CHECK(gpt_model_free(model) == GPT_OK);
+    CHECK_FALSE(log.saw(freed));
+
+    std::vector<float> logits(expected_prefill.size());
+    const auto max_abs_diff = [&](const std::vector<float> &expected) {
+        float worst = 0.0f;
+        for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::abs(logits[i] - expected[i]));
+        return worst;
+    };
+    REQUIRE(gpt_session_prefill(session, prompt.data(), 3, logits.data()) == GPT_OK);
+    CHECK(max_abs_diff(expected_prefill) < 1e-5f);
+    REQUIRE(gpt_session_decode(session, next, logits.data()) == GPT_OK);
+    CHECK(max_abs_diff(expected_decode) < 1e-5f);
+    CHECK_FALSE(log.saw(freed));
+    CHECK(gpt_session_free(session) == GPT_OK);
+    CHECK(log.saw(freed));
 }
 
 TEST_CASE("tokenizer round trip and errors through the ABI", "[abi]") {

@@ -161,6 +161,43 @@ TEST_CASE("the single-sequence calls act on sequence 0 of a batched session", "[
     CHECK(position_of(batch.handle, 3) == 0);
 }
 
+TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 only: another's cache is as it was",
+          "[inference][batch]") {
+    test::Model model(test::artifact("flash"));
+    REQUIRE(model.status == GPT_OK);
+    const int32_t vocab = model.info.vocab_size;
+    const auto a = stream(5, 8, vocab), b = stream(6, 8, vocab);
+    test::Session batch(model.handle, 4), alone(model.handle);
+    std::vector<float> logits(static_cast<size_t>(vocab)), expected(static_cast<size_t>(vocab));
+    REQUIRE(gpt_session_prefill_seq(batch.handle, 3, b.data(), 6, logits.data()) == GPT_OK);
+
+    REQUIRE(gpt_session_prefill(batch.handle, a.data(), 5, logits.data()) == GPT_OK);
+    REQUIRE(gpt_session_decode(batch.handle, a[5], logits.data()) == GPT_OK);
+    gpt_generate_params params = test::default_generate_params();
+    params.max_new_tokens = 6;
+    params.temperature = 0.0f;
+    params.stop_at_eos = false;
+    std::vector<gpt_token> got(6), want(6);
+    int32_t n_got = 0, n_want = 0;
+    REQUIRE(gpt_session_generate(batch.handle, a.data(), 4, &params, got.data(), 6, &n_got) == GPT_OK);
+    REQUIRE(gpt_session_generate(alone.handle, a.data(), 4, &params, want.data(), 6, &n_want) == GPT_OK);
+    CHECK(got == want);
+    CHECK(n_got == n_want);
+    CHECK(position_of(batch.handle, 0) == position_of(alone.handle, 0));
+    for (int32_t seq : {1, 2}) CHECK(position_of(batch.handle, seq) == 0);
+    CHECK(position_of(batch.handle, 3) == 6);
+
+    // Sequence 3's next step gives the logits of its tokens decoded alone: its cache was not written.
+    std::vector<gpt_token> step(4, GPT_TOKEN_NONE);
+    step[3] = b[6];
+    std::vector<float> rows(static_cast<size_t>(4 * vocab));
+    REQUIRE(gpt_session_decode_batch(batch.handle, step.data(), rows.data()) == GPT_OK);
+    test::Session b_alone(model.handle);
+    REQUIRE(gpt_session_prefill(b_alone.handle, b.data(), 6, expected.data()) == GPT_OK);
+    REQUIRE(gpt_session_decode(b_alone.handle, b[6], expected.data()) == GPT_OK);
+    CHECK(max_abs_diff(rows.data() + 3 * vocab, expected.data(), vocab) < kTolerance);
+}
+
 TEST_CASE("bad batched calls are refused before anything changes", "[inference][batch]") {
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);

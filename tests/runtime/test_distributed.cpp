@@ -317,6 +317,31 @@ TEST_CASE("distributed parameters come from the launcher's environment", "[distr
     for (const char *name : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT"}) unsetenv(name);
 }
 
+TEST_CASE("the master address read from the environment outlives the variable", "[distributed]") {
+    // putenv puts this buffer itself in the environment: getenv then points into it, as into any
+    // environment storage that a later change may reuse or free.
+    static char entry[] = "MASTER_ADDR=10.1.2.3";
+    REQUIRE(putenv(entry) == 0);
+    gpt_dist_params dist;
+    gpt_dist_default_params(&dist, sizeof dist);
+    REQUIRE(gpt_dist_params_from_env(&dist) == GPT_OK);
+    const char *first = dist.master_addr;
+    REQUIRE(setenv("MASTER_ADDR", "192.168.0.1", 1) == 0);   // the environment lets go of the buffer...
+    std::fill(std::begin(entry), std::end(entry) - 1, 'x');  // ...which its owner then reuses
+    CHECK(std::string(first) == "10.1.2.3");
+    REQUIRE(gpt_dist_params_from_env(&dist) == GPT_OK);
+    CHECK(std::string(dist.master_addr) == "192.168.0.1");
+    const char *second = dist.master_addr;
+    unsetenv("MASTER_ADDR");
+    CHECK(std::string(first) == "10.1.2.3");
+    CHECK(std::string(second) == "192.168.0.1");
+    // Each distinct value is kept once: reading the same value again gives the same copy.
+    REQUIRE(setenv("MASTER_ADDR", "10.1.2.3", 1) == 0);
+    REQUIRE(gpt_dist_params_from_env(&dist) == GPT_OK);
+    CHECK(dist.master_addr == first);
+    unsetenv("MASTER_ADDR");
+}
+
 TEST_CASE("rank shards of gpt train's batches are disjoint and together make the 1-rank batch", "[distributed]") {
     const auto corpus = test::artifact("math").parent_path().parent_path() / "corpus" / "train.bin";
     const int seq = 16, rows = 3, world = 4;

@@ -360,6 +360,48 @@ TEST_CASE("SelectionWithKeysTakesTheSignedTargetOverUnsignedOnesItWouldPrefer", 
     CHECK(load_with_keys(s.art.model_dir(), nullptr) == GPT_OK);
 }
 
+TEST_CASE("SelectionAndDescriptionV2TakeTheirTrustedKeysAsAnArgument", "[signature][select]") {
+    // As above: a_cpu (signed over other bytes) and b_cpu (unsigned) sort before the signed cpu.
+    SignedArtifact s;
+    const json cpu_target = s.art.manifest()["target"];
+    const auto wrongly_signed = s.art.add_target("a_cpu", cpu_target);
+    json m = s.art.manifest();
+    m["name"] = "tampered";
+    std::ofstream(wrongly_signed / "manifest.json", std::ios::trunc) << m.dump(2);
+    std::filesystem::remove(s.art.add_target("b_cpu", cpu_target) / "manifest.sig");
+    unsetenv("GPT_TRUSTED_KEYS");
+    const std::string dir = s.art.model_dir().string();
+    const auto selected = [&](const char *keys) {
+        char out[4096];
+        size_t size = 0;
+        REQUIRE(gpt_artifact_select_v2(dir.c_str(), 0, keys, out, sizeof out, &size) == GPT_OK);
+        return std::string(out);
+    };
+    const auto described = [&](const char *keys) {
+        size_t size = 0;
+        REQUIRE(gpt_artifact_describe_v2(dir.c_str(), 0, keys, nullptr, 0, &size) == GPT_ERR_BUFFER_TOO_SMALL);
+        std::string report(size, '\0');
+        REQUIRE(gpt_artifact_describe_v2(dir.c_str(), 0, keys, report.data(), size, &size) == GPT_OK);
+        return json::parse(report.c_str())["selected"]["dir"].get<std::string>();
+    };
+    // NULL: the environment's keys, here none, as the first forms.
+    CHECK(selected(nullptr) == wrongly_signed.string());
+    CHECK(described(nullptr) == wrongly_signed.string());
+    // The keys given, with GPT_TRUSTED_KEYS unset: only the signed target is selected.
+    CHECK(selected(s.public_key.c_str()) == s.art.dir().string());
+    CHECK(described(s.public_key.c_str()) == s.art.dir().string());
+
+    char out[4096];
+    size_t size = 0;
+    CHECK(gpt_artifact_select_v2(dir.c_str(), 0, "", out, sizeof out, &size) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_artifact_describe_v2(dir.c_str(), 0, "", nullptr, 0, &size) == GPT_ERR_INVALID_ARGUMENT);
+    const uint32_t unknown = UINT32_C(1) << 7;
+    CHECK(gpt_artifact_select_v2(dir.c_str(), unknown, nullptr, out, sizeof out, &size) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(error_mentions("flags"));
+    CHECK(gpt_artifact_describe_v2(dir.c_str(), unknown, nullptr, nullptr, 0, &size) == GPT_ERR_INVALID_ARGUMENT);
+    CHECK(gpt_artifact_select(dir.c_str(), unknown, out, sizeof out, &size) == GPT_OK);  // the first form ignores it
+}
+
 TEST_CASE("ManifestFailingItsSignatureIsNeverParsed", "[signature][select]") {
     // Malformed JSON under a signature over other bytes: the signature error, never a parse error,
     // whether the artifact is named directly or selected from its model directory.
