@@ -62,7 +62,7 @@ void check_adjustments(const LogitAdjustments &adjust) {
         fail(GPT_ERR_INVALID_ARGUMENT, "the logit bias names token " + std::to_string(*twice) + " twice");
 }
 
-Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed, LogitAdjustments adjust)
+Sampler::Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed, const LogitAdjustments &adjust)
     : temperature_(temperature),
       top_k_(top_k),
       top_p_(top_p),

@@ -35,7 +35,7 @@ void check_adjustments(const LogitAdjustments &adjust);
 
 class Sampler {
 public:
-    Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed, LogitAdjustments adjust = {});
+    Sampler(float temperature, int32_t top_k, float top_p, uint64_t seed, const LogitAdjustments &adjust = {});
     // Logits may be -inf (a token ruled out); NaN, +inf or all -inf throw GPT_ERR_NON_FINITE.
     // Adjusts them (adjusted()) first, and counts the token drawn for the penalties.
     gpt_token sample(const float *logits, int32_t vocab_size);
