@@ -205,7 +205,7 @@ GPT_API gpt_status gpt_model_free(struct gpt_model *model);
 
 struct gpt_model_info {
     size_t struct_size;        /* bytes filled by gpt_model_get_info (see Versioning) */
-    const char *name;          /* strings live as long as the model */
+    const char *name;          /* strings valid until gpt_model_free on this handle */
     const char *device;        /* "cpu" or "cuda" */
     const char *arch;          /* "x86_64", "sm_90", ... */
     const char *dtype;         /* "float32", "bfloat16", ... */

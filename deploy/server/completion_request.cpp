@@ -75,6 +75,8 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json &j) {
     const json *v = field(j, "logit_bias");
     if (!v) return {};
     if (!v->is_object()) throw BadRequest("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+    if (v->size() > kMaxLogitBias)  // each is added at every step of the request
+        throw BadRequest("'logit_bias' holds at most " + std::to_string(kMaxLogitBias) + " tokens", "logit_bias");
     std::vector<std::pair<int32_t, float>> bias;
     for (const auto &[key, value] : v->items()) {
         const bool decimal = !key.empty() && key.size() <= 9 && (key == "0" || key[0] != '0') &&

@@ -5,6 +5,7 @@
 // different behaviour.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,8 +38,9 @@ struct CompletionRequest {
     std::vector<std::pair<int32_t, float>> logit_bias;  // distinct token ids (checked against the vocabulary later)
 };
 
-// The most completions one request may ask for (`n`).
+// The most completions one request may ask for (`n`), and the most tokens its logit_bias may name.
 constexpr int kMaxChoices = 16;
+constexpr size_t kMaxLogitBias = 1024;
 
 // Parses the JSON body; BadRequest (with the field as `param`) for anything to fix.
 // `max_tokens_limit` caps max_tokens.

@@ -227,9 +227,12 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
             },
             [&hung_up] { return hung_up && hung_up->load(); });
         log_generation(id, started, *model, true, specs.front().prompt.size(), jobs, first_token);
-        if (std::any_of(jobs.begin(), jobs.end(), [](const auto &job) { return job->finish_reason() == "cancelled"; }))
+        // A failure is reported (its siblings were cancelled because of it); a client that left hears nothing.
+        const Job *failed = failed_job(jobs);
+        if (!failed &&
+            std::any_of(jobs.begin(), jobs.end(), [](const auto &job) { return job->finish_reason() == "cancelled"; }))
             return;
-        if (const Job *failed = failed_job(jobs)) {
+        if (failed) {
             send({{"error",
                    {{"message", failed->error()},
                     {"type", "server_error"},

@@ -81,6 +81,8 @@ std::vector<std::shared_ptr<Job>> run_jobs(const ServedModel &model, std::vector
             for (const TokenEvent &e : events)
                 if (!cancelled && sink && !sink(i, e)) cancel_all();
             events.clear();
+            // A failed completion fails the request: its siblings give their slots back now.
+            if (ended[i] && jobs[i]->status() != GPT_OK && !cancelled) cancel_all();
         }
         if (!cancelled && client_gone && client_gone()) cancel_all();
         // Bounded waits: a client that left is noticed by the next write, and the scheduler checks

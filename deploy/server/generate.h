@@ -34,7 +34,7 @@ using EventSink = std::function<bool(size_t index, const TokenEvent &event)>;
 // every one ends; returns the ended jobs in order. Each after the first shares the first's prompt
 // (JobSpec::shares_prompt_with). Events reach `sink` as they come, on the calling thread. `client_gone`
 // (optional) is asked between waits as well as the sink per event, so that a client that leaves while its
-// request waits in the queue frees its places too; either cancels every job.
+// request waits in the queue frees its places too; either cancels every job, as does a job that fails.
 std::vector<std::shared_ptr<Job>> run_jobs(const ServedModel &model, std::vector<JobSpec> specs, const EventSink &sink,
                                            const std::function<bool()> &client_gone = nullptr);
 

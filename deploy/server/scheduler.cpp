@@ -213,7 +213,9 @@ bool Scheduler::prompt_pending(const std::weak_ptr<Job> &job) const {
     const std::shared_ptr<Job> other = job.lock();
     if (!other) return false;
     if (std::find(waiting_.begin(), waiting_.end(), other) != waiting_.end()) return true;
-    return std::any_of(slots_.begin(), slots_.end(), [&](const Slot &s) { return s.job == other && s.prefilling; });
+    // Its prompt, not a context refill later on (after which the slot no longer holds the prompt).
+    return std::any_of(slots_.begin(), slots_.end(),
+                       [&](const Slot &s) { return s.job == other && s.prefilling && s.generated == 0; });
 }
 
 // The context is full: the most recent half window is prefilled again, as gpt_session_generate does.

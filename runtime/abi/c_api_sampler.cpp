@@ -47,20 +47,27 @@ gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers, int32_t
                                                     std::to_string(GPT_MAX_TOP_LOGPROBS) + "], not " +
                                                     std::to_string(n_top_logprobs));
         const auto row = [&](int32_t i) { return logits + static_cast<size_t>(i) * static_cast<size_t>(vocab_size); };
-        // Every row is checked before any sampler draws: a refused call moves no random stream. (The adjusted
-        // rows are finite where the model's are: biases and penalties are finite.)
+        // Every row is checked as its sampler will draw from it (adjusted: a finite bias can still overflow a huge
+        // logit) before any sampler draws: a refused call moves no random stream and counts no token.
         std::vector<gpt::Sampler *> rows(static_cast<size_t>(n_seq), nullptr);
         for (int32_t i = 0; i < n_seq; ++i) {
             if (samplers[i] == nullptr) continue;
+            for (int32_t other = 0; other < i; ++other)  // each row draws from its own stream and counts
+                if (samplers[other] == samplers[i])
+                    gpt::fail(GPT_ERR_INVALID_ARGUMENT, "row " + std::to_string(i) + " has the sampler of row " +
+                                                            std::to_string(other) + ": each row needs its own");
             rows[static_cast<size_t>(i)] = &samplers[i]->impl;
             samplers[i]->impl.check_vocab(vocab_size);
             try {
-                gpt::check_logits(row(i), vocab_size);
+                gpt::check_logits(samplers[i]->impl.adjusted(row(i), vocab_size), vocab_size);
             } catch (const gpt::Error &e) {
                 gpt::fail(e.status(), "row " + std::to_string(i) + ": " + e.what());
             }
         }
         const gpt::SampledRows sampled = gpt::sample_rows(rows.data(), n_seq, logits, vocab_size);
+        if (!sampled.refused.empty())  // checked above; never left half drawn without saying so
+            gpt::fail(GPT_ERR_INTERNAL,
+                      "row " + std::to_string(sampled.refused.front()) + " was refused after its check");
         std::copy(sampled.tokens.begin(), sampled.tokens.end(), out_tokens);
         if (out_logprobs == nullptr) return;
         const size_t stride = 1 + static_cast<size_t>(n_top_logprobs);

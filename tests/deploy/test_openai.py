@@ -308,6 +308,9 @@ def test_errors_surface_as_the_clients_typed_exceptions(client, server):
             complete(client, prompt=PROMPT, logit_bias=bias)
         assert e.value.body["param"] == "logit_bias", bias
     with pytest.raises(openai.BadRequestError) as e:
+        complete(client, prompt=PROMPT, logit_bias={str(i): 1 for i in range(1025)})
+    assert e.value.body["param"] == "logit_bias" and "at most 1024" in e.value.message
+    with pytest.raises(openai.BadRequestError) as e:
         complete(client, prompt=PROMPT, presence_penalty=2.5)
     assert e.value.body["param"] == "presence_penalty"
     with pytest.raises(openai.BadRequestError) as e:

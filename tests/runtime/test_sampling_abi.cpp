@@ -114,8 +114,8 @@ TEST_CASE("log-probabilities are the log-softmax of the logits, before temperatu
     const int rows = 3, vocab = 1000, n_top = 5;
     std::mt19937_64 rng(2);
     const std::vector<float> logits = random_logits(rng, rows, vocab);
-    gpt_sampler *hot = make_sampler(2.0f, 0, 1.0f, 7);
-    std::vector<gpt_sampler *> samplers = {hot, nullptr, hot};  // row 1 sits out
+    gpt_sampler *hot = make_sampler(2.0f, 0, 1.0f, 7), *hot2 = make_sampler(2.0f, 0, 1.0f, 8);
+    std::vector<gpt_sampler *> samplers = {hot, nullptr, hot2};  // row 1 sits out
     std::vector<gpt_token> tokens(rows, 0);
     std::vector<gpt_token_logprob> lp(rows * (1 + n_top));
     REQUIRE(gpt_sampler_sample_batch(samplers.data(), rows, logits.data(), vocab, tokens.data(), n_top, lp.data()) ==
@@ -137,6 +137,7 @@ TEST_CASE("log-probabilities are the log-softmax of the logits, before temperatu
     CHECK(gpt_sampler_sample_batch(samplers.data(), rows, logits.data(), vocab, tokens.data(), GPT_MAX_TOP_LOGPROBS + 1,
                                    lp.data()) == GPT_ERR_INVALID_ARGUMENT);
     gpt_sampler_free(hot);
+    gpt_sampler_free(hot2);
 }
 
 TEST_CASE("a row that cannot be sampled refuses the call and advances no sampler", "[sampling]") {
@@ -255,6 +256,32 @@ TEST_CASE("a logit bias outside the vocabulary refuses the call before anything 
     gpt_token t = 0;
     CHECK(gpt_sampler_sample_batch(&outside, 1, wider.data(), 17, &t, 0, nullptr) == GPT_OK);
     for (gpt_sampler *s : {inside, outside, fresh}) gpt_sampler_free(s);
+}
+
+TEST_CASE("a row its bias makes non-finite, or one sampler in two rows, refuses the call before any draw",
+          "[sampling]") {
+    const int vocab = 8;
+    std::vector<float> logits(2 * vocab, 0.0f);
+    logits[0] = 3e38f;  // finite, and so is the bias: their sum is not
+    gpt_sampler *overflowing = make_adjusting_sampler(1.0f, 0, 1, {{0, 3e38f}}, 0.0f, 0.0f);
+    gpt_sampler *other = make_sampler(1.0f, 0, 1.0f, 2), *fresh = make_sampler(1.0f, 0, 1.0f, 2);
+    std::vector<gpt_sampler *> rows = {other, overflowing};
+    std::vector<gpt_token> tokens(2, 0);
+    // other's row comes first: it must not have drawn when the second row is refused.
+    std::vector<float> swapped(logits.begin() + vocab, logits.end());
+    swapped.insert(swapped.end(), logits.begin(), logits.begin() + vocab);
+    CHECK(gpt_sampler_sample_batch(rows.data(), 2, swapped.data(), vocab, tokens.data(), 0, nullptr) ==
+          GPT_ERR_NON_FINITE);
+    CHECK(test::error_mentions("row 1"));
+    gpt_token after = 0, expected = 0;
+    REQUIRE(gpt_sampler_sample_batch(&other, 1, swapped.data(), vocab, &after, 0, nullptr) == GPT_OK);
+    REQUIRE(gpt_sampler_sample_batch(&fresh, 1, swapped.data(), vocab, &expected, 0, nullptr) == GPT_OK);
+    CHECK(after == expected);
+    std::vector<gpt_sampler *> twice = {other, other};
+    CHECK(gpt_sampler_sample_batch(twice.data(), 2, swapped.data(), vocab, tokens.data(), 0, nullptr) ==
+          GPT_ERR_INVALID_ARGUMENT);
+    CHECK(test::error_mentions("each row needs its own"));
+    for (gpt_sampler *s : {overflowing, other, fresh}) gpt_sampler_free(s);
 }
 
 TEST_CASE("a sampler's bias and penalties are checked when it is made", "[sampling]") {
