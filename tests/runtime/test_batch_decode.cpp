@@ -139,28 +139,6 @@ TEST_CASE("a sequence that sits out keeps its position, its logits row and its c
     }
 }
 
-TEST_CASE("the single-sequence calls act on sequence 0 of a batched session", "[inference][batch]") {
-    test::Model model(test::artifact("flash"));
-    REQUIRE(model.status == GPT_OK);
-    const int32_t vocab = model.info.vocab_size;
-    const auto a = stream(5, 8, vocab), b = stream(6, 8, vocab);
-    test::Session batch(model.handle, 4), alone(model.handle);
-    std::vector<float> got(static_cast<size_t>(vocab)), expected(static_cast<size_t>(vocab));
-    REQUIRE(gpt_session_prefill_seq(batch.handle, 3, b.data(), 6, got.data()) == GPT_OK);
-    REQUIRE(gpt_session_prefill(batch.handle, a.data(), 5, got.data()) == GPT_OK);
-    REQUIRE(gpt_session_decode(batch.handle, a[5], got.data()) == GPT_OK);
-    REQUIRE(gpt_session_prefill(alone.handle, a.data(), 5, expected.data()) == GPT_OK);
-    REQUIRE(gpt_session_decode(alone.handle, a[5], expected.data()) == GPT_OK);
-    CHECK(max_abs_diff(got.data(), expected.data(), vocab) < kTolerance);
-    int32_t position = 0;
-    REQUIRE(gpt_session_get_position(batch.handle, &position) == GPT_OK);
-    CHECK(position == 6);
-    CHECK(position_of(batch.handle, 3) == 6);  // untouched by sequence 0's calls
-    REQUIRE(gpt_session_reset(batch.handle) == GPT_OK);
-    CHECK(position_of(batch.handle, 0) == 0);
-    CHECK(position_of(batch.handle, 3) == 0);
-}
-
 TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 only: another's cache is as it was",
           "[inference][batch]") {
     test::Model model(test::artifact("flash"));
@@ -173,6 +151,15 @@ TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 on
 
     REQUIRE(gpt_session_prefill(batch.handle, a.data(), 5, logits.data()) == GPT_OK);
     REQUIRE(gpt_session_decode(batch.handle, a[5], logits.data()) == GPT_OK);
+    {
+        test::Session a_alone(model.handle);
+        REQUIRE(gpt_session_prefill(a_alone.handle, a.data(), 5, expected.data()) == GPT_OK);
+        REQUIRE(gpt_session_decode(a_alone.handle, a[5], expected.data()) == GPT_OK);
+        CHECK(max_abs_diff(logits.data(), expected.data(), vocab) < kTolerance);
+        int32_t position = 0;
+        REQUIRE(gpt_session_get_position(batch.handle, &position) == GPT_OK);
+        CHECK(position == 6);
+    }
     gpt_generate_params params = test::default_generate_params();
     params.max_new_tokens = 6;
     params.temperature = 0.0f;
@@ -196,6 +183,10 @@ TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 on
     REQUIRE(gpt_session_prefill(b_alone.handle, b.data(), 6, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_decode(b_alone.handle, b[6], expected.data()) == GPT_OK);
     CHECK(max_abs_diff(rows.data() + 3 * vocab, expected.data(), vocab) < kTolerance);
+    // reset is the one call without _seq that acts on every sequence.
+    REQUIRE(gpt_session_reset(batch.handle) == GPT_OK);
+    CHECK(position_of(batch.handle, 0) == 0);
+    CHECK(position_of(batch.handle, 3) == 0);
 }
 
 TEST_CASE("bad batched calls are refused before anything changes", "[inference][batch]") {
