@@ -7,9 +7,11 @@ Q8_0, Q4_0, Q4_K_M (and bf16) and CTranslate2's int8, GPT-2 124M on the same wei
     .venv/bin/python bench/int8_bench.py [--threads 2] [--batches 1 8] [--contexts 128 1024] [--gen 32]
         [--reps 5] [--rounds 2] [--out DIR]
 
-Our three artifacts are compiled here once (bench/work/int8/gpt2-124m-{bf16,int8,int4}/cpu, from the Hugging
-Face layout safetensors the peers convert, `--dtype bf16`, int4 in groups of 32, attention flash for all so that
-they differ by their linears alone, the linear forms measured by the compile). Rows: bench/runtime_bench.c
+Our artifacts are compiled here once, those the run names (bench/work/int8/gpt2-124m-{bf16,bf16math,int8,int4}/cpu,
+from the Hugging Face layout safetensors the peers convert, `--dtype bf16`, int4 in groups of 32; the prefill's
+attention math, decode's measured by the compile on its compiled decode graph (`--decode-attention auto`; the
+`bf16math` artifact pins decode's to SDPA's math, the kernel every earlier run compared), the linear forms
+measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
 implementation runs in its own process, rounds alternate the implementations, and each cell is the median of its
@@ -39,12 +41,20 @@ import int8_peers  # noqa: E402
 import suite  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "aot"))
-from gpt_aot.artifact.manifest import FORMAT_VERSION  # noqa: E402
+from gpt_aot.artifact.manifest import FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION  # noqa: E402
+
+FORMAT_VERSIONS = (FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
 
 PY = sys.executable
 WORK = ROOT / "bench" / "work" / "int8"
 HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
-ARTIFACTS = {"int8": WORK / "gpt2-124m-int8", "int4": WORK / "gpt2-124m-int4", "bf16": WORK / "gpt2-124m-bf16"}
+ARTIFACTS = {
+    "int8": WORK / "gpt2-124m-int8",
+    "int4": WORK / "gpt2-124m-int4",
+    "bf16": WORK / "gpt2-124m-bf16",
+    "bf16math": WORK / "gpt2-124m-bf16math",
+}
+DECODE_ATTENTION = {"bf16math": "math"}  # the others: measured (auto)
 QUANTIZED = ("int8", "int4")  # ours: the ratio sections compare every other row with these
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 
@@ -54,11 +64,12 @@ def compile_ours(weights: str) -> float | None:
     when compiled now."""
     out = ARTIFACTS[weights]
     manifest = out / "cpu" / "manifest.json"
-    if manifest.exists() and json.loads(manifest.read_text())["format_version"] == FORMAT_VERSION:
+    if manifest.exists() and json.loads(manifest.read_text())["format_version"] in FORMAT_VERSIONS:
         return None
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
-    cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "flash"]
+    cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
+    cmd += ["--decode-attention", DECODE_ATTENTION.get(weights, "auto")]
     cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", weights] if weights in QUANTIZED else [])
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
@@ -100,6 +111,12 @@ def linear_picks(weights: str) -> dict:
     manifest = json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())
     picks = {graph: manifest["graphs"][graph]["linear"] for graph in ("prefill", "decode", "decode_one")}
     return {"layout": manifest["weights"].get("quantization", {}).get("layout"), **picks}
+
+
+def attention_pick_of(weights: str) -> dict:
+    """Decode's attention kernel as our artifact's manifest records it: pinned, or each candidate's times on
+    the compiled decode graph."""
+    return json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())["attention"]["decode"]
 
 
 def cache_bytes(batch: int, positions: float, element: int) -> float:
@@ -149,7 +166,19 @@ def report(out: Path, result: dict) -> None:
             lines.append(f"- {weights} {graph}: {pick['form']} ({pick['selected_by']}{': ' + times if times else ''})")
         if picks["layout"]:
             lines.append(f"- {weights} weights layout: {picks['layout']}")
-    for base in QUANTIZED:
+    lines += [
+        "",
+        "Decode's attention (the compile's pick; ms of each candidate's compiled decode graph, per setting):",
+        "",
+    ]
+    for weights, pick in result.get("decode_attention_picks", {}).items():
+        times = "; ".join(
+            f"{kind} " + ", ".join(f"{setting} {ms:.1f}" for setting, ms in c["ms_by_setting"].items())
+            for kind, c in pick.get("candidates", {}).items()
+            if c.get("runs")
+        )
+        lines.append(f"- {weights}: {pick['backend']} ({pick['selected_by']}{': ' + times if times else ''})")
+    for base in (*QUANTIZED, "bf16"):
         if ("ours", base) not in impls:
             continue
         lines += ["", f"Ratios (time of the other over ours {base}; > 1: ours {base} is faster):", ""]
@@ -182,7 +211,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    compile_s = {w: compile_ours(w) for w in ARTIFACTS}
+    ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
+    compile_s = {w: compile_ours(w) for w in ours}
     torch.set_num_threads(args.threads)
     bandwidth = suite.read_bandwidth("cpu")
     shape = (args.batches, args.contexts, args.gen, args.reps)
@@ -215,9 +245,10 @@ def main() -> int:
         "rounds": args.rounds,
         "read_bandwidth": bandwidth,
         "compile_s": compile_s,
-        "linear_picks": {w: linear_picks(w) for w in ARTIFACTS if f"ours-{w}" in args.impls},
+        "linear_picks": {w: linear_picks(w) for w in ours},
+        "decode_attention_picks": {w: attention_pick_of(w) for w in ours},
         "llama_version": int8_peers.llama_version(),
-        "ct2_version": __import__("ctranslate2").__version__,
+        "ct2_version": __import__("ctranslate2").__version__ if any(i.startswith("ct2") for i in args.impls) else None,
         "rows": summarize(cells, args.gen, bandwidth),
     }
     out = args.out or ROOT / "bench" / "results" / f"cpu-{result['date']}-int8"

@@ -15,4 +15,4 @@ fi
 .venv/bin/ruff format --check aot tests bench scripts
 git ls-files '*.c' '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
 # clang-tidy, again only for files that changed since they last passed here (scripts/tidy.py).
-scripts/tidy.py $(git ls-files 'runtime/*.cpp' 'cli/*.cpp' 'deploy/server/*.cpp')
+scripts/tidy.py $(git ls-files 'runtime/*.cpp' 'kernels/*.cpp' 'cli/*.cpp' 'deploy/server/*.cpp')

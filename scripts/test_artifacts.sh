@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test artifacts (tests/fixtures/build_artifacts.py) into OUT_DIR, compiled once per content: what they
-# are made from (aot/, tests/fixtures/, torch, the C++ compiler, the CPU's flags, Python) keys a copy kept
+# are made from (aot/, tests/fixtures/, kernels/, torch, the C++ compiler, the CPU's flags, Python) keys a copy kept
 # under GPT_CACHE_DIR, which a later run on this machine copies instead of compiling. GPT_FULL=1 compiles.
 # Usage: scripts/test_artifacts.sh OUT_DIR
 set -euo pipefail
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 out=$1
 cache=${GPT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpt-aot}/test-artifacts
 key=$( {
-  git ls-files -z aot tests/fixtures | xargs -0 sha256sum
+  git ls-files -z aot tests/fixtures kernels | xargs -0 sha256sum
   .venv/bin/python -c 'import sys, torch; from gpt_aot.compiler import isa; print(sys.version, torch.__version__, sorted(isa.cpu_flags()))'
   "$(.venv/bin/python -c 'from torch._inductor import cpp_builder; print(cpp_builder.get_cpp_compiler())')" --version
 } | sha256sum | cut -c1-16)

@@ -42,6 +42,7 @@ def _compile(args) -> int:
         name=Path(args.output).name,
         tokenizer=tokenizer,
         attention=args.attention,
+        decode_attention=args.decode_attention,
         decode_linear=args.decode_linear,
         batched_linear=args.batched_linear,
         max_batch=args.max_batch,
@@ -116,6 +117,11 @@ def main(argv=None) -> int:
         "(x86-64-v3: AVX2/FMA/BMI; x86-64-v4: AVX-512 F/BW/CD/DQ/VL)",
     )
     p.add_argument("--attention", default="auto", help="auto (measured), naive, math, flash, efficient, cudnn")
+    p.add_argument(
+        "--decode-attention",
+        help="decode's own kernel, where it differs from --attention: auto, naive, math, flash, efficient, cudnn, "
+        "or chunked (CPU: the kernel library's one-query attention over the positions each row has filled)",
+    )
     p.add_argument(
         "--decode-linear",
         default="auto",

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "artifact/kernels_check.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "formats/files.h"
@@ -28,6 +29,7 @@ TargetReport check_artifact(const std::string &dir, const Host &host, bool check
                               ? parse_manifest(read_file(dir + "/" + kManifestFile, kMaxManifestBytes, Links::refuse))
                               : read_manifest(dir, trusted_keys);
         check_torch_version(report.manifest->torch_version);
+        check_kernels(report.manifest->kernels);
         check_target(report.manifest->target, host);
         if (check_hashes) {
             verify_files(dir, *report.manifest);

@@ -15,6 +15,7 @@
 #include <set>
 
 #include "artifact/device.h"
+#include "artifact/kernels_check.h"
 #include "base/error.h"
 #include "base/log.h"
 #include "exec/safetensors.h"
@@ -64,6 +65,7 @@ void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, 
 Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     : manifest_(read_manifest(dir, load_trusted_keys(params.trusted_keys))), device_(c10::kCPU) {
     check_torch_version(manifest_.torch_version);
+    check_kernels(manifest_.kernels);
     const Host host = detect_host();
     check_target(manifest_.target, host);
     const bool cuda = manifest_.target.device == "cuda";

@@ -124,6 +124,26 @@ std::vector<std::string> isa_words(const json &target, const char *key) {
     return out;
 }
 
+// "kernels": {"library": "gpt_kernels", "version": N, "operators": ["gpt_kernels::<name>", ...]}.
+KernelsSpec kernels_spec(const json &k) {
+    if (string_field(k, "library") != "gpt_kernels") invalid("'kernels.library' must be 'gpt_kernels'");
+    const json &version = field(k, "version");
+    if (!version.is_number_unsigned() || version < 1 || version > 1000000)
+        invalid("'kernels.version' must be an integer from 1 to 1000000");
+    KernelsSpec spec;
+    spec.version = version.get<int64_t>();
+    const json &operators = field(k, "operators");
+    if (!operators.is_array() || operators.empty() || operators.size() > kMaxKernelOperators)
+        invalid("'kernels.operators' must list 1 to " + std::to_string(kMaxKernelOperators) + " operators");
+    for (const auto &item : operators) {
+        const std::string name = isa_word(item, "kernels.operators");
+        if (name.rfind("gpt_kernels::", 0) != 0 || name.size() == std::string("gpt_kernels::").size())
+            invalid("'kernels.operators' entries must be 'gpt_kernels::<name>'");
+        spec.operators.push_back(name);
+    }
+    return spec;
+}
+
 bool is_hex_sha256(const std::string &s) {
     if (s.size() != 64) return false;
     for (char c : s)
@@ -296,6 +316,11 @@ Manifest parse_manifest(const Bytes &text) {
         if (!m.quantization.empty())
             invalid("a quantized artifact has no training graphs: its weights are " + m.quantization);
         m.training = training_spec(j.at("training"), m.dtype, m.format_version);
+    }
+
+    if (j.contains("kernels")) {
+        if (m.format_version < 14) invalid("'kernels' needs format version 14 or later");
+        m.kernels = kernels_spec(j.at("kernels"));
     }
 
     const json &files = field(j, "files");

@@ -20,8 +20,8 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 13: training.master_dtype, the dtype of the adamw graph's tensors (history: aot/gpt_aot/artifact/manifest.py).
-inline constexpr int kFormatVersion = 13;
+// 14: "kernels", the kernel library's operators the graphs call (history: aot/gpt_aot/artifact/manifest.py).
+inline constexpr int kFormatVersion = 14;
 // Also read: 12 is 13 without training.master_dtype, whose adamw graph takes the model's dtype.
 inline constexpr int kOldestFormatVersion = 12;
 
@@ -96,6 +96,14 @@ struct TrainingSpec {
     GraphSpec adamw;
 };
 
+// The project's kernel library (kernels/kernels.h) as an artifact needs it: its graphs call these operators
+// through torch's dispatcher, as the library of `version` defines them.
+struct KernelsSpec {
+    int64_t version = 0;
+    std::vector<std::string> operators;  // "gpt_kernels::<name>"
+};
+constexpr size_t kMaxKernelOperators = 64;
+
 struct Manifest {
     int format_version = 0;
     std::string name;
@@ -127,6 +135,7 @@ struct Manifest {
     double golden_atol = 0;
     double golden_rtol = 0;
     std::optional<TrainingSpec> training;
+    std::optional<KernelsSpec> kernels;  // from format 14, where a graph calls the kernel library
     std::map<std::string, FileEntry> files;
 };
 

@@ -1,6 +1,7 @@
 """Compiled artifacts: manifest, hashes, kernel choice, and logits against eager PyTorch."""
 
 import json
+import math
 import re
 import shutil
 from pathlib import Path
@@ -10,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from gpt_aot.artifact.loader import ArtifactGraphs
-from gpt_aot.artifact.manifest import FORMAT_NAME, FORMAT_VERSION, sha256_file
+from gpt_aot.artifact.manifest import FORMAT_NAME, WITHOUT_KERNELS_FORMAT_VERSION, sha256_file
 from gpt_aot.compiler import attention_pick, inductor, linear_pick, measure, packages, pipeline
 from gpt_aot.compiler.target import resolve
 
@@ -30,7 +31,7 @@ def loaded(artifacts):
 def test_manifest_records_format_target_model_and_every_file_hash(artifacts, fixtures):
     directory = artifact_dir(artifacts, "flash")
     manifest = json.loads((directory / "manifest.json").read_text())
-    assert manifest["format"] == FORMAT_NAME and manifest["format_version"] == FORMAT_VERSION
+    assert manifest["format"] == FORMAT_NAME and manifest["format_version"] == WITHOUT_KERNELS_FORMAT_VERSION
     assert manifest["torch_version"] == torch.__version__
     assert manifest["target"]["device"] == "cpu" and manifest["target"]["isa"]
     assert manifest["dtype"] == "float32"
@@ -288,17 +289,31 @@ def test_a_block_size_too_small_to_export_is_refused_by_name(fixtures):
     assert set(export_graphs(GPT(replace(fixtures.CONFIG, block_size=3), "math"), kinds)) == {"prefill", "decode"}
 
 
-def test_decode_attention_is_measured_by_decode_steps_against_math(fixtures):
-    from gpt_aot.model.attention import ATTENTION_KINDS
+def test_decode_attention_is_measured_on_the_compiled_decode_graph_against_math(fixtures):
+    """Each kind's decode graph as AOTInductor compiles it, at one and eight rows over a short cache (128
+    positions) and the whole context (160 here), each setting timed apart; the pick compares the geometric
+    mean of each setting's time over math's."""
+    from dataclasses import replace
 
-    model = fixtures.tiny_model("flash")
-    candidates = attention_pick.measure_decode(model)
-    assert set(candidates) == set(ATTENTION_KINDS)
+    from gpt_aot.model.gpt import GPT
+
+    model = GPT(replace(fixtures.CONFIG, block_size=160), "flash").init_weights(fixtures.SEED).eval()
+    candidates = attention_pick.measure_decode(model, resolve("cpu", "auto", "fp32"), repeats=3)
+    assert set(candidates) == {"math", "flash", "efficient", "cudnn", "chunked"}  # naive: a reference only
     assert candidates["math"]["max_abs_err"] == 0.0
-    for kind in KINDS:  # every kind with a CPU kernel
-        assert candidates[kind]["runs"] and candidates[kind]["ms"] > 0
-        assert candidates[kind]["max_abs_err"] < TOL, kind
+    settings = {f"rows {rows}, span {span}" for rows in (1, 8) for span in (128, 160)}
+    for kind in ("math", "flash", "chunked"):  # every kind with a CPU kernel for decode's call
+        c = candidates[kind]
+        assert c["runs"] and c["max_abs_err"] < TOL, kind
+        assert set(c["ms_by_setting"]) == settings and all(ms > 0 for ms in c["ms_by_setting"].values())
+        assert c["ms"] == pytest.approx(sum(c["ms_by_setting"].values()), abs=1e-3) and c["spread"] >= 0
+        ratios = [ms / candidates["math"]["ms_by_setting"][s] for s, ms in c["ms_by_setting"].items()]
+        assert c["relative"] == pytest.approx(math.prod(ratios) ** (1 / len(ratios)), rel=1e-3)
+    assert candidates["math"]["relative"] == 1.0
     assert not candidates["cudnn"]["runs"]
+    assert measure.pick(candidates, torch.float32) == min(
+        ("math", "flash", "chunked"), key=lambda k: candidates[k]["relative"]
+    )
     assert model.attention == "flash"  # the model is left as it came
 
 

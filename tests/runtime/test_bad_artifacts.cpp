@@ -10,9 +10,11 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "artifact/device.h"
+#include "artifact/kernels_check.h"
 #include "exec/model.h"
 #include "test_support.h"
 
@@ -464,4 +466,35 @@ TEST_CASE("TruncatedDataFilesWithAMatchingManifestAreRefusedByTheirParsers", "[a
     CHECK(tried == 64);
     CHECK(refused == tried);
     CHECK(load(art.dir()) == GPT_OK);
+}
+
+TEST_CASE("a kernels section is format 14's, names gpt_kernels operators, and is checked before graphs load",
+          "[artifact]") {
+    test::ScratchArtifact art(test::long_context_artifact());
+    const json original = art.manifest();
+    REQUIRE(original.at("format_version") == 14);
+    REQUIRE(load(art.dir()) == GPT_OK);
+    const std::vector<std::pair<std::function<void(json &)>, std::string>> bad = {
+        {[](json &m) { m["format_version"] = 13; }, "'kernels' needs format version 14"},
+        {[](json &m) { m["kernels"]["version"] = 0; }, "'kernels.version' must be an integer"},
+        {[](json &m) { m["kernels"]["version"] = "1"; }, "'kernels.version' must be an integer"},
+        {[](json &m) { m["kernels"]["operators"] = json::array(); }, "'kernels.operators' must list 1 to 64"},
+        {[](json &m) { m["kernels"]["operators"] = {"aten::mm"}; }, "must be 'gpt_kernels::<name>'"},
+        {[](json &m) { m["kernels"]["operators"] = {"gpt_kernels::"}; }, "must be 'gpt_kernels::<name>'"},
+        {[](json &m) { m["kernels"]["operators"] = {"gpt_kernels::a b"}; }, "printable characters"},
+        {[](json &m) { m["kernels"].erase("library"); }, "library"},
+    };
+    for (const auto &[edit, message] : bad) {
+        art.write_manifest(original);
+        edit_manifest(art, edit);
+        CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_INVALID);
+        CHECK(error_mentions(message));
+    }
+    // Well-formed, but not this runtime's library: refused as another version, saying what to do.
+    art.write_manifest(original);
+    edit_manifest(art, [](json &m) { m["kernels"]["version"] = 7; });
+    CHECK(load(art.dir()) == GPT_ERR_ARTIFACT_VERSION);
+    CHECK(error_mentions("kernel library version 7, this runtime has version " +
+                         std::to_string(gpt::runtime_kernels_version())));
+    CHECK(error_mentions("--decode-attention math"));
 }

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 
 from gpt_aot.artifact.manifest import read_manifest, sha256_file
+from gpt_aot.model import kernels
 from gpt_aot.model.gpt import layer_caches
 from gpt_aot.model.linear import host_reads_int4_blocks64, pack_linear_weight
 
@@ -22,6 +23,8 @@ class ArtifactGraphs:
         for name, entry in self.manifest["files"].items():
             if sha256_file(directory / name) != entry["sha256"]:
                 raise ValueError(f"{directory / name}: sha256 mismatch")
+        if "kernels" in self.manifest:  # its graphs call the kernel library's operators: registered first
+            kernels.load()
         self.weights = load_file(str(directory / self.manifest["weights"]["file"]), device=str(self.device))
         for alias, stored in self.manifest["weights"]["tied"].items():
             self.weights[alias] = self.weights[stored]

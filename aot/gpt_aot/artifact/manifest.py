@@ -38,7 +38,12 @@ FORMAT_NAME = "gpt-aot"
 #     Later, with no version of its own: graphs.extend (idx (batch, seq), start (batch,), the cache views of `span`
 #     positions), several tokens appended to each row's cache. Optional: a runtime without it ignores it, and one
 #     with it runs an artifact without it by decode steps.
-FORMAT_VERSION = 13
+# 14: "kernels": the graphs call operators of the project's kernel library (kernels/kernels.h) through torch's
+#     dispatcher: {"library": "gpt_kernels", "version": N, "operators": ["gpt_kernels::decode_attention", ...]}.
+#     The runtime refuses an artifact whose version or operators it lacks. Written only by an artifact that has
+#     the section: one without it is 13, which older runtimes read as before.
+FORMAT_VERSION = 14
+WITHOUT_KERNELS_FORMAT_VERSION = 13
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
 
@@ -62,7 +67,8 @@ def file_entries(directory: Path) -> dict:
 
 
 def write_manifest(directory: Path, body: dict) -> dict:
-    manifest = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **body}
+    version = FORMAT_VERSION if "kernels" in body else WITHOUT_KERNELS_FORMAT_VERSION
+    manifest = {"format": FORMAT_NAME, "format_version": version, **body}
     manifest["files"] = file_entries(directory)
     with replaced_atomically(directory / MANIFEST) as tmp:
         tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False))

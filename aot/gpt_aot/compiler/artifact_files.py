@@ -37,12 +37,14 @@ def write_artifact_files(
     graphs: dict,
     training: dict | None,
     quantization: dict | None = None,
+    kernels: dict | None = None,
 ) -> dict:
     """Write weights, golden vector and tokenizer into `directory`, which already
     holds the graphs' packages, then the manifest; return the manifest.
     `attention` is the inference attention choice, `graphs` the graphs'
     specs, `training` the training section (None without training graphs),
-    `quantization` the weights' (None when they are in the artifact's dtype).
+    `quantization` the weights' (None when they are in the artifact's dtype),
+    `kernels` the kernel library the graphs call (None when they call none).
     The golden vector comes from the model as it is (quantized, if it is), its
     prefill with the prefill's attention kernel."""
     tensors, tied = weights_for_runtime(model)
@@ -67,5 +69,6 @@ def write_artifact_files(
             "tokenizer": {"file": "tokenizer.json", "kind": tokenizer["kind"]},
             "golden": {"file": "golden.safetensors", "atol": atol, "rtol": rtol},
             **({"training": training} if training else {}),
+            **({"kernels": kernels} if kernels else {}),
         },
     )

@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
-from gpt_aot.model.attention import attention_context
+from gpt_aot.model.attention import attention_context, several_queries_kind
 from gpt_aot.model.gpt import GPT
 from gpt_aot.model.linear import PACKED_FORMS
 
@@ -103,7 +103,11 @@ def graph_specs(gpt: GPT) -> dict:
 
 
 def export_graphs(
-    gpt: GPT, attention: dict[str, str], max_batch: int = MAX_BATCH, linear: dict[str, str] | None = None
+    gpt: GPT,
+    attention: dict[str, str],
+    max_batch: int = MAX_BATCH,
+    linear: dict[str, str] | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> dict[str, ExportedProgram]:
     """Export prefill and decode with dynamic batch and prompt length, each with
     its attention kind ({"prefill": kind, "decode": kind}) pinned while tracing
@@ -112,10 +116,10 @@ def export_graphs(
     fixed, decode's kind (the runtime's graph whenever one row steps). With
     linear["extend"], also extend: several tokens appended to each row's cache
     (dynamic batch, length and span), decode's kind (its call is decode's, a mask
-    over the cache, with more queries) and prefill's kind of linears (several
-    tokens a row). The model is left with mm linears and the kind of the graph
-    exported last: decode's when decode_one or extend is exported (as
-    compile_artifact does), else prefill's."""
+    over the cache, with more queries; math where decode's kind takes one query,
+    several_queries_kind) and prefill's kind of linears (several tokens a row).
+    The model is left with mm linears and decode's kind when decode_one or extend
+    is exported (as compile_artifact does), else prefill's. `only` names the graphs to export (default: all)."""
     c = gpt.config
     if c.block_size < 3:  # span's range 2..block_size must hold more than one value to stay dynamic
         raise ValueError(f"block_size {c.block_size} is too small to compile: it must be at least 3")
@@ -165,14 +169,17 @@ def export_graphs(
         start = torch.tensor([1, 0], dtype=torch.int64, device=device)
         ext_span = min(c.block_size, max(example_span, new.shape[1] + 1))
         dims = ({0: batch, 1: seq}, {0: batch}, [{0: batch, 2: span}] * (2 * c.n_layer))
-        kind, form = attention["decode"], linear["extend"]
+        kind, form = several_queries_kind(attention["decode"]), linear["extend"]
         entries["extend"] = (ExtendGraph, (new, start, caches(2, ext_span)), dims, kind, form)
     programs = {}
     with torch.no_grad():
         for name, (graph, args, dims, kind, form) in entries.items():
+            if only is not None and name not in only:
+                continue
             gpt.set_attention(kind)
             gpt.set_linear_form(form)
             with attention_context(kind), untied_lm_head(gpt) if form in PACKED_FORMS else nullcontext():
                 programs[name] = torch.export.export(graph(gpt), args, dynamic_shapes=dims)
     gpt.set_linear_form("mm")
+    gpt.set_attention(attention["decode"] if {"decode_one", "extend"} & set(linear) else attention["prefill"])
     return {name: programs[name] for name in ("prefill", "decode", "decode_one", "extend") if name in programs}

@@ -6,10 +6,17 @@ checked against a reference choice's and timed. attention_pick and linear_pick
 say what to run and which choices to try.
 """
 
+import statistics
+import tempfile
 import time
+import warnings
+from pathlib import Path
 
 import torch
 
+from gpt_aot.compiler.graphs import export_graphs
+from gpt_aot.compiler.inductor import compile_package
+from gpt_aot.compiler.target import Target
 from gpt_aot.model.attention import attention_context, attention_runs_on
 from gpt_aot.model.gpt import GPT, layer_caches
 from gpt_aot.model.linear import linear_form_runs_on
@@ -113,12 +120,116 @@ def each_choice_decoding(
             torch._dynamo.reset()
 
 
+# A candidate whose repeated timings spread wider than this (interquartile range over median) was measured on
+# a busy host: the compile warns that its pick may not hold.
+BUSY_SPREAD = 0.25
+
+
+def _bound_decode_package(model: GPT, kind: str, target: Target, directory: Path):
+    """decode (rows 1..max) with the attention `kind` and mm linears, as AOTInductor compiles it for `target`,
+    loaded and bound to the model's own weights."""
+    program = export_graphs(model, {"prefill": kind, "decode": kind}, max_batch=8, only=("decode",))["decode"]
+    package = directory / f"decode-{kind}.pt2"
+    compile_package(program, package, target, kind)
+    graph = torch._inductor.aoti_load_package(str(package))
+    weights = dict(model.named_parameters(remove_duplicate=False)) | dict(model.named_buffers())
+    graph.load_constants({n: weights[n] for n in graph.get_constant_fqns()}, check_full_update=True, user_managed=True)
+    return graph
+
+
+def each_kind_compiled_decoding(
+    model: GPT, target: Target, kinds: tuple, reference: str, spans: tuple, rows: tuple, repeats: int, steps: int = 2
+) -> dict:
+    """{kind: {"runs", "ms", "relative", "ms_by_setting", "spread", "max_abs_err"}}: each attention kind's decode graph,
+    compiled by AOTInductor exactly as an artifact's (mm linears), timed on what it will serve: `steps` decode
+    steps of each number of `rows` over a cache filled to each of `spans` positions. Rounds alternate the kinds
+    so that a change in the host's load falls on all of them; each setting's time is its median over
+    `repeats` rounds, "ms" their sum, and "relative" the geometric mean over the settings of its time over
+    `reference`'s (what pick compares: each setting counts alike, where a sum would be decided by the slowest,
+    the eight rows over a full cache). "spread" is the widest interquartile range over median of any setting:
+    above BUSY_SPREAD the host was busy and a warning says so. Logits are compared with `reference`'s at every
+    setting."""
+    spans = tuple(dict.fromkeys(min(s, model.config.block_size) for s in spans))
+    gen = torch.Generator().manual_seed(0)
+    device = model.lm_head.weight.device
+    settings = [(r, s) for r in rows for s in spans]
+    caches = {}  # one cache of random keys and values per row count: the time does not depend on them
+    for r in rows:
+        c = model.config
+        shape = (c.n_layer, 2, r, c.n_head, c.block_size + 1, c.head_dim)
+        caches[r] = (torch.randn(shape, generator=gen) * 0.5).to(device=device, dtype=model.dtype)
+    tokens = {r: torch.randint(0, model.config.vocab_size, (steps, r, 1), generator=gen).to(device) for r in rows}
+    saved_attention, saved_form = model.attention, model.linear_form
+    results, graphs, outputs = {}, {}, {}
+
+    def run(kind, setting):  # each step rewrites position span - 1 of every row: runs are interchangeable
+        r, span = setting
+        pos = torch.full((r,), span - 1, device=device)
+        return [graphs[kind](tokens[r][i], pos, layer_caches(caches[r], span)) for i in range(steps)]
+
+    with tempfile.TemporaryDirectory() as work, torch.no_grad():
+        try:
+            for kind in dict.fromkeys((reference, *kinds)):
+                if not attention_runs_on(kind, device, model.dtype, "masked"):
+                    results[kind] = {"runs": False}
+                    continue
+                model.set_attention(kind)
+                try:
+                    graphs[kind] = _bound_decode_package(model, kind, target, Path(work))
+                    # Warm-up and correctness; a kernel that compiles but refuses these shapes is not a candidate.
+                    outputs[kind] = {setting: [t.float() for t in run(kind, setting)] for setting in settings}
+                except RuntimeError as e:
+                    graphs.pop(kind, None)
+                    results[kind] = {"runs": False, "error": str(e).splitlines()[0]}
+        finally:
+            model.set_attention(saved_attention)
+            model.set_linear_form(saved_form)
+        if reference not in graphs:
+            raise RuntimeError(f"the reference attention {reference!r} does not run decode here: {results[reference]}")
+        times = {kind: {setting: [] for setting in settings} for kind in graphs}
+        for _ in range(repeats):
+            for kind in graphs:
+                for setting in settings:
+                    times[kind][setting].append(time_ms(lambda k=kind, st=setting: run(k, st), 1))
+    for kind in graphs:
+        err = max(
+            (o - r).abs().max().item()
+            for setting in settings
+            for o, r in zip(outputs[kind][setting], outputs[reference][setting], strict=True)
+        )
+        by_setting, spread = {}, 0.0
+        for (r, s), ts in times[kind].items():
+            median = statistics.median(ts)
+            q = statistics.quantiles(ts, n=4, method="inclusive") if len(ts) > 1 else [median] * 3
+            spread = max(spread, (q[2] - q[0]) / median)
+            by_setting[f"rows {r}, span {s}"] = round(median, 4)
+        results[kind] = {
+            "runs": True,
+            "ms": round(sum(by_setting.values()), 4),
+            "relative": None,  # once the reference's times are known, below
+            "ms_by_setting": by_setting,
+            "spread": round(spread, 3),
+            "max_abs_err": err,
+        }
+        if spread > BUSY_SPREAD:
+            warnings.warn(
+                f"attention {kind}'s decode timings spread by {spread:.0%} (interquartile range over median): the "
+                "host was busy while measuring, and the pick may not hold on a quiet one",
+                stacklevel=2,
+            )
+    base = results[reference]["ms_by_setting"]
+    for kind in graphs:
+        own = results[kind]["ms_by_setting"]
+        results[kind]["relative"] = round(statistics.geometric_mean(own[s] / base[s] for s in own), 4)
+    return {kind: results[kind] for kind in dict.fromkeys((*kinds, reference)) if kind in results}
+
+
 def pick(candidates: dict, dtype: torch.dtype) -> str:
     """Fastest choice whose error against the reference is within the dtype's
-    tolerance. `naive` (attention) is a reference only: it is picked only if
-    nothing else runs."""
+    tolerance, by its "relative" time where its measurement gives one (each_kind_compiled_decoding), else its
+    "ms". `naive` (attention) is a reference only: it is picked only if nothing else runs."""
     tol = TOLERANCE[dtype]
     ok = {k: c for k, c in candidates.items() if c.get("runs") and c["max_abs_err"] <= tol and k != "naive"}
     if not ok:
         return "naive"
-    return min(ok, key=lambda k: ok[k]["ms"])
+    return min(ok, key=lambda k: ok[k].get("relative") or ok[k]["ms"])

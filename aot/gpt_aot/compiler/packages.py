@@ -6,6 +6,7 @@ AOTInductor writes each compiler command line into the .cpp sources it packs
 read from the package itself, never from what the compile meant to ask for.
 """
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -21,6 +22,14 @@ def package_sources(package: Path, suffix: str = ".cpp") -> str:
 def wrapper_source(package: Path) -> str:
     """The generated C++ wrapper code of a .pt2 package."""
     return package_sources(package, "wrapper.cpp")
+
+
+def extern_operators(package: Path) -> set[str]:
+    """The operators a package calls through AOTInductor's proxy executor (those outside its C shim, such as the
+    kernel library's `gpt_kernels::...`), as its wrapper's extern-node files name them."""
+    with zipfile.ZipFile(package) as z:
+        files = [json.loads(z.read(n)) for n in z.namelist() if n.endswith("wrapper.json")]
+    return {node["node"]["target"] for f in files for node in f.get("nodes", [])}
 
 
 def kernel_sources(package: Path) -> str:

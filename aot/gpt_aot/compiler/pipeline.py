@@ -22,7 +22,8 @@ from gpt_aot.compiler.artifact_files import write_artifact_files
 from gpt_aot.compiler.graphs import MAX_BATCH, export_graphs, graph_specs
 from gpt_aot.compiler.inductor import compile_package
 from gpt_aot.compiler.target import Target
-from gpt_aot.model.attention import attention_context
+from gpt_aot.model import kernels
+from gpt_aot.model.attention import attention_context, several_queries_kind
 from gpt_aot.model.gpt import GPT
 from gpt_aot.model.quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
 from gpt_aot.text.tokenizer import check_fits
@@ -102,6 +103,7 @@ def compile_artifact(
     name: str,
     tokenizer: dict,
     attention: str = "auto",
+    decode_attention: str | None = None,
     decode_linear: str = "auto",
     batched_linear: str = "auto",
     max_batch: int = MAX_BATCH,
@@ -111,7 +113,8 @@ def compile_artifact(
     group_size: int = 32,
 ) -> dict:
     """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
-    `attention`, `decode_linear` (decode_one's linears) and `batched_linear`
+    `attention` (prefill's and training's, and decode's unless `decode_attention`
+    names its own), `decode_linear` (decode_one's linears) and `batched_linear`
     (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs; with
     quantize="int8" or "int4", its linears' weights are int8, or int4 in groups
@@ -140,7 +143,9 @@ def compile_artifact(
     with replaced_directory(Path(out_dir)) as work, torch_patches.compiling_for(target.isa_level):
         with progress.stage("choose attention"):
             choice = attention_pick.choose_attention(model, target, attention)
-            choice["decode"] = attention_pick.choose_attention(model, target, attention, attention_pick.measure_decode)
+            choice["decode"] = attention_pick.choose_attention(
+                model, target, decode_attention or attention, attention_pick.measure_decode
+            )
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
         with progress.stage("choose linear forms"):
             rows = min(linear_pick.BATCHED_ROWS, max_batch)
@@ -159,7 +164,7 @@ def compile_artifact(
             f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; linears: {forms})"
         ):
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
-            kinds["decode_one"] = kinds["extend"] = kinds["decode"]
+            kinds["decode_one"], kinds["extend"] = kinds["decode"], several_queries_kind(kinds["decode"])
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):
@@ -176,6 +181,9 @@ def compile_artifact(
                     model, target, attention, attention_pick.measure_training
                 )
             training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
+        called = sorted({op for p in work.glob("*.pt2") for op in packages.extern_operators(p)})
+        own = [op for op in called if op.startswith("gpt_kernels::")]
+        kernels_section = {"library": "gpt_kernels", "version": kernels.load(), "operators": own} if own else None
         if target.device == "cpu":
             # Every graph's recorded compile commands, training graphs' too, say what the code may execute.
             recorded = packages.package_isa(sorted(work.glob("*.pt2")))
@@ -201,6 +209,6 @@ def compile_artifact(
             # The golden vector runs the model as export_graphs left it (decode's kind, mm linears), its prefill
             # with prefill's kind.
             manifest = write_artifact_files(
-                work, model, target, name, tokenizer, choice, specs, training_section, quantization
+                work, model, target, name, tokenizer, choice, specs, training_section, quantization, kernels_section
             )
     return manifest

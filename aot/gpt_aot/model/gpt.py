@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from gpt_aot.model.attention import attend
+from gpt_aot.model.attention import attend, attend_decoding, prepare_attention
 from gpt_aot.model.linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
 VOCAB_MULTIPLE = 64
@@ -138,13 +138,7 @@ class CausalSelfAttention(nn.Module):
     # every pos[b] < S, the span of positions the cache views hold.
     def decode(self, x, pos, k_cache, v_cache):
         q, k, v = self._qkv(x)  # T == 1
-        rows = torch.arange(x.shape[0], device=x.device)
-        k_cache[rows, :, pos] = k[:, :, 0]
-        v_cache[rows, :, pos] = v[:, :, 0]
-        span = k_cache.shape[2]
-        visible = torch.arange(span, device=x.device).view(1, span) <= pos.view(-1, 1)  # (B, S)
-        mask = visible.view(-1, 1, 1, span)
-        return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
+        return self._out(attend_decoding(self.attention, q, k, v, k_cache, v_cache, pos))
 
     # start (B,): row b's T tokens go to cache positions [start[b], start[b] + T), each seeing
     # the positions up to its own (what the row held before, then its earlier new tokens);
@@ -205,6 +199,7 @@ class GPT(nn.Module):
 
     def __init__(self, config: GPTConfig, attention: str = "math"):
         super().__init__()
+        prepare_attention(attention)
         self.config = config
         self.transformer = nn.ModuleDict(
             dict(
@@ -244,6 +239,7 @@ class GPT(nn.Module):
         return self.transformer.h[0].attn.attention
 
     def set_attention(self, attention: str):
+        prepare_attention(attention)
         for block in self.transformer.h:
             block.attn.attention = attention
 

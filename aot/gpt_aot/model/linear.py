@@ -127,7 +127,16 @@ def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dty
         return False
     if form == "int4pack":
         return device.type == "cpu"
-    return form != "onednn" or (device.type == "cpu" and torch.backends.mkldnn.is_available())
+    if form != "onednn":
+        return True
+    # oneDNN's reduced-precision linear needs instructions some CPUs lack (bf16: AVX512-BW/VL/DQ or
+    # AVX-NE-CONVERT); asked of torch, which refuses the weight's reorder on such a CPU.
+    reduced = {
+        torch.bfloat16: torch.ops.mkldnn._is_mkldnn_bf16_supported,
+        torch.float16: torch.ops.mkldnn._is_mkldnn_fp16_supported,
+    }
+    supported = reduced.get(weight_dtype, lambda: True)
+    return device.type == "cpu" and torch.backends.mkldnn.is_available() and supported()
 
 
 class Linear(nn.Linear):

@@ -1,0 +1,194 @@
+// decode_attention.cpp — the decode step's attention on the CPU: argument checks, the split into chunks over the
+// calling thread's OpenMP threads, and the exact merge of the chunks' softmax sums.
+#include "cpu/decode_attention.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "cpu/attention_chunk.h"
+
+namespace gpt::kernels {
+
+namespace {
+
+void check(bool ok, const std::string &what) {
+    if (!ok) throw std::invalid_argument("gpt_kernels::decode_attention: " + what);
+}
+
+ElementType element_type(at::ScalarType type) {
+    switch (type) {
+        case at::kFloat: return ElementType::f32;
+        case at::kBFloat16: return ElementType::bf16;
+        case at::kHalf: return ElementType::f16;
+        default: break;
+    }
+    throw std::invalid_argument(std::string("gpt_kernels::decode_attention: dtype ") + c10::toString(type) +
+                                " is not float, bfloat16 or half");
+}
+
+using ChunkFn = void (*)(const AttentionChunk &);
+
+ChunkFn chunk_fn(Isa isa) {
+    if (!cpu_runs(isa))
+        throw std::invalid_argument(std::string("gpt_kernels::decode_attention: this CPU cannot run the ") +
+                                    isa_name(isa) + " path");
+    switch (isa) {
+        case Isa::scalar: return attend_chunk_scalar;
+        case Isa::avx2: return attend_chunk_avx2;
+        case Isa::avx512: return attend_chunk_avx512;
+    }
+    return attend_chunk_scalar;
+}
+
+// One element of a (B, H, 1, D) tensor at `index`, whatever its strides.
+const char *element_at(const at::Tensor &t, std::initializer_list<int64_t> index) {
+    int64_t offset = 0, dim = 0;
+    for (int64_t i : index) offset += i * t.stride(dim++);
+    return static_cast<const char *>(t.data_ptr()) + offset * static_cast<int64_t>(t.element_size());
+}
+
+void copy_element(const at::Tensor &from, std::initializer_list<int64_t> index, char *to, int64_t size) {
+    std::memcpy(to, element_at(from, index), static_cast<size_t>(size));
+}
+
+float read_element(const at::Tensor &t, std::initializer_list<int64_t> index, ElementType type) {
+    const char *p = element_at(t, index);
+    switch (type) {
+        case ElementType::f32: return *reinterpret_cast<const float *>(p);
+        case ElementType::bf16: return static_cast<float>(*reinterpret_cast<const c10::BFloat16 *>(p));
+        case ElementType::f16: return static_cast<float>(*reinterpret_cast<const c10::Half *>(p));
+    }
+    return 0.0f;
+}
+
+void write_element(char *p, float value, ElementType type) {
+    switch (type) {
+        case ElementType::f32: *reinterpret_cast<float *>(p) = value; return;
+        case ElementType::bf16: *reinterpret_cast<c10::BFloat16 *>(p) = c10::BFloat16(value); return;
+        case ElementType::f16: *reinterpret_cast<c10::Half *>(p) = c10::Half(value); return;
+    }
+}
+
+}  // namespace
+
+at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                            at::Tensor &v_cache, const at::Tensor &pos_in, double scale, Isa isa) {
+    check(q_in.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k_cache.dim() == 4 && v_cache.dim() == 4,
+          "q, k, v and the caches must be (B, H, T, D)");
+    const int64_t B = q_in.size(0), H = q_in.size(1), D = q_in.size(3), S = k_cache.size(2);
+    check(q_in.size(2) == 1 && k.sizes() == q_in.sizes() && v.sizes() == q_in.sizes(),
+          "q, k and v must be (B, H, 1, D): one new token a sequence");
+    check(k_cache.sizes() == v_cache.sizes() && k_cache.size(0) == B && k_cache.size(1) == H && k_cache.size(3) == D,
+          "the caches must be (B, H, S, D) with q's B, H and D");
+    const at::ScalarType dtype = q_in.scalar_type();
+    check(k.scalar_type() == dtype && v.scalar_type() == dtype && k_cache.scalar_type() == dtype &&
+              v_cache.scalar_type() == dtype,
+          "q, k, v and the caches must share a dtype");
+    check(k_cache.stride(3) == 1 && v_cache.stride(3) == 1, "each cache position's D elements must be contiguous");
+    for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&q_in, &k, &v, &k_cache, &v_cache, &pos_in})
+        check(t->device().is_cpu(), "a CPU kernel takes CPU tensors");
+    check(pos_in.dim() == 1 && pos_in.size(0) == B && pos_in.scalar_type() == at::kLong, "pos must be (B,) int64");
+    const ElementType type = element_type(dtype);
+    const ChunkFn attend_chunk = chunk_fn(isa);
+    const at::Tensor pos = pos_in.contiguous();
+    const int64_t *pos_data = pos.data_ptr<int64_t>();
+    for (int64_t b = 0; b < B; ++b)
+        check(pos_data[b] >= 0 && pos_data[b] < S, "pos[" + std::to_string(b) + "] = " + std::to_string(pos_data[b]) +
+                                                       " is outside the cache's " + std::to_string(S) + " positions");
+
+    // The new keys and values into the caches at each row's position, and the queries in fp32, scaled once: plain
+    // loops over (b, h), where torch's indexing and conversions cost more than the copies at one token a row.
+    const int64_t element = static_cast<int64_t>(k_cache.element_size());
+    auto *k_data = static_cast<char *>(k_cache.data_ptr());
+    auto *v_data = static_cast<char *>(v_cache.data_ptr());
+    std::vector<float> q_scaled(static_cast<size_t>(B * H * D));
+    for (int64_t b = 0; b < B; ++b) {
+        for (int64_t h = 0; h < H; ++h) {
+            char *k_row =
+                k_data + (b * k_cache.stride(0) + h * k_cache.stride(1) + pos_data[b] * k_cache.stride(2)) * element;
+            char *v_row =
+                v_data + (b * v_cache.stride(0) + h * v_cache.stride(1) + pos_data[b] * v_cache.stride(2)) * element;
+            float *qf = q_scaled.data() + (b * H + h) * D;
+            for (int64_t i = 0; i < D; ++i) {
+                copy_element(k, {b, h, 0, i}, k_row + i * element, element);
+                copy_element(v, {b, h, 0, i}, v_row + i * element, element);
+                qf[i] = read_element(q_in, {b, h, 0, i}, type) * static_cast<float>(scale);
+            }
+        }
+    }
+    const int64_t chunks = (S + KV_CHUNK - 1) / KV_CHUNK;
+    // Per (b, h, chunk): the chunk's weighted values (D), then its maximum and sum; chunks past pos[b] stay empty.
+    const int64_t record = D + 2;
+    std::vector<float> partial(static_cast<size_t>(B * H * chunks * record));
+    const float *q_data = q_scaled.data();
+
+    at::parallel_for(0, B * H * chunks, 1, [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(KV_CHUNK);
+        for (int64_t item = begin; item < end; ++item) {
+            const int64_t c = item % chunks, bh = item / chunks, b = bh / H, h = bh % H;
+            const int64_t first = c * KV_CHUNK;
+            float *out = partial.data() + item * record;
+            if (first > pos_data[b]) {  // unseen: no weight in the merge
+                out[D] = -std::numeric_limits<float>::infinity();
+                continue;
+            }
+            AttentionChunk chunk{};
+            chunk.type = type;
+            chunk.q = q_data + bh * D;
+            chunk.k = k_data + (b * k_cache.stride(0) + h * k_cache.stride(1) + first * k_cache.stride(2)) * element;
+            chunk.v = v_data + (b * v_cache.stride(0) + h * v_cache.stride(1) + first * v_cache.stride(2)) * element;
+            chunk.k_stride = k_cache.stride(2);
+            chunk.v_stride = v_cache.stride(2);
+            chunk.positions = std::min(KV_CHUNK, pos_data[b] + 1 - first);
+            chunk.d = D;
+            chunk.scores = scores.data();
+            chunk.acc = out;
+            chunk.max = out + D;
+            chunk.sum = out + D + 1;
+            attend_chunk(chunk);
+        }
+    });
+
+    // Merge each (b, h)'s chunks: Σ_c acc_c·e^(max_c − M) / Σ_c sum_c·e^(max_c − M), M the largest max_c.
+    at::Tensor result = at::empty({B, H, 1, D}, q_in.options().memory_format(at::MemoryFormat::Contiguous));
+    auto *result_data = static_cast<char *>(result.data_ptr());
+    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t bh = begin; bh < end; ++bh) {
+            const float *first = partial.data() + bh * chunks * record;
+            float top = -std::numeric_limits<float>::infinity();
+            for (int64_t c = 0; c < chunks; ++c) top = std::fmax(top, first[c * record + D]);
+            std::vector<float> out(static_cast<size_t>(D), 0.0f);
+            float total = 0.0f;
+            for (int64_t c = 0; c < chunks; ++c) {
+                const float *part = first + c * record;
+                if (part[D] == -std::numeric_limits<float>::infinity()) continue;
+                const float weight = std::exp(part[D] - top);
+                total += part[D + 1] * weight;
+                for (int64_t i = 0; i < D; ++i) out[static_cast<size_t>(i)] += part[i] * weight;
+            }
+            for (int64_t i = 0; i < D; ++i)
+                write_element(result_data + (bh * D + i) * element, out[static_cast<size_t>(i)] / total, type);
+        }
+    });
+    return result;
+}
+
+at::Tensor decode_attention_cpu(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                                at::Tensor &v_cache, const at::Tensor &pos, double scale) {
+    return decode_attention(q, k, v, k_cache, v_cache, pos, scale, active_isa());
+}
+
+at::Tensor decode_attention_meta(const at::Tensor &q, const at::Tensor & /*k*/, const at::Tensor & /*v*/,
+                                 at::Tensor & /*k_cache*/, at::Tensor & /*v_cache*/, const at::Tensor & /*pos*/,
+                                 double /*scale*/) {
+    return at::empty_symint(q.sym_sizes(), q.options());
+}
+
+}  // namespace gpt::kernels

@@ -1,0 +1,64 @@
+// isa.cpp — the CPU's vector paths (CPUID and XCR0 through the compiler's builtins) and the GPT_KERNELS_ISA switch.
+#include "cpu/isa.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+namespace gpt::kernels {
+
+const char *isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::scalar: return "scalar";
+        case Isa::avx2: return "avx2";
+        case Isa::avx512: return "avx512";
+    }
+    return "unknown";
+}
+
+Isa parse_isa(const std::string &name) {
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+        if (name == isa_name(isa)) return isa;
+    throw std::invalid_argument("GPT_KERNELS_ISA=" + name + " names no path: use scalar, avx2 or avx512");
+}
+
+bool cpu_runs(Isa isa) {
+#if defined(__x86_64__)
+    // libgcc's checks include the OS's XCR0 state: a CPU whose OS does not save AVX-512 registers reports none.
+    switch (isa) {
+        case Isa::scalar: return true;
+        case Isa::avx2:
+            // F16C comes with every CPU that has AVX2 and FMA (clang's builtin cannot ask for it by name).
+            return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case Isa::avx512:  // its code also uses AVX2, FMA and F16C instructions
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return false;
+#else
+    return isa == Isa::scalar;
+#endif
+}
+
+namespace {
+
+Isa choose() {
+    Isa widest = Isa::scalar;
+    for (Isa isa : {Isa::avx2, Isa::avx512})
+        if (cpu_runs(isa)) widest = isa;
+    const char *forced = std::getenv("GPT_KERNELS_ISA");
+    if (forced == nullptr || *forced == '\0') return widest;
+    const Isa isa = parse_isa(forced);
+    if (!cpu_runs(isa))
+        throw std::runtime_error(std::string("GPT_KERNELS_ISA=") + forced + ": this CPU cannot run that path (its " +
+                                 "widest is " + isa_name(widest) + ")");
+    return isa;
+}
+
+}  // namespace
+
+Isa active_isa() {
+    static const Isa isa = choose();
+    return isa;
+}
+
+}  // namespace gpt::kernels

@@ -1,0 +1,20 @@
+// isa.h — which vector code path a CPU kernel runs: the widest this CPU and its OS allow, or a lower one named by
+// GPT_KERNELS_ISA (scalar, avx2, avx512), so that one artifact runs at its best on every host of its level and a
+// lower path can be forced for tests and comparisons.
+#pragma once
+
+#include <string>
+
+namespace gpt::kernels {
+
+enum class Isa { scalar, avx2, avx512 };  // avx2 includes FMA and F16C; avx512 is AVX-512 F + BW
+
+const char *isa_name(Isa isa);
+bool cpu_runs(Isa isa);  // CPUID and the OS's saved register state (XCR0) both allow it
+// The path every kernel call takes: the widest that cpu_runs, lowered to GPT_KERNELS_ISA where that is set
+// (read once). A value that names no path throws std::invalid_argument, one this CPU cannot run
+// std::runtime_error, each with the reason.
+Isa active_isa();
+Isa parse_isa(const std::string &name);  // throws std::invalid_argument for a name that is not a path
+
+}  // namespace gpt::kernels

@@ -1,0 +1,12 @@
+// kernels.h — the kernel library's version, shared by the compile (which records it in a manifest) and the runtime
+// (which refuses an artifact that names a version it lacks).
+//
+// The library is a set of torch operators in the `gpt_kernels` namespace, registered with torch's dispatcher
+// when their object files load (TORCH_LIBRARY): AOTInductor-compiled graphs call them through the dispatcher,
+// so an artifact that uses one runs only in a process that registered it — libgpt_runtime compiles them in,
+// and the Python compile builds the same sources (aot/gpt_aot/model/kernels.py).
+#pragma once
+
+// Raised whenever an operator is added or one's schema or results change: an artifact compiled against
+// version N runs on a runtime whose library is version N.
+#define GPT_KERNELS_VERSION 1

@@ -1,0 +1,23 @@
+// registration.cpp — the gpt_kernels operators, registered with torch's dispatcher when this file's object loads:
+// their schemas, the CPU kernels, the shape functions export and compile trace with, and the library's version.
+#include <torch/library.h>
+
+#include "cpu/decode_attention.h"
+#include "kernels.h"
+
+namespace {
+
+int64_t kernels_version() { return GPT_KERNELS_VERSION; }
+
+}  // namespace
+
+TORCH_LIBRARY(gpt_kernels, m) {
+    m.def("version() -> int", &kernels_version);
+    m.def(
+        "decode_attention(Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
+        "float scale) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) { m.impl("decode_attention", &gpt::kernels::decode_attention_cpu); }
+
+TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) { m.impl("decode_attention", &gpt::kernels::decode_attention_meta); }

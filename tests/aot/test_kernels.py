@@ -1,0 +1,143 @@
+"""The kernel library's decode attention ("chunked", kernels/) from the compile to the runtime: a measured
+candidate, called by the compiled decode graphs through torch's dispatcher, equal to eager PyTorch, the same
+greedy tokens on every vector path the host runs, and refused by a runtime that lacks the version an artifact
+names. The kernel against its scalar reference and SDPA on each path: tests/kernels/test_decode_attention.cpp.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpt_aot.artifact.loader import ArtifactGraphs
+from gpt_aot.compiler import attention_pick, packages
+from gpt_aot.model import attention, kernels
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
+TOL = 1e-4  # fp32: the kernel sums in another order than SDPA's math
+OPERATOR = "gpt_kernels::decode_attention"
+
+
+def long_context(artifacts: Path) -> Path:
+    return artifacts / "long-context" / "cpu"
+
+
+def test_chunked_runs_decodes_call_only(fixtures):
+    """A candidate for decode (tests/aot/test_compile.py measures it there), none for a causal prompt."""
+    cpu = torch.device("cpu")
+    assert attention.attention_runs_on("chunked", cpu, torch.float32, "masked")
+    assert not attention.attention_runs_on("chunked", cpu, torch.float32, "causal")
+    assert not attention.attention_runs_on("chunked", torch.device("cuda"), torch.float32, "masked")
+    assert not attention_pick.measure(fixtures.tiny_model("math"), repeats=1)["chunked"]["runs"]
+    assert attention.several_queries_kind("chunked") == "math"  # extend's several queries a row
+    assert attention.several_queries_kind("flash") == "flash"
+
+
+def test_the_decode_graphs_call_the_library_and_the_manifest_names_its_version(artifacts):
+    directory = long_context(artifacts)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert manifest["format_version"] == 14
+    assert manifest["kernels"] == {"library": "gpt_kernels", "version": kernels.load(), "operators": [OPERATOR]}
+    assert manifest["attention"]["decode"]["backend"] == "chunked"
+    calls = {graph: packages.extern_operators(directory / f"{graph}.pt2") for graph in manifest["graphs"]}
+    assert calls == {"prefill": set(), "decode": {OPERATOR}, "decode_one": {OPERATOR}, "extend": set()}
+    # An artifact whose graphs call no library operator stays format 13, which older runtimes read.
+    assert json.loads((artifacts / "tiny-math" / "cpu" / "manifest.json").read_text())["format_version"] == 13
+
+
+def test_compiled_chunked_decode_equals_eager_math_for_one_and_several_rows(artifacts, fixtures):
+    """Rows at positions in the first, second and fourth chunk of the cache (chunks of 256 positions)."""
+    graphs = ArtifactGraphs(long_context(artifacts))
+    eager = fixtures.fixture_model("long-context", "math", fixtures.SEED)
+    gen = torch.Generator().manual_seed(5)
+    for rows, prompt in ((1, 700), (3, 900)):
+        idx = torch.randint(0, fixtures.CONFIG.vocab_size, (rows, prompt), generator=gen)
+        kv_c, kv_e = graphs.new_kv_cache(rows), eager.new_kv_cache(rows)
+        with torch.no_grad():
+            torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
+            pos = torch.tensor([prompt, 300, 5][:rows])  # each row's cache is filled up to its position
+            for step in range(3):
+                tok = torch.randint(0, fixtures.CONFIG.vocab_size, (rows, 1), generator=gen)
+                got, expected = graphs.decode(tok, pos + step, kv_c), eager.decode(tok, pos + step, kv_e)
+                torch.testing.assert_close(got, expected, atol=TOL, rtol=TOL, msg=f"{rows} rows, step {step}")
+        torch.testing.assert_close(kv_c, kv_e, atol=TOL, rtol=TOL)  # the kernel wrote each row's new key and value
+
+
+def generate(directory: Path, isa: str | None, prompt: str, tokens: int = 24, sampling: tuple = ("--temperature", "0")):
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    env.pop("GPT_KERNELS_ISA", None)
+    if isa:
+        env["GPT_KERNELS_ISA"] = isa
+    command = [str(CLI), "generate", str(directory), "-p", prompt, "-n", str(tokens), "--ignore-eos", *sampling]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def eager_greedy(fixtures, prompt: str, tokens: int) -> str:
+    model = fixtures.fixture_model("long-context", "math", fixtures.SEED)
+    ids = [fixtures.VOCAB.index(c) for c in prompt]
+    with torch.no_grad():
+        kv = model.new_kv_cache(1)
+        logits = model.prefill(torch.tensor([ids]), kv)
+        out = []
+        for i in range(tokens):
+            token = int(logits[0, : fixtures.CONFIG.vocab_size].argmax())
+            out.append(fixtures.VOCAB[token])
+            logits = model.decode(torch.tensor([[token]]), torch.tensor([len(ids) + i]), kv)
+    return "".join(out)
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+def test_the_runtime_gives_eagers_greedy_tokens_on_every_vector_path_this_cpu_runs(artifacts, fixtures):
+    """A prompt of 300 characters: the decode steps span two chunks. Greedy tokens are eager PyTorch's; sampled
+    ones (seed 7, temperature 1: varied text, which a constant greedy run may not be) are the same on every path.
+    The scalar path and AVX2 are forced through GPT_KERNELS_ISA (kernels/README.md); AVX-512 where the CPU has it."""
+    prompt = ("The quick brown fox jumps over the lazy dog. " * 7)[:300]
+    expected = eager_greedy(fixtures, prompt, 24)
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    paths = ["scalar", "avx2"] + (["avx512"] if {"avx512f", "avx512bw"} <= flags else [])
+    sampled = {}
+    for isa in [None, *paths]:
+        done = generate(long_context(artifacts), isa, prompt)
+        assert done.returncode == 0, (isa, done.stderr[-2000:])
+        assert done.stdout.rstrip("\n").endswith(expected), (isa, done.stdout)
+        done = generate(long_context(artifacts), isa, prompt, sampling=("--temperature", "1", "--seed", "7"))
+        assert done.returncode == 0, (isa, done.stderr[-2000:])
+        sampled[isa] = done.stdout.rstrip("\n")[len(prompt) :]
+    assert len(set(sampled[None])) > 5, sampled[None]  # varied enough to tell the paths apart
+    assert all(text == sampled[None] for text in sampled.values()), sampled
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+def test_a_path_that_is_not_one_is_reported_not_run(artifacts):
+    done = generate(long_context(artifacts), "avx3", "Hello", tokens=2)
+    assert done.returncode != 0
+    assert "GPT_KERNELS_ISA=avx3 names no path: use scalar, avx2 or avx512" in done.stderr
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+@pytest.mark.parametrize(
+    "kernels_section, message",
+    [
+        ({"version": 999}, "call kernel library version 999, this runtime has version"),
+        ({"operators": ["gpt_kernels::flash_decode"]}, "call gpt_kernels::flash_decode, which this runtime's"),
+        ({"library": "other"}, "'kernels.library' must be 'gpt_kernels'"),
+    ],
+)
+def test_an_artifact_naming_kernels_the_runtime_lacks_is_refused_before_its_graphs_load(
+    artifacts, tmp_path, kernels_section, message
+):
+    directory = tmp_path / "cpu"
+    shutil.copytree(long_context(artifacts), directory)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["kernels"].update(kernels_section)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    done = subprocess.run([str(CLI), "verify", str(directory)], capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert message in done.stderr, done.stderr
+    status = "GPT_ERR_ARTIFACT_INVALID" if "library" in kernels_section else "GPT_ERR_ARTIFACT_VERSION"
+    assert status in done.stderr, done.stderr

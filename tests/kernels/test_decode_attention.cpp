@@ -1,0 +1,166 @@
+// The decode attention kernel (kernels/cpu/decode_attention.h) on every vector path this CPU runs, against its
+// scalar reference and against PyTorch's scaled_dot_product_attention with the mask the model would pass.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cpu/decode_attention.h"
+#include "cpu/isa.h"
+
+using gpt::kernels::Isa;
+
+namespace {
+
+struct Case {
+    int64_t batch, heads, positions, head_size;
+};
+
+// What the kernel computes, in float64 from PyTorch's own attention: the new key and value written at each
+// row's position, then SDPA over positions 0..pos[b] (a boolean mask), in the inputs' values made float64.
+at::Tensor reference(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor k_cache,
+                     at::Tensor v_cache, const at::Tensor &pos) {
+    const int64_t B = q.size(0), S = k_cache.size(2);
+    k_cache = k_cache.to(at::kDouble);
+    v_cache = v_cache.to(at::kDouble);
+    for (int64_t b = 0; b < B; ++b) {
+        const int64_t p = pos[b].item<int64_t>();
+        k_cache[b].select(1, p).copy_(k[b].select(1, 0));
+        v_cache[b].select(1, p).copy_(v[b].select(1, 0));
+    }
+    const at::Tensor visible = at::arange(S).view({1, S}).le(pos.view({-1, 1})).view({B, 1, 1, S});
+    return at::scaled_dot_product_attention(q.to(at::kDouble), k_cache, v_cache, visible);
+}
+
+// Caches as the runtime holds them: views of the first S of S + 1 positions, so rows are strided.
+at::Tensor cache(const Case &c, at::ScalarType dtype) {
+    return at::randn({c.batch, c.heads, c.positions + 1, c.head_size}).to(dtype).narrow(2, 0, c.positions);
+}
+
+double tolerance(at::ScalarType dtype) {
+    // Inputs are exact in every dtype (the reference reads the same rounded values); what differs is the
+    // accumulation in fp32 against float64 and the result's rounding to the dtype: half an ulp near 1.
+    switch (dtype) {
+        case at::kFloat: return 1e-5;
+        case at::kHalf: return 2e-3;
+        default: return 1.6e-2;  // bf16: 8 bits of mantissa
+    }
+}
+
+std::vector<Isa> paths_here() {
+    std::vector<Isa> paths;
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
+        if (gpt::kernels::cpu_runs(isa))
+            paths.push_back(isa);
+        else
+            WARN("this CPU cannot run the " << gpt::kernels::isa_name(isa) << " path: not tested here");
+    }
+    return paths;
+}
+
+}  // namespace
+
+TEST_CASE("decode attention equals SDPA with the decode mask on every path, dtype and shape", "[kernels]") {
+    at::manual_seed(3);
+    // Head sizes off the vector widths (20, 72, 3) and GPT-2's (64); spans of one position, around a chunk's
+    // end (KV_CHUNK = 256) and several chunks; 1 to 16 rows.
+    const std::vector<Case> cases = {{1, 2, 1, 64},   {3, 4, 5, 20},  {2, 3, 255, 64}, {2, 2, 256, 72},
+                                     {4, 2, 257, 64}, {16, 2, 40, 3}, {2, 12, 700, 64}};
+    for (Isa isa : paths_here()) {
+        for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+            for (const Case &c : cases) {
+                INFO(gpt::kernels::isa_name(isa) << " " << c10::toString(dtype) << " B=" << c.batch << " H=" << c.heads
+                                                 << " S=" << c.positions << " D=" << c.head_size);
+                const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size}).to(dtype);
+                const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
+                at::Tensor k_cache = cache(c, dtype), v_cache = cache(c, dtype);
+                // Row 0 sees only position 0, the last row all positions, the others anywhere between.
+                at::Tensor pos = at::randint(c.positions, {c.batch}, at::kLong);
+                pos[0] = 0;
+                pos[c.batch - 1] = c.positions - 1;
+                const at::Tensor expected = reference(q, k, v, k_cache.clone(), v_cache.clone(), pos);
+                const at::Tensor before_k = k_cache.clone();
+                const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));
+                const at::Tensor out = gpt::kernels::decode_attention(q, k, v, k_cache, v_cache, pos, scale, isa);
+                CHECK(out.scalar_type() == dtype);
+                CHECK(out.sizes() == q.sizes());
+                const double err = (out.to(at::kDouble) - expected).abs().max().item<double>();
+                CHECK(err <= tolerance(dtype));
+                // The new key went to each row's position; every other position is as it was.
+                for (int64_t b = 0; b < c.batch; ++b) {
+                    const int64_t p = pos[b].item<int64_t>();
+                    CHECK(at::equal(k_cache[b].select(1, p), k[b].select(1, 0)));
+                    before_k[b].select(1, p).copy_(k[b].select(1, 0));
+                }
+                CHECK(at::equal(k_cache, before_k));
+            }
+        }
+    }
+}
+
+TEST_CASE("every vector path gives the scalar reference's result within rounding", "[kernels]") {
+    at::manual_seed(4);
+    const Case c{3, 4, 600, 64};
+    const at::Tensor pos = at::tensor(std::vector<int64_t>{599, 300, 17});
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size}).to(dtype);
+        const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
+        const at::Tensor k_cache = cache(c, dtype), v_cache = cache(c, dtype);
+        auto run = [&](Isa isa) {
+            at::Tensor kc = k_cache.clone(), vc = v_cache.clone();
+            return gpt::kernels::decode_attention(q, k, v, kc, vc, pos, 0.125, isa).to(at::kDouble);
+        };
+        const at::Tensor scalar = run(Isa::scalar);
+        for (Isa isa : paths_here()) {
+            INFO(gpt::kernels::isa_name(isa) << " " << c10::toString(dtype));
+            // fp32 sums in another order; in bf16 and half, at most the result's last bit.
+            const double bound = dtype == at::kFloat ? 2e-6 : dtype == at::kHalf ? 1e-3 : 8e-3;
+            CHECK((run(isa) - scalar).abs().max().item<double>() <= bound);
+        }
+    }
+}
+
+TEST_CASE("the chunks' split over threads gives the one-thread result", "[kernels]") {
+    at::manual_seed(5);
+    const Case c{2, 3, 900, 64};
+    const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
+    const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
+    const at::Tensor k_cache = cache(c, at::kFloat), v_cache = cache(c, at::kFloat);
+    const at::Tensor pos = at::tensor(std::vector<int64_t>{899, 513});
+    const Isa isa = gpt::kernels::active_isa();
+    auto run = [&](int threads) {
+        at::set_num_threads(threads);
+        at::Tensor kc = k_cache.clone(), vc = v_cache.clone();
+        return gpt::kernels::decode_attention(q, k, v, kc, vc, pos, 0.125, isa);
+    };
+    const at::Tensor one = run(1);
+    CHECK(at::equal(run(4), one));  // each item is one thread's, the merge the same whatever the split
+    at::set_num_threads(1);
+}
+
+TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernels]") {
+    const Case c{2, 2, 8, 16};
+    const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
+    at::Tensor k_cache = cache(c, at::kFloat), v_cache = cache(c, at::kFloat);
+    auto call = [&](const at::Tensor &qq, const at::Tensor &pos) {
+        return gpt::kernels::decode_attention(qq, qq, qq, k_cache, v_cache, pos, 0.25, Isa::scalar);
+    };
+    const at::Tensor pos = at::tensor(std::vector<int64_t>{1, 7});
+    CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int64_t>{1, 8})),
+                      Catch::Contains("pos[1] = 8 is outside the cache's 8 positions"));
+    CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int64_t>{-1, 0})), Catch::Contains("pos[0] = -1"));
+    CHECK_THROWS_WITH(call(q.to(at::kBFloat16), pos), Catch::Contains("must share a dtype"));
+    CHECK_THROWS_WITH(call(q.expand({2, 2, 3, 16}), pos), Catch::Contains("one new token a sequence"));
+    CHECK_THROWS_WITH(call(q.to(at::kDouble), pos), Catch::Contains("must share a dtype"));
+    at::Tensor k64 = k_cache.to(at::kDouble), v64 = v_cache.to(at::kDouble);
+    const at::Tensor q64 = q.to(at::kDouble);
+    CHECK_THROWS_WITH(gpt::kernels::decode_attention(q64, q64, q64, k64, v64, pos, 0.25, Isa::scalar),
+                      Catch::Contains("is not float, bfloat16 or half"));
+    CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int32_t>{1, 2})), Catch::Contains("pos must be (B,) int64"));
+    CHECK_THROWS_AS(gpt::kernels::parse_isa("avx3"), std::invalid_argument);
+    CHECK(gpt::kernels::parse_isa("avx2") == Isa::avx2);
+}
