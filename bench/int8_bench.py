@@ -10,7 +10,8 @@ Q8_0, Q4_0, Q4_K_M (and bf16) and CTranslate2's int8, GPT-2 124M on the same wei
 Our artifacts are compiled here once, those the run names (bench/work/int8/gpt2-124m-{bf16,bf16math,int8,int4}/cpu,
 from the Hugging Face layout safetensors the peers convert, `--dtype bf16`, int4 in groups of 32; the prefill's
 attention math, decode's measured by the compile on its compiled decode graph (`--decode-attention auto`; the
-`bf16math` artifact pins decode's to SDPA's math, the kernel every earlier run compared), the linear forms
+`bf16math` and `bf16chunked` artifacts pin decode's to SDPA's math, the kernel every earlier run compared, and
+to the kernel library's, each with the linear forms the measured bf16 artifact picked), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
@@ -53,8 +54,11 @@ ARTIFACTS = {
     "int4": WORK / "gpt2-124m-int4",
     "bf16": WORK / "gpt2-124m-bf16",
     "bf16math": WORK / "gpt2-124m-bf16math",
+    "bf16chunked": WORK / "gpt2-124m-bf16chunked",
 }
-DECODE_ATTENTION = {"bf16math": "math"}  # the others: measured (auto)
+# Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
+# bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
+DECODE_ATTENTION = {"bf16math": "math", "bf16chunked": "chunked"}
 QUANTIZED = ("int8", "int4")  # ours: the ratio sections compare every other row with these
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 
@@ -70,6 +74,10 @@ def compile_ours(weights: str) -> float | None:
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
     cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
     cmd += ["--decode-attention", DECODE_ATTENTION.get(weights, "auto")]
+    if weights in DECODE_ATTENTION:
+        picked = json.loads((ARTIFACTS["bf16"] / "cpu" / "manifest.json").read_text())["graphs"]
+        cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
+        cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
     cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", weights] if weights in QUANTIZED else [])
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
@@ -212,6 +220,8 @@ def main() -> int:
     args = ap.parse_args()
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
+    if any(w in DECODE_ATTENTION for w in ours) and "bf16" not in ours:
+        ours.insert(0, "bf16")  # the pinned ones take its linear forms
     compile_s = {w: compile_ours(w) for w in ours}
     torch.set_num_threads(args.threads)
     bandwidth = suite.read_bandwidth("cpu")
