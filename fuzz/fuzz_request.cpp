@@ -1,11 +1,11 @@
-// fuzz_request.cpp — HTTP request bodies into the server's parsers (deploy/server/request.cpp,
+// fuzz_request.cpp — HTTP request bodies into the server's parsers (deploy/server/api/request.cpp,
 // completion_request.cpp): /v1/generate, /v1/completions, /tokenize and /detokenize.
 #include <cstdint>
 #include <string>
 
-#include "completion_request.h"
+#include "api/completion_request.h"
+#include "api/request.h"
 #include "fuzz_check.h"
-#include "request.h"
 
 namespace {
 

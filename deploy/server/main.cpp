@@ -13,12 +13,12 @@
 #include <string>
 #include <thread>
 
-#include "admission.h"
+#include "api/http_server.h"
 #include "clock.h"
-#include "http_server.h"
 #include "metrics.h"
-#include "model_slot.h"
 #include "options.h"
+#include "scheduling/admission.h"
+#include "scheduling/model_slot.h"
 
 namespace {
 

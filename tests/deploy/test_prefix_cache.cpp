@@ -1,9 +1,9 @@
-// gpt-server's choice of slot and reused prefix for a new prompt (deploy/server/prefix_cache.h).
+// gpt-server's choice of slot and reused prefix for a new prompt (deploy/server/scheduling/prefix_cache.h).
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "prefix_cache.h"
+#include "scheduling/prefix_cache.h"
 
 using server::place_prompt;
 using Tokens = std::vector<gpt_token>;

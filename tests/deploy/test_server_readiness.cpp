@@ -1,11 +1,11 @@
-// test_server_readiness.cpp — gpt-server's /readyz answer (deploy/server/readiness.h),
+// test_server_readiness.cpp — gpt-server's /readyz answer (deploy/server/api/readiness.h),
 // which both listeners serve. The device-failed input is the scheduler's flag, set
 // when a prefill or decode step returns GPT_ERR_CUDA (Scheduler::fail_all). No CPU
 // run can make the runtime return that status, so the flag itself is not raised
 // here: these cases pin what /readyz answers once it is.
 #include <catch2/catch.hpp>
 
-#include "readiness.h"
+#include "api/readiness.h"
 
 using server::readiness;
 

@@ -1,5 +1,5 @@
 // model_slot.cpp — see model_slot.h.
-#include "model_slot.h"
+#include "scheduling/model_slot.h"
 
 #include <malloc.h>
 

@@ -29,7 +29,7 @@
 
 #include "clock.h"
 #include "gpt_runtime.h"
-#include "job.h"
+#include "scheduling/job.h"
 
 namespace server {
 

@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "gpt_runtime.h"
-#include "scheduler.h"
+#include "scheduling/scheduler.h"
 
 namespace server {
 

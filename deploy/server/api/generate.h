@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "api/request.h"
 #include "gpt_runtime.h"
-#include "model_slot.h"
-#include "request.h"
-#include "scheduler.h"
+#include "scheduling/model_slot.h"
+#include "scheduling/scheduler.h"
 
 namespace server {
 

@@ -1,5 +1,5 @@
 // admission.cpp — see admission.h.
-#include "admission.h"
+#include "scheduling/admission.h"
 
 namespace server {
 

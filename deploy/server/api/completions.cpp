@@ -9,10 +9,10 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "completion_request.h"
-#include "generate.h"
-#include "http_server.h"
-#include "reply.h"
+#include "api/completion_request.h"
+#include "api/generate.h"
+#include "api/http_server.h"
+#include "api/reply.h"
 
 namespace server {
 

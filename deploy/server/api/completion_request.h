@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "request.h"
+#include "api/request.h"
 
 namespace server {
 

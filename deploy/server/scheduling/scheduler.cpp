@@ -1,5 +1,5 @@
 // scheduler.cpp — see scheduler.h.
-#include "scheduler.h"
+#include "scheduling/scheduler.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "metrics.h"
-#include "prefix_cache.h"
+#include "scheduling/prefix_cache.h"
 
 namespace server {
 

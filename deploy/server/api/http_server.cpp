@@ -1,5 +1,5 @@
 // http_server.cpp — see http_server.h.
-#include "http_server.h"
+#include "api/http_server.h"
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
@@ -11,9 +11,9 @@
 #include <chrono>
 #include <memory>
 
-#include "generate.h"
-#include "readiness.h"
-#include "reply.h"
+#include "api/generate.h"
+#include "api/readiness.h"
+#include "api/reply.h"
 
 namespace server {
 

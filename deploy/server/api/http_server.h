@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "admin_auth.h"
-#include "admission.h"
+#include "api/admin_auth.h"
 #include "clock.h"
 #include "metrics.h"
-#include "model_slot.h"
 #include "options.h"
+#include "scheduling/admission.h"
+#include "scheduling/model_slot.h"
 #include "transport/listener.h"
 
 namespace server {

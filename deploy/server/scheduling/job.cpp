@@ -1,5 +1,5 @@
 // job.cpp — see job.h.
-#include "job.h"
+#include "scheduling/job.h"
 
 namespace server {
 

@@ -1,5 +1,5 @@
 // generate.cpp — see generate.h.
-#include "generate.h"
+#include "api/generate.h"
 
 #include <algorithm>
 #include <random>

@@ -1,5 +1,5 @@
 // completion_request.cpp — see completion_request.h.
-#include "completion_request.h"
+#include "api/completion_request.h"
 
 #include <nlohmann/json.hpp>
 

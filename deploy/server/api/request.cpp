@@ -1,5 +1,5 @@
 // request.cpp — see request.h.
-#include "request.h"
+#include "api/request.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,5 +1,5 @@
 // reply.cpp — see reply.h.
-#include "reply.h"
+#include "api/reply.h"
 
 namespace server {
 

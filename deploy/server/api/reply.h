@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/request.h"
 #include "clock.h"
-#include "request.h"
 #include "transport/http_message.h"
 
 namespace server {

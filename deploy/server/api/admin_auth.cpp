@@ -1,5 +1,5 @@
 // admin_auth.cpp — see admin_auth.h.
-#include "admin_auth.h"
+#include "api/admin_auth.h"
 
 #include <fcntl.h>
 #include <sodium.h>

@@ -1,5 +1,5 @@
 // prefix_cache.cpp — see prefix_cache.h.
-#include "prefix_cache.h"
+#include "scheduling/prefix_cache.h"
 
 #include <algorithm>
 
