@@ -67,7 +67,7 @@ consume() {
   "$work/pc_consumer" "$artifact"
 
   # The example server is an outside consumer too: it builds against the install alone (in the full run:
-  # its 20 sources compiled again, a minute of the 2-core per-submission run for what the consumers above show).
+  # its 27 sources compiled again, a minute of the 2-core per-submission run for what the consumers above show).
   if [ -n "${GPT_FULL:-}" ]; then
     # Its sources alone, away from the tree: nothing of the runtime's sources can be reached from there.
     cp -r "$root/deploy/server" "$work/server-src"

@@ -1,8 +1,6 @@
-// completions.cpp — the OpenAI-compatible endpoints of HttpServer: POST /v1/completions
-// (OpenAI's completions API: text or token-id prompts, `n` completions of one prompt,
-// streaming as SSE `data:` chunks ending in `data: [DONE]`, stop strings, log-probabilities,
-// echo, seed, logit bias and penalties),
-// GET /v1/models, and POST /tokenize / /detokenize.
+// completions.cpp — POST /v1/completions of HttpServer (http_server.h), OpenAI's completions API: text or
+// token-id prompts, `n` completions of one prompt, streaming as SSE `data:` chunks ending in `data: [DONE]`,
+// stop strings, log-probabilities (logprobs_json.h), echo, seed, logit bias and penalties.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include "api/completion_request.h"
 #include "api/generate.h"
 #include "api/http_server.h"
+#include "api/logprobs_json.h"
 #include "api/reply.h"
 
 namespace server {
@@ -21,52 +20,6 @@ namespace {
 using nlohmann::json;
 
 int64_t unix_time() { return static_cast<int64_t>(std::time(nullptr)); }
-
-// Code points before byte `bytes` of `text`: OpenAI's text_offset counts characters, not bytes.
-size_t characters(const std::string &text, size_t bytes) {
-    size_t n = 0;
-    for (size_t i = 0; i < bytes && i < text.size(); ++i)
-        if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++n;
-    return n;
-}
-
-// The log-probabilities of a completion, in the completions API's column layout.
-class Logprobs {
-public:
-    Logprobs(const ServedModel &model, bool as_ids) : model_(&model), as_ids_(as_ids) {}
-
-    // One token's entry; its text starts at byte `offset` of `text` (the reply's text so far).
-    void add(const TokenEvent &e, const std::string &text, size_t offset) {
-        tokens_.push_back(token_text(e.token));
-        token_logprobs_.push_back(e.logprobs.at(0).logprob);
-        json top = json::object();
-        for (size_t i = 1; i < e.logprobs.size(); ++i)
-            if (e.logprobs[i].token != GPT_TOKEN_NONE) top[token_text(e.logprobs[i].token)] = e.logprobs[i].logprob;
-        top_logprobs_.push_back(top);
-        text_offset_.push_back(characters(text, offset));
-    }
-    json to_json() const {
-        return {{"tokens", tokens_},
-                {"token_logprobs", token_logprobs_},
-                {"top_logprobs", top_logprobs_},
-                {"text_offset", text_offset_}};
-    }
-    void clear() { *this = Logprobs(*model_, as_ids_); }
-
-private:
-    // A token's own bytes (part of a character for some BPE tokens: those become U+FFFD in the reply),
-    // or its id as vLLM's return_tokens_as_token_ids writes it.
-    std::string token_text(gpt_token t) const {
-        return as_ids_ ? "token_id:" + std::to_string(t) : detokenize(*model_, {t});
-    }
-
-    const ServedModel *model_;
-    bool as_ids_;
-    std::vector<std::string> tokens_;
-    std::vector<float> token_logprobs_;
-    std::vector<json> top_logprobs_;
-    std::vector<size_t> text_offset_;
-};
 
 // The first of a request's jobs that the runtime failed, or null.
 const Job *failed_job(const std::vector<std::shared_ptr<Job>> &jobs) {
@@ -249,49 +202,6 @@ void HttpServer::completions(const http::Request &req, http::Response &res) {
         }
         sink.write("data: [DONE]\n\n");
     };
-}
-
-void HttpServer::models(http::Response &res) {
-    const auto model = slot_.current();
-    json data = json::array();
-    if (model)
-        data.push_back({{"id", model->info.name},
-                        {"object", "model"},
-                        {"created", 0},
-                        {"owned_by", "gpt-aot"},
-                        {"max_model_len", model->info.block_size}});
-    res.status = 200;
-    res.set_content(json_text({{"object", "list"}, {"data", data}}), kJson);
-    metrics_.count_request("/v1/models", 200);
-}
-
-void HttpServer::handle_tokenize(const http::Request &req, http::Response &res) {
-    const auto model = slot_.current();
-    try {
-        if (!model) throw BadRequest("no model is loaded", "", 503);
-        const std::string text = parse_tokenize_request(req.body);
-        const std::vector<gpt_token> tokens = text.empty() ? std::vector<gpt_token>{} : tokenize_prompt(*model, text);
-        res.status = 200;
-        res.set_content(
-            json_text({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model->info.block_size}}),
-            kJson);
-    } catch (const BadRequest &e) {
-        reply_bad_request(res, e);
-    }
-    metrics_.count_request("/tokenize", res.status);
-}
-
-void HttpServer::handle_detokenize(const http::Request &req, http::Response &res) {
-    const auto model = slot_.current();
-    try {
-        if (!model) throw BadRequest("no model is loaded", "", 503);
-        const std::vector<gpt_token> tokens = parse_detokenize_request(req.body);
-        res.status = 200;
-        res.set_content(json_text({{"prompt", detokenize(*model, tokens)}}), kJson);
-    } catch (const BadRequest &e) {
-        reply_bad_request(res, e);
-    }
-    metrics_.count_request("/detokenize", res.status);
 }
 
 }  // namespace server

@@ -1,6 +1,9 @@
 // http_server.h — the HTTP API: routes, status codes, SSE streaming, admission and
 // metrics around each generation, and hot reload. The transport under it
 // (transport/) reads requests within their limits and writes what the routes answer.
+// The class's methods, one file per job: http_server.cpp (construction, routes, bind/start/stop),
+// probes.cpp, admin.cpp, generate_endpoint.cpp, completions.cpp, token_endpoints.cpp, and
+// request_lifecycle.cpp (what every generation endpoint does around its generation).
 #pragma once
 
 #include <atomic>
@@ -38,19 +41,25 @@ public:
 
 private:
     http::Router api_routes();
-    // GET /healthz, /readyz and /metrics: the main port's and the health port's.
+    // GET /healthz, /readyz and /metrics: the main port's and the health port's (probes.cpp).
     void add_probe_routes(http::Router &router);
+    void readyz(http::Response &res);
+    void serve_metrics(http::Response &res);
     // The body of an answer the transport makes itself (404, 408, 413, 415, 431, ...), counted.
     void transport_error(http::Response &res, int status, const std::string &message, const std::string &path);
 
-    // POST /v1/generate, the server's own API, and POST /v1/completions, OpenAI's (completions.cpp).
+    // POST /v1/generate, the server's own API (generate_endpoint.cpp), and POST /v1/completions, OpenAI's
+    // (completions.cpp); GET /v1/models, POST /tokenize and /detokenize (token_endpoints.cpp).
     void generate(const http::Request &req, http::Response &res);
     void completions(const http::Request &req, http::Response &res);
     void models(http::Response &res);
     void handle_tokenize(const http::Request &req, http::Response &res);
     void handle_detokenize(const http::Request &req, http::Response &res);
-    void readyz(http::Response &res);
-    // A generation request's id (also sent as X-Request-Id), and its count and log line once answered.
+    // POST /admin/reload (admin.cpp, with reload()).
+    void admin_reload(const http::Request &req, http::Response &res);
+
+    // Around every generation (request_lifecycle.cpp):
+    // a generation request's id (also sent as X-Request-Id), and its count and log line once answered.
     std::string begin_request(const char *id_prefix, http::Response &res);
     void finish_request(const char *endpoint, const std::string &id, Clock::time_point started, int code);
     // Takes `places` among the generations (a slot or the scheduler's queue each, admission.h) and the current
@@ -63,8 +72,6 @@ private:
     // (`first_token`: seconds from arrival to the first token of any of them, 0 for none) observed once.
     void log_generation(const std::string &id, Clock::time_point started, const ServedModel &model, bool stream,
                         size_t prompt_tokens, const std::vector<std::shared_ptr<Job>> &jobs, double first_token);
-    void admin_reload(const http::Request &req, http::Response &res);
-    void serve_metrics(http::Response &res);
 
     const Options &options_;
     ModelSlot &slot_;
