@@ -3,7 +3,7 @@
 # Fails on any finding. clang-tidy reads build/compile_commands.json (scripts/build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/check_layers.py  # runtime/'s folders include only the layers below them
+scripts/check_layers.py  # runtime/'s and deploy/server/'s folders include only the layers their tables allow
 scripts/check_aot_layers.py  # aot/gpt_aot's subpackages import only the layers below them, and no cycle
 # libtorch exports a static copy of std::filesystem::remove_all (pytorch#133437) that crashes with a
 # newer libstdc++; which copy a binary calls depends on load order (runtime/formats/files.h, test::remove_tree).
