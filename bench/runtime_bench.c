@@ -2,7 +2,7 @@
  *   runtime_bench generate ART --threads N --batch B --context C --tokens T --reps R [--cuda-graphs 0|1]
  *       B sequences in one session: one batched prefill of C tokens each, then T greedy
  *       decode steps of all B together, each sampled by the runtime where its logits are
- *       (gpt_session_decode_sample_batch: on a GPU only the ids come back), R times;
+ *       (gpt_session_decode_sample_batch_v2: on a GPU only the ids come back), R times;
  *       --cuda-graphs 0 loads the model with GPT_MODEL_NO_CUDA_GRAPHS
  *   runtime_bench train ART --threads N --batch B --seq S --accum A --iters I --batches FILE
  *       I optimizer steps (lr 1e-3, constant) over the batches bench/suite.py wrote: int32
@@ -93,12 +93,13 @@ static int bench_generate(struct gpt_model *model, const struct gpt_model_info *
         if ((s = gpt_sampler_create(&greedy, &samplers[b])) != GPT_OK) return die("sampler", s);
     for (int r = 0; r < reps; ++r) {
         double t0 = now_ms();
-        if ((s = gpt_session_prefill_batch(session, prompts, lengths, logits)) != GPT_OK) return die("prefill", s);
+        s = gpt_session_prefill_batch_v2(session, prompts, lengths, logits, (size_t)batch * (size_t)vocab);
+        if (s != GPT_OK) return die("prefill", s);
         double t1 = now_ms();
         for (int b = 0; b < batch; ++b) next[b] = argmax(logits + (size_t)b * vocab, vocab);
         for (int i = 0; i < tokens; ++i) {
             generated[i] = next[0];
-            if ((s = gpt_session_decode_sample_batch(session, next, samplers, next, NULL)) != GPT_OK)
+            if ((s = gpt_session_decode_sample_batch_v2(session, next, samplers, next, NULL, 0)) != GPT_OK)
                 return die("decode", s);
         }
         double t2 = now_ms();

@@ -24,6 +24,16 @@ reads the SSE `data: {...}` chunks as they arrive and keeps per request the time
 chunk, the gap before every later token chunk, and the completion tokens (the final `usage` when
 present, else the token chunks).
 
+Then time to first token with a shared prefix, per server (--prefix-trials N, 0 = none): for each
+trial a new PREFIX_TOKENS-token prefix (GPT-2's BPE of corpus text far from the rows' prompts),
+sent cold with one SUFFIX_TOKENS-token suffix and then warm with another, one token each, as token
+ids (`"cache_prompt": true` for llama-server, which is its default; our prefix cache is on by
+default); the TTFT of each, cold and warm.
+
+With ours, its runtime's own decode step on the same artifact and threads right after its rows
+(build/bench/runtime_bench generate, batch 1, a RUNTIME_CONTEXT-token prompt, max-tokens steps,
+--runtime-reps times, the first apart): what one client's per-token latency is held against.
+
 Per row: tokens/s = completion tokens that arrived inside the measured window (after --warmup)
 over the window; per-token latency p50/p99 over every inter-chunk gap and TTFT p50/p99 over the
 requests sent inside the window (all of which finish: clients send nothing new after the window
@@ -56,6 +66,10 @@ WORK = ROOT / "bench" / "work" / "server"
 REFERENCE = WORK / "reference.json"
 PROMPTS = WORK / "prompts.json"
 PROMPT_WORDS = 24
+RUNTIME_CONTEXT = 32  # about the rows' prompts (PROMPT_WORDS words)
+PREFIX_TOKENS = 900  # the shared prefix of the time-to-first-token rows (a system prompt, few-shot examples)
+SUFFIX_TOKENS = 12
+PREFIX_TEXT_FROM_WORD = 400_000  # the corpus' rows end well before (8192 prompts of PROMPT_WORDS words)
 CONTEXT = 1024  # GPT-2's block size: each of llama-server's slots gets this much
 HOST = "127.0.0.1"
 
@@ -285,6 +299,58 @@ def check(port: int, reference: dict, args) -> dict:
     }
 
 
+def runtime_step(args) -> dict:
+    """Our runtime's batch-1 decode step on the served artifact (runtime_bench), ms per token."""
+    cmd = [str(args.runtime_bench), "generate", str(args.model / "cpu"), "--threads", str(args.threads)]
+    cmd += ["--batch", "1", "--context", str(RUNTIME_CONTEXT), "--tokens", str(args.max_tokens)]
+    cmd += ["--reps", str(args.runtime_reps)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    ms = json.loads(out.strip().splitlines()[-1])["decode_ms_per_token"]
+    return {"command": cmd, "decode_ms_per_token": ms}
+
+
+def prefix_trials(count: int) -> list[dict]:
+    """`count` trials, each a prefix and a cold and a warm suffix, as GPT-2's token ids of corpus text."""
+    from server_weights import gpt2_tokenizer
+
+    from gpt_aot.text.data import corpus_text
+    from gpt_aot.text.tokenizer import to_tiktoken
+
+    words = corpus_text().split()[PREFIX_TEXT_FROM_WORD:]
+    ids = to_tiktoken(gpt2_tokenizer()).encode_ordinary(" ".join(words[: 1200 * count]))
+    step = PREFIX_TOKENS + 2 * SUFFIX_TOKENS
+    if len(ids) < step * count:
+        raise SystemExit(f"the corpus holds too few tokens for {count} prefix trials")
+    trials = []
+    for i in range(count):
+        piece = ids[i * step : (i + 1) * step]
+        trials.append({"prefix": piece[:PREFIX_TOKENS], "cold": piece[PREFIX_TOKENS : PREFIX_TOKENS + SUFFIX_TOKENS],
+                       "warm": piece[PREFIX_TOKENS + SUFFIX_TOKENS :]})  # fmt: skip
+    return trials
+
+
+def run_prefix(server: Server, trials: list[dict], args) -> list[dict]:
+    """Each trial's prefix cold (first seen) and then warm: the time to first token of each, in seconds."""
+    conn = http.client.HTTPConnection(HOST, server.port, timeout=args.request_timeout)
+    out = []
+    try:
+        for t in trials:
+            rec = {}
+            for kind in ("cold", "warm"):
+                body = request_body(t["prefix"] + t[kind], args, 1)
+                if server.name == "llama":
+                    body["cache_prompt"] = True
+                got = stream_completion(conn, body)
+                if "error" in got:
+                    rec[kind + "_error"] = got["error"]
+                else:
+                    rec[kind + "_ttft_s"] = round(got["chunk_times"][0] - got["sent"], 5)
+            out.append(rec)
+    finally:
+        conn.close()
+    return out
+
+
 def corpus_prompts(count: int) -> list[str]:
     """`count` consecutive PROMPT_WORDS-word pieces of the corpus, cached in bench/work/server/."""
     if PROMPTS.exists():
@@ -336,6 +402,9 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=10.0, help="seconds per row before the measured window")
     ap.add_argument("--rounds", type=int, default=1, help="> 1 alternates the servers and pools each row")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--runtime-reps", type=int, default=6, help="runtime_bench repetitions after ours' rows")
+    ap.add_argument("--runtime-bench", type=Path, default=ROOT / "build" / "bench" / "runtime_bench")
+    ap.add_argument("--prefix-trials", type=int, default=8, help="shared-prefix TTFT trials per server (0: none)")
     ap.add_argument("--request-timeout", type=float, default=600.0)
     ap.add_argument("--start-timeout", type=float, default=300.0)
     ap.add_argument("--ours-bin", type=Path, default=ROOT / "build" / "deploy" / "server" / "gpt-server")
@@ -364,15 +433,19 @@ def main() -> int:
         set_autogroup_nice(os.getpid(), args.autogroup_nice)  # the clients' session
     reference = json.loads(REFERENCE.read_text())
     prompts = corpus_prompts(8192)
+    trials = prefix_trials(args.prefix_trials) if args.prefix_trials else []
 
     order = [args.servers if i % 2 == 0 else args.servers[::-1] for i in range(args.rounds)]
     result = {
         "machine": machine(),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "out"}
-        | {"slots": SLOTS, "context_per_slot": CONTEXT, "prompt_words": PROMPT_WORDS},
+        | {"slots": SLOTS, "context_per_slot": CONTEXT, "prompt_words": PROMPT_WORDS}
+        | {"prefix_tokens": PREFIX_TOKENS, "suffix_tokens": SUFFIX_TOKENS},
         "versions": {name: version(name, args) for name in args.servers},
         "commands": {name: server_command(name, args, 0) for name in args.servers},
         "check": {},
+        "prefix": [],
+        "runtime": [],
         "rounds": [],
     }
     for rnd, names in enumerate(order):
@@ -381,6 +454,9 @@ def main() -> int:
                 if name not in result["check"]:
                     result["check"][name] = check(server.port, reference, args)
                     print(f"{name}: check {result['check'][name]}", flush=True)
+                if trials:
+                    result["prefix"].append({"server": name, "round": rnd, "trials": run_prefix(server, trials, args)})
+                    print(f"{name}: prefix {result['prefix'][-1]['trials']}", flush=True)
                 for c in args.concurrency:
                     load = os.getloadavg()[0]
                     requests, window, cpu = run_clients(server, c, prompts, args)
@@ -393,6 +469,9 @@ def main() -> int:
                         f"ttft p50 {row['ttft_p50_ms']} ms, {row['requests']} requests, {row['errors']} errors",
                         flush=True,
                     )
+            if name == "ours" and args.runtime_reps > 0:  # right after its rows, the server gone
+                result["runtime"].append({"round": rnd} | runtime_step(args))
+                print(f"runtime_bench: {result['runtime'][-1]['decode_ms_per_token']} ms/token", flush=True)
     result["machine"]["loadavg_end"] = os.getloadavg()
     write_results(out, result)
     print((out / "results.md").read_text())

@@ -82,6 +82,20 @@ def rows(result: dict) -> list[dict]:
     return out
 
 
+def prefix_rows(result: dict) -> list[dict]:
+    """Per server: the median TTFT of its shared-prefix trials, cold and warm (every round pooled)."""
+    out = []
+    for name in result["config"]["servers"]:
+        trials = [t for p in result.get("prefix", ()) if p["server"] == name for t in p["trials"]]
+        cold = [t["cold_ttft_s"] * 1000.0 for t in trials if "cold_ttft_s" in t]
+        warm = [t["warm_ttft_s"] * 1000.0 for t in trials if "warm_ttft_s" in t]
+        if trials:
+            errors = sum("cold_error" in t or "warm_error" in t for t in trials)
+            out.append({"server": name, "trials": len(trials), "errors": errors, "cold_p50_ms": percentile(cold, 50),
+                        "warm_p50_ms": percentile(warm, 50), "cold_ms": cold, "warm_ms": warm})  # fmt: skip
+    return out
+
+
 def ratio(a, b):
     return a / b if a and b else None
 
@@ -121,9 +135,39 @@ def write_markdown(out: Path, result: dict) -> None:
         x = ratio(by.get((name, top), {}).get("tokens_per_s"), by.get((name, one), {}).get("tokens_per_s"))
         if x is not None:
             lines.append(f"| {name}@{top} / {name}@{one} | {x:.2f}× | {targets.get(name, '')} |")
-    x = ratio(by.get(("ours", top), {}).get("tokens_per_s"), by.get(("llama", top), {}).get("tokens_per_s"))
-    if x is not None:
-        lines.append(f"| ours@{top} / llama@{top} | {x:.2f}× | {targets['ours/llama']} |")
+    for c, target in ((one, "≥ 1.1×"), (top, targets["ours/llama"])):
+        x = ratio(by.get(("ours", c), {}).get("tokens_per_s"), by.get(("llama", c), {}).get("tokens_per_s"))
+        if x is not None:
+            lines.append(f"| ours@{c} / llama@{c} | {x:.2f}× | {target} |")
+    steps = [ms for r in result.get("runtime", ()) for ms in r["decode_ms_per_token"][1:]]  # the first warms up
+    one_client = by.get(("ours", one), {}).get("itl_p50_ms")
+    if steps and one_client:
+        step = statistics.median(steps)
+        lines.append(
+            f"\nOne client against the runtime's own step: ours@{one} per-token p50 {one_client:.2f} ms, "
+            f"runtime_bench's batch-1 decode step on the same artifact and threads {step:.2f} ms (median of "
+            f"{len(steps)} repetitions of {cfg['max_tokens']} steps) = {one_client / step:.3f}× (target ≤ 1.05×)."
+        )
+    prefix = result.get("prefix_rows") or []
+    if prefix:
+        tokens = result["config"].get("prefix_tokens", 900)
+        lines += [
+            "",
+            f"Time to first token with a shared {tokens}-token prefix (one token asked; the prefix first cold, then "
+            "warm with another suffix; medians over the trials):",
+            "",
+            "| server | trials | errors | TTFT cold ms | TTFT warm ms | cold / warm |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in prefix:
+            x = ratio(r["cold_p50_ms"], r["warm_p50_ms"])
+            lines.append(f"| {r['server']} | {r['trials']} | {r['errors']} | {f1(r['cold_p50_ms'])} | "
+                         f"{f1(r['warm_p50_ms'])} | {'–' if x is None else f'{x:.1f}×'} |")  # fmt: skip
+        by_prefix = {r["server"]: r for r in prefix}
+        if "ours" in by_prefix and "llama" in by_prefix:
+            x = ratio(by_prefix["llama"]["warm_p50_ms"], by_prefix["ours"]["warm_p50_ms"])
+            if x is not None:
+                lines.append(f"\nWarm TTFT, llama / ours: {x:.2f}× (target: ours ≤ llama's, i.e. ≥ 1.0×).")
     per_chunk = ", ".join(f"{r['server']}@{r['concurrency']} {r['tokens_per_chunk'] or 0:.3f}" for r in rows)
     lines.append(f"\nTokens per token chunk (> 1: bytes of a character held back): {per_chunk}.")
     for r in rows:
@@ -153,6 +197,7 @@ def write_markdown(out: Path, result: dict) -> None:
 def write_results(out: Path, result: dict) -> None:
     """rows from the rounds, then results.json (all but the rounds), rounds.json.gz and results.md."""
     result["rows"] = rows(result)
+    result["prefix_rows"] = prefix_rows(result)
     (out / "results.json").write_text(json.dumps({k: v for k, v in result.items() if k != "rounds"}, indent=1))
     rounds = json.dumps(result["rounds"], separators=(",", ":")).encode()
     (out / ROUNDS).write_bytes(gzip.compress(rounds, mtime=0))

@@ -420,9 +420,10 @@ GPT_API gpt_status gpt_session_get_position_seq(const struct gpt_session *sessio
  * and its next-token logits go to logits + i * vocab_size (n_seq rows in all).
  * GPT_TOKEN_NONE leaves sequence i as it is, its logits row unwritten: finished or
  * idle sequences sit out while the others go on. Every token and position is
- * checked before anything runs; at least one sequence must step. A step reads
- * each cache up to the furthest position among sequences 0..last stepping one,
- * so its cost follows the longest of them, not block_size. */
+ * checked before anything runs; at least one sequence must step. A step runs the
+ * sequences from the first stepping one to the last and reads each cache up to
+ * the furthest position among them, so its cost follows the longest of those,
+ * not block_size nor the sequences outside that range. */
 GPT_API gpt_status gpt_session_decode_batch(struct gpt_session *session, const gpt_token *tokens, float *logits);
 
 /* A session's sequences as caches of their tokens, for a server that reuses the cache of a prompt's
@@ -570,6 +571,41 @@ GPT_API gpt_status gpt_sampler_sample_batch(struct gpt_sampler *const *samplers,
 GPT_API gpt_status gpt_session_decode_sample_batch(struct gpt_session *session, const gpt_token *tokens,
                                                    struct gpt_sampler *const *samplers, gpt_token *out_tokens,
                                                    float *logits);
+
+/* ---- the calls to use: each knows its buffer's size ------------------------------------------
+ * The session calls above write whole rows of vocab_size floats to `logits` (one row, or n_seq
+ * rows for the batch calls) and trust the caller to know the session's n_seq. Their _v2 forms
+ * take `logits_capacity`, the floats `logits` holds: fewer than the call writes is
+ * GPT_ERR_BUFFER_TOO_SMALL before anything runs or changes. Where logits are optional (extend,
+ * decode_sample), NULL with capacity 0 asks for none. The one-sequence forms name their sequence,
+ * so no call acts on sequence 0 unsaid. Otherwise each does what the form it replaces does. New
+ * code calls these; the forms without a capacity stay for programs built against an earlier ABI 3
+ * header (docs/ABI.md). */
+GPT_API gpt_status gpt_session_prefill_seq_v2(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
+                                              int32_t n_tokens, float *logits, size_t logits_capacity);
+/* One step of sequence `seq` (the others sit out, as GPT_TOKEN_NONE in gpt_session_decode_batch):
+ * its next-token logits, one row, go to `logits`. */
+GPT_API gpt_status gpt_session_decode_seq_v2(struct gpt_session *session, int32_t seq, gpt_token token, float *logits,
+                                             size_t logits_capacity);
+GPT_API gpt_status gpt_session_prefill_batch_v2(struct gpt_session *session, const gpt_token *const *prompts,
+                                                const int32_t *n_tokens, float *logits, size_t logits_capacity);
+GPT_API gpt_status gpt_session_decode_batch_v2(struct gpt_session *session, const gpt_token *tokens, float *logits,
+                                               size_t logits_capacity);
+GPT_API gpt_status gpt_session_extend_seq_v2(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
+                                             int32_t n_tokens, float *logits, size_t logits_capacity);
+GPT_API gpt_status gpt_session_decode_sample_batch_v2(struct gpt_session *session, const gpt_token *tokens,
+                                                      struct gpt_sampler *const *samplers, gpt_token *out_tokens,
+                                                      float *logits, size_t logits_capacity);
+/* gpt_sampler_sample_batch with gpt_session_decode_sample_batch's rule for a row that cannot be
+ * sampled (NaN, +inf, all -inf), so that both sampling calls keep one: that row gets
+ * GPT_TOKEN_NONE, its sampler does not draw and its log-probability entries are GPT_TOKEN_NONE with
+ * -inf, while the other rows get their tokens; the call then returns GPT_ERR_NON_FINITE naming the
+ * rows refused. Any other refusal (a bad argument, a bias outside the vocabulary) comes before any
+ * sampler draws. gpt_sampler_sample_batch, which refuses the whole call for one such row, stays
+ * for earlier callers. */
+GPT_API gpt_status gpt_sampler_sample_batch_v2(struct gpt_sampler *const *samplers, int32_t n_seq, const float *logits,
+                                               int32_t vocab_size, gpt_token *out_tokens, int32_t n_top_logprobs,
+                                               struct gpt_token_logprob *out_logprobs);
 
 /* ---- training --------------------------------------------------------------- */
 

@@ -1,5 +1,7 @@
 // c_api_session.cpp — the C ABI of sessions: prefill, decode (one sequence or a
 // batch), sequences as caches (extend, truncate, copy, abort) and generation.
+#include <cstddef>
+#include <string>
 #include <vector>
 
 #include "abi/c_api_guard.h"
@@ -10,6 +12,41 @@
 using gpt::c_api::guarded;
 using gpt::c_api::read_versioned;
 using gpt::c_api::require;
+
+namespace {
+
+// The _v2 calls' check of `logits` against the `rows` rows of vocab_size floats the call writes, made
+// before anything runs. `optional`: NULL with capacity 0 asks for no logits.
+void require_logits(const gpt_session *session, const float *logits, size_t capacity, int32_t rows,
+                    bool optional = false) {
+    require(session != nullptr, "session must not be NULL");
+    if (logits == nullptr) {
+        if (!optional) gpt::fail(GPT_ERR_INVALID_ARGUMENT, "logits must not be NULL");
+        if (capacity != 0)
+            gpt::fail(GPT_ERR_INVALID_ARGUMENT,
+                      "logits is NULL but logits_capacity is " + std::to_string(capacity) + ": NULL asks for none");
+        return;
+    }
+    const auto needed = static_cast<size_t>(rows) * static_cast<size_t>(session->impl.vocab_size());
+    if (capacity < needed)
+        gpt::fail(GPT_ERR_BUFFER_TOO_SMALL, "logits holds " + std::to_string(capacity) + " floats; this call writes " +
+                                                std::to_string(needed) + " (" + std::to_string(rows) + " row" +
+                                                (rows == 1 ? "" : "s") + " of " +
+                                                std::to_string(session->impl.vocab_size()) + ")");
+}
+
+// gpt_session_decode_sample_batch's body, the session checked.
+void decode_sample(gpt_session *session, const gpt_token *tokens, gpt_sampler *const *samplers, gpt_token *out_tokens,
+                   float *logits) {
+    require(tokens != nullptr && samplers != nullptr && out_tokens != nullptr,
+            "tokens, samplers and out_tokens must not be NULL");
+    std::vector<gpt::Sampler *> rows(static_cast<size_t>(session->impl.n_seq()), nullptr);
+    for (size_t i = 0; i < rows.size(); ++i)
+        if (samplers[i] != nullptr) rows[i] = &samplers[i]->impl;
+    session->impl.decode_sample_batch(tokens, rows.data(), out_tokens, logits);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -71,7 +108,7 @@ gpt_status gpt_session_prefill_batch(struct gpt_session *session, const gpt_toke
 gpt_status gpt_session_decode(struct gpt_session *session, gpt_token token, float *logits) {
     return guarded(__func__, [&] {
         require(session != nullptr && logits != nullptr, "session and logits must not be NULL");
-        session->impl.decode(token, logits);
+        session->impl.decode(0, token, logits);
     });
 }
 
@@ -115,12 +152,66 @@ gpt_status gpt_session_set_abort_callback(struct gpt_session *session, gpt_abort
 gpt_status gpt_session_decode_sample_batch(struct gpt_session *session, const gpt_token *tokens,
                                            struct gpt_sampler *const *samplers, gpt_token *out_tokens, float *logits) {
     return guarded(__func__, [&] {
-        require(session != nullptr && tokens != nullptr && samplers != nullptr && out_tokens != nullptr,
-                "session, tokens, samplers and out_tokens must not be NULL");
-        std::vector<gpt::Sampler *> rows(static_cast<size_t>(session->impl.n_seq()), nullptr);
-        for (size_t i = 0; i < rows.size(); ++i)
-            if (samplers[i] != nullptr) rows[i] = &samplers[i]->impl;
-        session->impl.decode_sample_batch(tokens, rows.data(), out_tokens, logits);
+        require(session != nullptr, "session must not be NULL");
+        decode_sample(session, tokens, samplers, out_tokens, logits);
+    });
+}
+
+// ---- the _v2 forms: the same calls, each checking its buffer's size first ------------------------------
+
+gpt_status gpt_session_prefill_seq_v2(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
+                                      int32_t n_tokens, float *logits, size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require_logits(session, logits, logits_capacity, 1);
+        require(tokens != nullptr, "tokens must not be NULL");
+        session->impl.prefill(seq, tokens, n_tokens, logits);
+    });
+}
+
+gpt_status gpt_session_decode_seq_v2(struct gpt_session *session, int32_t seq, gpt_token token, float *logits,
+                                     size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require_logits(session, logits, logits_capacity, 1);
+        session->impl.decode(seq, token, logits);
+    });
+}
+
+gpt_status gpt_session_prefill_batch_v2(struct gpt_session *session, const gpt_token *const *prompts,
+                                        const int32_t *n_tokens, float *logits, size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        require_logits(session, logits, logits_capacity, session->impl.n_seq());
+        require(prompts != nullptr && n_tokens != nullptr, "prompts and n_tokens must not be NULL");
+        session->impl.prefill_batch(prompts, n_tokens, logits);
+    });
+}
+
+gpt_status gpt_session_decode_batch_v2(struct gpt_session *session, const gpt_token *tokens, float *logits,
+                                       size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        require_logits(session, logits, logits_capacity, session->impl.n_seq());
+        require(tokens != nullptr, "tokens must not be NULL");
+        session->impl.decode_batch(tokens, logits);
+    });
+}
+
+gpt_status gpt_session_extend_seq_v2(struct gpt_session *session, int32_t seq, const gpt_token *tokens,
+                                     int32_t n_tokens, float *logits, size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require_logits(session, logits, logits_capacity, 1, /*optional=*/true);
+        require(tokens != nullptr, "tokens must not be NULL");
+        session->impl.extend(seq, tokens, n_tokens, logits);
+    });
+}
+
+gpt_status gpt_session_decode_sample_batch_v2(struct gpt_session *session, const gpt_token *tokens,
+                                              struct gpt_sampler *const *samplers, gpt_token *out_tokens, float *logits,
+                                              size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        require_logits(session, logits, logits_capacity, session->impl.n_seq(), /*optional=*/true);
+        decode_sample(session, tokens, samplers, out_tokens, logits);
     });
 }
 

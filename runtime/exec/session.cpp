@@ -149,10 +149,11 @@ void Session::run_prefill(const std::vector<Prompt> &prompts) {
             }
         }
         if (std::any_of(last_tokens.begin(), last_tokens.end(), [](gpt_token t) { return t != GPT_TOKEN_NONE; })) {
-            const at::Tensor out = step(last_tokens.data());
+            int32_t first = 0;
+            const at::Tensor out = step(last_tokens.data(), &first);
             for (const Prompt &p : prompts) {
                 if (last_tokens[static_cast<size_t>(p.seq)] == GPT_TOKEN_NONE) continue;
-                std::copy_n(out.data_ptr<float>() + p.seq * vocab, vocab, p.logits);
+                std::copy_n(out.data_ptr<float>() + (p.seq - first) * vocab, vocab, p.logits);
                 positions_[static_cast<size_t>(p.seq)] = p.n_tokens;
             }
         }
@@ -162,11 +163,17 @@ void Session::run_prefill(const std::vector<Prompt> &prompts) {
     }
 }
 
-void Session::decode(gpt_token token, float *logits) {
-    check_token(token);  // GPT_TOKEN_NONE is no token here
+void Session::decode(int32_t seq, gpt_token token, float *logits) {
+    check_seq(seq);
+    check_token(token, seq);  // GPT_TOKEN_NONE is no token here
     std::vector<gpt_token> tokens(positions_.size(), GPT_TOKEN_NONE);
-    tokens[0] = token;
-    decode_batch(tokens.data(), logits);  // only sequence 0 steps: only the first row is written
+    tokens[static_cast<size_t>(seq)] = token;
+    check_step(tokens.data());
+    int32_t first = 0;
+    const at::Tensor all = on_device("decode", [&] { return step(tokens.data(), &first); });
+    ++positions_[static_cast<size_t>(seq)];
+    const int64_t vocab = model_.config().vocab_size;
+    std::copy_n(all.data_ptr<float>() + (seq - first) * vocab, vocab, logits);
 }
 
 void Session::check_step(const gpt_token *tokens) const {
@@ -189,12 +196,14 @@ void Session::check_step(const gpt_token *tokens) const {
 
 void Session::decode_batch(const gpt_token *tokens, float *logits) {
     check_step(tokens);
-    const at::Tensor all = on_device("decode", [&] { return step(tokens); });
+    int32_t first = 0;
+    const at::Tensor all = on_device("decode", [&] { return step(tokens, &first); });
     const int64_t vocab = model_.config().vocab_size;
-    for (int32_t seq = 0; seq < all.size(0); ++seq) {
+    for (int32_t row = 0; row < all.size(0); ++row) {
+        const int32_t seq = first + row;
         if (tokens[seq] == GPT_TOKEN_NONE) continue;
         ++positions_[static_cast<size_t>(seq)];
-        std::copy_n(all.data_ptr<float>() + seq * vocab, vocab, logits + seq * vocab);
+        std::copy_n(all.data_ptr<float>() + row * vocab, vocab, logits + seq * vocab);
     }
 }
 
@@ -213,12 +222,13 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
     }
     const SampledRows chosen = on_device("decode", [&] {
         at::Tensor greedy;
-        const at::Tensor all = device_step(tokens, &greedy);
+        int32_t first = 0;
+        const at::Tensor all = device_step(tokens, &first, &greedy);
         const auto rows = static_cast<int32_t>(all.size(0));
         const int32_t vocab = model_.config().vocab_size;
         std::vector<Sampler *> stepping(static_cast<size_t>(rows), nullptr);
-        for (int32_t seq = 0; seq < rows; ++seq)
-            if (tokens[seq] != GPT_TOKEN_NONE) stepping[static_cast<size_t>(seq)] = samplers[seq];
+        for (int32_t row = 0; row < rows; ++row)
+            if (tokens[first + row] != GPT_TOKEN_NONE) stepping[static_cast<size_t>(row)] = samplers[first + row];
         // On the CPU the logits are in host memory already and the host sampler needs no sort;
         // on a GPU they stay there and only the ids come back.
         const bool on_host = !all.is_cuda();
@@ -227,12 +237,16 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
                                       : sample_on_device(all, vocab, stepping, greedy);
         // Only now is the step taken (whatever sampling says of its logits): a failure before this point
         // leaves the positions as they were, and a retry writes the same cache entries again.
-        for (int32_t seq = 0; seq < rows; ++seq) {
+        for (int32_t row = 0; row < rows; ++row) {
+            const int32_t seq = first + row;
             if (tokens[seq] == GPT_TOKEN_NONE) continue;
             ++positions_[static_cast<size_t>(seq)];
             if (logits != nullptr)
-                std::copy_n(host.data_ptr<float>() + int64_t{seq} * vocab, vocab, logits + int64_t{seq} * vocab);
+                std::copy_n(host.data_ptr<float>() + int64_t{row} * vocab, vocab, logits + int64_t{seq} * vocab);
         }
+        // By sequence from here: the rows begin at `first`.
+        sampled.tokens.insert(sampled.tokens.begin(), static_cast<size_t>(first), GPT_TOKEN_NONE);
+        for (int32_t &row : sampled.refused) row += first;
         return sampled;
     });
     std::fill(out_tokens, out_tokens + n_seq(), GPT_TOKEN_NONE);
@@ -246,30 +260,41 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
                                  (n_seq() == 1 ? "" : " (the other sequences' tokens are drawn)"));
 }
 
-// One decode pass over every row up to the last stepping sequence (decode costs
-// about the same for one row or many), tokens already checked; a row that sits
-// out gets a harmless write at a cache position it has not filled yet, or at the
-// last one of a full sequence, which can only be prefilled again. Returns the
-// rows' logits on the device; positions are the caller's to advance.
-at::Tensor Session::device_step(const gpt_token *tokens, at::Tensor *greedy) {
+// One decode pass over the rows from the first stepping sequence to the last (decode
+// costs about the same for one row or several), tokens already checked: a request alone
+// in a late slot pays neither for the rows before it nor for how far their caches reach.
+// A row inside that range that sits out gets a harmless write at a cache position it has
+// not filled yet, or at the last one of a full sequence, which can only be prefilled
+// again. A captured step starts at row 0 (its graphs are captured per row count over the
+// cache's first rows). Returns the rows' logits on the device; positions are the
+// caller's to advance.
+at::Tensor Session::device_step(const gpt_token *tokens, int32_t *first, at::Tensor *greedy) {
     const int32_t block = model_.config().block_size;
-    int32_t rows = 0;
-    for (int32_t seq = 0; seq < n_seq(); ++seq)
-        if (tokens[seq] != GPT_TOKEN_NONE) rows = seq + 1;
+    const bool captured = captured_ && model_.cuda_graphs();  // off for good once a capture failed
+    int32_t begin = -1, end = 0;
+    for (int32_t seq = 0; seq < n_seq(); ++seq) {
+        if (tokens[seq] == GPT_TOKEN_NONE) continue;
+        if (begin < 0) begin = seq;
+        end = seq + 1;
+    }
+    if (captured || begin < 0) begin = 0;
+    *first = begin;
+    const int32_t rows = end - begin;
     std::vector<int64_t> ids(static_cast<size_t>(rows)), pos(static_cast<size_t>(rows));
-    for (int32_t seq = 0; seq < rows; ++seq) {
-        ids[static_cast<size_t>(seq)] = tokens[seq] != GPT_TOKEN_NONE ? tokens[seq] : 0;
-        pos[static_cast<size_t>(seq)] = std::min(positions_[static_cast<size_t>(seq)], block - 1);
+    for (int32_t row = 0; row < rows; ++row) {
+        const int32_t seq = begin + row;
+        ids[static_cast<size_t>(row)] = tokens[seq] != GPT_TOKEN_NONE ? tokens[seq] : 0;
+        pos[static_cast<size_t>(row)] = std::min(positions_[static_cast<size_t>(seq)], block - 1);
     }
     // The step reads the cache up to the furthest row's position, not the whole context.
     const int64_t span = *std::max_element(pos.begin(), pos.end()) + 1;
-    if (captured_ && model_.cuda_graphs()) {  // off for good once a capture failed
+    if (captured) {
         CapturedDecode::Step step = captured_->step(ids, pos, span);
         if (greedy != nullptr) *greedy = step.greedy;
         if (step.logits.defined()) return step.logits;
     }
     const at::Tensor idx = at::tensor(ids, at::kLong).view({rows, 1}).to(model_.device());
-    return model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, 0, rows), span);
+    return model_.decode(idx, at::tensor(pos, at::kLong).to(model_.device()), kv_.narrow(2, begin, rows), span);
 }
 
 Session::Generated Session::generate(const gpt_token *prompt, int32_t n_prompt, const gpt_generate_params &params) {

@@ -34,6 +34,7 @@ public:
     Session &operator=(const Session &) = delete;
 
     int32_t n_seq() const { return static_cast<int32_t>(positions_.size()); }
+    int32_t vocab_size() const { return model_.config().vocab_size; }
     void reset();  // every sequence
     int32_t position(int32_t seq) const;
 
@@ -42,7 +43,8 @@ public:
     // prompts[n_seq], n_tokens[n_seq]; n_tokens 0 leaves that sequence (and its logits row) as it is.
     // `logits` receives n_seq rows of vocab_size floats.
     void prefill_batch(const gpt_token *const *prompts, const int32_t *n_tokens, float *logits);
-    void decode(gpt_token token, float *logits);
+    // One step of sequence `seq` alone; `logits` receives its row, vocab_size floats.
+    void decode(int32_t seq, gpt_token token, float *logits);
     // tokens[n_seq]; GPT_TOKEN_NONE leaves that sequence (and its logits row) as it is.
     // `logits` receives n_seq rows of vocab_size floats.
     void decode_batch(const gpt_token *tokens, float *logits);
@@ -95,10 +97,11 @@ private:
     void extend_piece(int32_t seq, const gpt_token *tokens, int32_t n_tokens, float *logits);
     // Throws what a decode step of `tokens` refuses, before anything runs.
     void check_step(const gpt_token *tokens) const;
-    // One step of the rows up to the last stepping sequence: their logits on the device.
+    // One step of the rows from the first stepping sequence to the last (from 0 when the step is captured):
+    // their logits on the device, row i being sequence *first + i.
     // With `greedy`, also each row's greedy_choice when the step computed it (a captured step), else undefined.
-    at::Tensor device_step(const gpt_token *tokens, at::Tensor *greedy = nullptr);
-    at::Tensor step(const gpt_token *tokens) { return host_logits(device_step(tokens)); }
+    at::Tensor device_step(const gpt_token *tokens, int32_t *first, at::Tensor *greedy = nullptr);
+    at::Tensor step(const gpt_token *tokens, int32_t *first) { return host_logits(device_step(tokens, first)); }
     at::Tensor host_logits(const at::Tensor &logits) const;
 
     // Where the session's work runs: its own CUDA stream (none on the CPU).

@@ -60,9 +60,10 @@ void Session::extend_piece(int32_t seq, const gpt_token *tokens, int32_t n_token
     std::vector<gpt_token> step_tokens(positions_.size(), GPT_TOKEN_NONE);
     for (int32_t i = 0; i < n_tokens; ++i) {
         step_tokens[static_cast<size_t>(seq)] = tokens[i];
-        const at::Tensor out = step(step_tokens.data());
+        int32_t first = 0;
+        const at::Tensor out = step(step_tokens.data(), &first);
         ++positions_[static_cast<size_t>(seq)];
-        if (i + 1 == n_tokens) std::copy_n(out.data_ptr<float>() + seq * vocab, vocab, logits);
+        if (i + 1 == n_tokens) std::copy_n(out.data_ptr<float>() + (seq - first) * vocab, vocab, logits);
     }
 }
 

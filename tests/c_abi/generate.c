@@ -55,7 +55,7 @@ static int step_batch(struct gpt_model *model, const struct gpt_model_info *info
     const int32_t n_tokens[N_SEQ] = {3, 2};
     static float logits[N_SEQ * 4096];
     CHECK(info->vocab_size <= 4096);
-    CHECK(gpt_session_prefill_batch(session, prompts, n_tokens, logits) == GPT_OK);
+    CHECK(gpt_session_prefill_batch_v2(session, prompts, n_tokens, logits, sizeof logits / sizeof *logits) == GPT_OK);
     struct gpt_sampler_params sp;
     CHECK(gpt_sampler_default_params(&sp, sizeof sp) == GPT_OK);
     struct gpt_sampler *samplers[N_SEQ] = {NULL, NULL};
@@ -70,7 +70,8 @@ static int step_batch(struct gpt_model *model, const struct gpt_model_info *info
     gpt_token tokens[N_SEQ];
     struct gpt_token_logprob logprobs[N_SEQ * (1 + N_TOP)];
     for (int step = 0; step < STEPS; ++step) {
-        CHECK(gpt_sampler_sample_batch(samplers, N_SEQ, logits, info->vocab_size, tokens, N_TOP, logprobs) == GPT_OK);
+        CHECK(gpt_sampler_sample_batch_v2(samplers, N_SEQ, logits, info->vocab_size, tokens, N_TOP, logprobs) ==
+              GPT_OK);
         for (int i = 0; i < N_SEQ; ++i) {
             const struct gpt_token_logprob *row = logprobs + i * (1 + N_TOP);
             CHECK(row[0].token == tokens[i] && row[0].logprob <= 0.0f);
@@ -80,7 +81,7 @@ static int step_batch(struct gpt_model *model, const struct gpt_model_info *info
         size_t size = 0;
         CHECK(gpt_detokenizer_push(detokenizer, tokens[0], piece, sizeof piece, &size) == GPT_OK);
         CHECK(strchr(piece, '\n') == NULL); /* the text given out never holds the stop string */
-        CHECK(gpt_session_decode_batch(session, tokens, logits) == GPT_OK);
+        CHECK(gpt_session_decode_batch_v2(session, tokens, logits, sizeof logits / sizeof *logits) == GPT_OK);
     }
     int32_t stopped = -2;
     CHECK(gpt_detokenizer_stopped(detokenizer, &stopped) == GPT_OK);

@@ -264,8 +264,8 @@ void Scheduler::retire_finished() {
 }
 
 // One round of prompts, within the prefill budget, slot by slot: a prompt that starts empty and fits whole joins
-// one gpt_session_prefill_batch call with the others that do; the rest of a prompt after a reused prefix, or a
-// piece of one longer than what is left of the budget, is appended with gpt_session_extend_seq. Rows whose prompt
+// one gpt_session_prefill_batch_v2 call with the others that do; the rest of a prompt after a reused prefix, or a
+// piece of one longer than what is left of the budget, is appended with gpt_session_extend_seq_v2. Rows whose prompt
 // is then whole draw their first token.
 void Scheduler::prefill() {
     const auto vocab = static_cast<size_t>(info_.vocab_size);
@@ -287,9 +287,9 @@ void Scheduler::prefill() {
             continue;
         }
         extending_ = slot.job.get();
-        const gpt_status s =
-            gpt_session_extend_seq(session_, static_cast<int32_t>(seq), slot.feed.data() + done,
-                                   static_cast<int32_t>(piece), last ? &logits_[seq * vocab] : nullptr);
+        const gpt_status s = gpt_session_extend_seq_v2(
+            session_, static_cast<int32_t>(seq), slot.feed.data() + done, static_cast<int32_t>(piece),
+            last ? &logits_[seq * vocab] : nullptr, last ? vocab : size_t{0});
         extending_ = nullptr;
         int32_t position = 0;  // the pieces that ran stay, also when the call stopped or failed
         gpt_session_get_position_seq(session_, static_cast<int32_t>(seq), &position);
@@ -304,7 +304,8 @@ void Scheduler::prefill() {
         }
     }
     if (!whole.empty()) {
-        const gpt_status s = gpt_session_prefill_batch(session_, prompts.data(), n_tokens.data(), logits_.data());
+        const gpt_status s =
+            gpt_session_prefill_batch_v2(session_, prompts.data(), n_tokens.data(), logits_.data(), logits_.size());
         if (s != GPT_OK) {
             for (int seq : whole)
                 slots_[static_cast<size_t>(seq)].cached.clear();  // a failed prefill leaves them empty
@@ -330,7 +331,7 @@ void Scheduler::decode() {
     const bool logprobs = std::any_of(
         rows.begin(), rows.end(), [&](int seq) { return slots_[static_cast<size_t>(seq)].job->spec().logprobs >= 0; });
     if (!logprobs) return decode_and_sample(rows);
-    const gpt_status s = gpt_session_decode_batch(session_, step_tokens_.data(), logits_.data());
+    const gpt_status s = gpt_session_decode_batch_v2(session_, step_tokens_.data(), logits_.data(), logits_.size());
     for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
     if (s != GPT_OK) return fail_all(rows, s);
     for (int seq : rows) slots_[static_cast<size_t>(seq)].cached.push_back(step_tokens_[static_cast<size_t>(seq)]);
@@ -344,7 +345,7 @@ void Scheduler::decode_and_sample(const std::vector<int> &rows) {
     for (int seq : rows) samplers[static_cast<size_t>(seq)] = slots_[static_cast<size_t>(seq)].sampler;
     std::vector<gpt_token> drawn(slots_.size(), GPT_TOKEN_NONE);
     const gpt_status s =
-        gpt_session_decode_sample_batch(session_, step_tokens_.data(), samplers.data(), drawn.data(), nullptr);
+        gpt_session_decode_sample_batch_v2(session_, step_tokens_.data(), samplers.data(), drawn.data(), nullptr, 0);
     for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
     if (s != GPT_OK && s != GPT_ERR_NON_FINITE) return fail_all(rows, s);
     const std::string refused = s == GPT_OK ? std::string() : runtime_error_text(s);  // names the rows refused
@@ -358,8 +359,8 @@ void Scheduler::decode_and_sample(const std::vector<int> &rows) {
     }
 }
 
-// One call draws every row of the step. A row whose logits cannot be sampled (NaN) fails the whole call without
-// drawing anything, so the rows are then drawn one by one to end only the request it belongs to.
+// One call draws every row of the step. A row whose logits cannot be sampled comes back GPT_TOKEN_NONE and ends
+// only its own request (gpt_sampler_sample_batch_v2's rule, as gpt_session_decode_sample_batch_v2's).
 void Scheduler::sample(const std::vector<int> &rows) {
     std::vector<gpt_sampler *> samplers(slots_.size(), nullptr);
     int n_top = -1;
@@ -371,25 +372,17 @@ void Scheduler::sample(const std::vector<int> &rows) {
     const size_t stride = 1 + static_cast<size_t>(std::max(n_top, 0));
     logprob_rows_.resize(static_cast<size_t>(n_rows) * stride);
     gpt_token_logprob *logprobs = n_top >= 0 ? logprob_rows_.data() : nullptr;
-    gpt_status s = gpt_sampler_sample_batch(samplers.data(), n_rows, logits_.data(), info_.vocab_size,
-                                            step_tokens_.data(), std::max(n_top, 0), logprobs);
-    if (s == GPT_ERR_NON_FINITE) {
-        for (int seq : rows) {
-            const auto row = static_cast<size_t>(seq);
-            s = gpt_sampler_sample_batch(
-                &samplers[row], 1, logits_.data() + row * static_cast<size_t>(info_.vocab_size), info_.vocab_size,
-                &step_tokens_[row], std::max(n_top, 0), logprobs ? logprobs + row * stride : nullptr);
-            if (s != GPT_OK) {
-                end(seq, "error", s, runtime_error_text(s));
-                samplers[row] = nullptr;
-            }
-        }
-    } else if (s != GPT_OK) {
-        return fail_all(rows, s);
+    const gpt_status s = gpt_sampler_sample_batch_v2(samplers.data(), n_rows, logits_.data(), info_.vocab_size,
+                                                     step_tokens_.data(), std::max(n_top, 0), logprobs);
+    if (s != GPT_OK && s != GPT_ERR_NON_FINITE) return fail_all(rows, s);
+    const std::string refused = s == GPT_OK ? std::string() : runtime_error_text(s);  // names the rows refused
+    for (int seq : rows) {
+        const gpt_token token = step_tokens_[static_cast<size_t>(seq)];
+        if (token == GPT_TOKEN_NONE)
+            end(seq, "error", GPT_ERR_NON_FINITE, refused);
+        else
+            deliver(seq, token, logprobs ? logprobs + seq * stride : nullptr);
     }
-    for (int seq : rows)
-        if (samplers[static_cast<size_t>(seq)] != nullptr)
-            deliver(seq, step_tokens_[static_cast<size_t>(seq)], logprobs ? logprobs + seq * stride : nullptr);
 }
 
 // A sampled token: its text goes to the client, then the request either ends or feeds it to the next step.

@@ -12,7 +12,7 @@
 // the free slot holding the longest prefix of it, copied from another slot that
 // holds more (prefix_cache.h), and only the rest is prefilled. Each slot keeps its
 // own sampler (settings, seed, random stream), stop strings, detokenizer, deadline
-// and cancellation; one gpt_sampler_sample_batch call draws every row of a step.
+// and cancellation; one gpt_sampler_sample_batch_v2 call draws every row of a step.
 // A finished, cancelled or timed-out request frees its slot at once. When a
 // sequence fills the context, its most recent half window is prefilled again and
 // it goes on, as gpt_session_generate does.
