@@ -5,9 +5,9 @@
 
 #include <cstdint>
 
-namespace gpt::kernels {
+#include "cpu/element_type.h"
 
-enum class ElementType { f32, bf16, f16 };  // bf16 and f16 elements are 16-bit patterns (uint16_t)
+namespace gpt::kernels {
 
 struct AttentionChunk {
     ElementType type;

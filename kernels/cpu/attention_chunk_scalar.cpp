@@ -7,21 +7,11 @@
 #include <limits>
 
 #include "cpu/attention_chunk.h"
+#include "cpu/scalar_elements.h"
 
 namespace gpt::kernels {
 
 namespace {
-
-template <class T>
-float element(const void *base, int64_t i) {
-    if constexpr (std::is_same_v<T, float>) {
-        return static_cast<const float *>(base)[i];
-    } else {
-        T value;
-        std::memcpy(&value, static_cast<const uint16_t *>(base) + i, sizeof(value));
-        return static_cast<float>(value);
-    }
-}
 
 template <class T>
 void attend(const AttentionChunk &c) {

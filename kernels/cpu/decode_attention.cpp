@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/attention_chunk.h"
+#include "cpu/tensor_element_type.h"
 
 namespace gpt::kernels {
 
@@ -20,17 +21,6 @@ namespace {
 
 void check(bool ok, const std::string &what) {
     if (!ok) throw std::invalid_argument("gpt_kernels::decode_attention: " + what);
-}
-
-ElementType element_type(at::ScalarType type) {
-    switch (type) {
-        case at::kFloat: return ElementType::f32;
-        case at::kBFloat16: return ElementType::bf16;
-        case at::kHalf: return ElementType::f16;
-        default: break;
-    }
-    throw std::invalid_argument(std::string("gpt_kernels::decode_attention: dtype ") + c10::toString(type) +
-                                " is not float, bfloat16 or half");
 }
 
 using ChunkFn = void (*)(const AttentionChunk &);
@@ -95,7 +85,7 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
     for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&q_in, &k, &v, &k_cache, &v_cache, &pos_in})
         check(t->device().is_cpu(), "a CPU kernel takes CPU tensors");
     check(pos_in.dim() == 1 && pos_in.size(0) == B && pos_in.scalar_type() == at::kLong, "pos must be (B,) int64");
-    const ElementType type = element_type(dtype);
+    const ElementType type = element_type(dtype, "gpt_kernels::decode_attention");
     const ChunkFn attend_chunk = chunk_fn(isa);
     const at::Tensor pos = pos_in.contiguous();
     const int64_t *pos_data = pos.data_ptr<int64_t>();

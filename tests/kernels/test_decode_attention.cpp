@@ -11,6 +11,7 @@
 
 #include "cpu/decode_attention.h"
 #include "cpu/isa.h"
+#include "paths_here.h"
 
 using gpt::kernels::Isa;
 
@@ -49,17 +50,6 @@ double tolerance(at::ScalarType dtype) {
         case at::kHalf: return 2e-3;
         default: return 1.6e-2;  // bf16: 8 bits of mantissa
     }
-}
-
-std::vector<Isa> paths_here() {
-    std::vector<Isa> paths;
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512}) {
-        if (gpt::kernels::cpu_runs(isa))
-            paths.push_back(isa);
-        else
-            WARN("this CPU cannot run the " << gpt::kernels::isa_name(isa) << " path: not tested here");
-    }
-    return paths;
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+// linear_bench — the kernel library's linear (kernels/cpu/linear.h) against torch's CPU linear on the same bf16
+// weights, and torch's fp32 linear on those weights widened (what an fp32 artifact would run), at GPT-2 124M's
+// linear shapes and the row counts of a decode step (1..16), an extend and a prefill. Prints one JSON object a
+// line: shape, rows, and the median milliseconds of each over --reps calls (after one warm-up call).
+//   linear_bench [--threads N] [--reps R] [--rows 1,4,16,...]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu/isa.h"
+#include "cpu/linear.h"
+
+namespace {
+
+double median_ms(int reps, const std::function<void()> &call) {
+    call();
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        call();
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+}
+
+std::vector<int64_t> parse_rows(const char *list) {
+    std::vector<int64_t> rows;
+    std::stringstream in(list);
+    std::string item;
+    while (std::getline(in, item, ',')) rows.push_back(std::atoll(item.c_str()));
+    return rows;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int threads = 2, reps = 9;
+    std::vector<int64_t> rows = {1, 4, 8, 16, 64, 256, 900};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
+        if (std::strcmp(argv[i], "--rows") == 0) rows = parse_rows(argv[i + 1]);
+    }
+    at::set_num_threads(threads);
+    const gpt::kernels::Isa isa = gpt::kernels::active_isa();
+    struct Shape {
+        const char *name;
+        int64_t n, k;
+    };
+    // GPT-2 124M's linears: attention in and out, the MLP's two, and the vocabulary head.
+    const Shape shapes[] = {{"c_attn", 2304, 768},
+                            {"attn.c_proj", 768, 768},
+                            {"c_fc", 3072, 768},
+                            {"mlp.c_proj", 768, 3072},
+                            {"lm_head", 50257, 768}};
+    at::manual_seed(0);
+    for (const Shape &s : shapes) {
+        const at::Tensor w = (at::randn({s.n, s.k}) * 0.02).to(at::kBFloat16);
+        const at::Tensor b = at::zeros({s.n}, at::kBFloat16);
+        const at::Tensor w32 = w.to(at::kFloat), b32 = b.to(at::kFloat);
+        for (const int64_t m : rows) {
+            const at::Tensor x = at::randn({m, s.k}).to(at::kBFloat16);
+            const at::Tensor x32 = x.to(at::kFloat);
+            const double ours = median_ms(reps, [&] { gpt::kernels::linear(x, w, b, isa); });
+            const double torch_bf16 = median_ms(reps, [&] { at::linear(x, w, b); });
+            const double torch_fp32 = median_ms(reps, [&] { at::linear(x32, w32, b32); });
+            std::printf(
+                "{\"shape\": \"%s\", \"n\": %lld, \"k\": %lld, \"rows\": %lld, \"isa\": \"%s\", \"threads\": %d, "
+                "\"kernel_bf16_ms\": %.4f, \"torch_bf16_ms\": %.4f, \"torch_fp32_ms\": %.4f}\n",
+                s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
+                gpt::kernels::isa_name(isa), threads, ours, torch_bf16, torch_fp32);
+            std::fflush(stdout);
+        }
+    }
+    return 0;
+}

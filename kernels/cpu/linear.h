@@ -1,0 +1,26 @@
+// linear.h — a linear layer on the CPU for the few to a few hundred rows of a decode step, an extend or a prefill,
+// over float, bfloat16 or half weights: each weight element widened to fp32 in registers and multiplied by several
+// activation rows at once, accumulated in fp32 — where torch's own bf16 GEMM on a CPU without AVX512-BF16 takes
+// one dot product at a time.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+#include "cpu/isa.h"
+
+namespace gpt::kernels {
+
+// x (..., K) float, bfloat16 or half; weight (N, K) float, bfloat16 or half, K contiguous in each row; bias
+// (N,) or none. Returns x · weightᵀ + bias (..., N) in x's dtype, accumulated in fp32 (x is read as fp32).
+// Throws std::invalid_argument for other shapes or dtypes, or an ISA this CPU cannot run.
+//
+// Work splits into tiles of LINEAR_TILE_ROWS weight rows over the calling thread's OpenMP threads: each tile's
+// weights are read from memory once for every activation row, which stays in cache (the rows are few, or the
+// tile is).
+at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa);
+
+constexpr int64_t LINEAR_TILE_ROWS = 64;
+
+}  // namespace gpt::kernels

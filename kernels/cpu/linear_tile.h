@@ -1,0 +1,26 @@
+// linear_tile.h — one work item of the linear kernel: rows of activations (fp32) times a tile of weight rows,
+// accumulated in fp32. One implementation per vector path, each in its own file; nothing here needs torch.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/element_type.h"
+
+namespace gpt::kernels {
+
+struct LinearTile {
+    ElementType type;  // the weight's elements (the activations are fp32)
+    const float *x;    // (m, k) activations, row i at x + i * x_stride, k contiguous
+    int64_t x_stride;
+    const void *w;  // (n, k) weight rows, row j at w + j * w_stride elements, k contiguous
+    int64_t w_stride;
+    int64_t m, n, k;
+    float *out;  // (m, n): out[i * out_stride + j] = Σ_k x[i][k] · w[j][k]
+    int64_t out_stride;
+};
+
+void linear_tile_scalar(const LinearTile &tile);  // the reference
+void linear_tile_avx2(const LinearTile &tile);    // AVX2 + FMA + F16C
+void linear_tile_avx512(const LinearTile &tile);  // AVX-512 F + BW
+
+}  // namespace gpt::kernels

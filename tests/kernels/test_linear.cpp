@@ -1,0 +1,94 @@
+// The linear kernel (kernels/cpu/linear.h) on every vector path this CPU runs, against PyTorch's linear in float64
+// on the same values, for the shapes of a decode step, an extend and a prefill and the edges of its blocks.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <vector>
+
+#include "cpu/isa.h"
+#include "cpu/linear.h"
+#include "paths_here.h"
+
+using gpt::kernels::Isa;
+
+namespace {
+
+// What the kernel computes, in float64: x as it reads it (fp32) times the weight's values.
+at::Tensor reference(const at::Tensor &x, const at::Tensor &w, const std::optional<at::Tensor> &bias) {
+    const at::Tensor b = bias ? bias->to(at::kDouble) : at::Tensor();
+    return at::linear(x.to(at::kFloat).to(at::kDouble), w.to(at::kDouble), b);
+}
+
+// fp32 sums over k terms of size about |x|·|w| ≈ 1 drift by about k·2⁻²⁴ each; the result is then rounded to
+// x's dtype (bf16: 8 bits of mantissa, half: 11).
+double tolerance(int64_t k, at::ScalarType out) {
+    const double sums = 1e-6 * static_cast<double>(k);
+    if (out == at::kBFloat16) return sums + 1.6e-2;
+    if (out == at::kHalf) return sums + 2e-3;
+    return sums + 1e-6;
+}
+
+// The largest error relative to max(1, |reference|).
+double error(const at::Tensor &got, const at::Tensor &want) {
+    const at::Tensor g = got.to(at::kDouble);
+    return ((g - want).abs() / want.abs().clamp_min(1.0)).max().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("the linear kernel equals PyTorch's linear on every path, dtype and block edge") {
+    at::manual_seed(7);
+    const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
+    struct Shape {
+        int64_t m, n, k;
+    };
+    // m: 1 row (decode), the 3-row blocks and their remainders, a batch of 16, an extend of 33; n: one block of 4
+    // columns, remainders 1..3, more than one tile of 64; k: shorter than a vector, not a multiple of 8 or 16.
+    const std::vector<Shape> shapes = {{1, 1, 1},    {1, 5, 7},     {2, 4, 8},    {3, 64, 64}, {4, 67, 77},
+                                       {5, 130, 16}, {16, 131, 96}, {33, 70, 33}, {7, 2, 768}, {1, 300, 768}};
+    for (const Isa isa : paths_here())
+        for (const at::ScalarType wtype : dtypes)
+            for (const at::ScalarType xtype : dtypes)
+                for (const Shape &s : shapes)
+                    for (const bool with_bias : {false, true}) {
+                        CAPTURE(gpt::kernels::isa_name(isa), c10::toString(wtype), c10::toString(xtype), s.m, s.n, s.k,
+                                with_bias);
+                        const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
+                        const at::Tensor w = (at::randn({s.n, s.k}) / std::sqrt(static_cast<double>(s.k))).to(wtype);
+                        const std::optional<at::Tensor> bias =
+                            with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(wtype)) : std::nullopt;
+                        const at::Tensor got = gpt::kernels::linear(x, w, bias, isa);
+                        REQUIRE(got.scalar_type() == xtype);
+                        REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+                        CHECK(error(got, reference(x, w, bias)) < tolerance(s.k, xtype));
+                    }
+}
+
+TEST_CASE("the linear kernel keeps x's leading sizes and reads weight rows with a stride") {
+    at::manual_seed(8);
+    const at::Tensor x = at::randn({2, 3, 40});
+    const at::Tensor wide = at::randn({24, 50});
+    const at::Tensor w = wide.narrow(1, 5, 40);  // rows 50 apart, each of 40 contiguous elements
+    for (const Isa isa : paths_here()) {
+        CAPTURE(gpt::kernels::isa_name(isa));
+        const at::Tensor got = gpt::kernels::linear(x, w, std::nullopt, isa);
+        REQUIRE(got.sizes() == at::IntArrayRef({2, 3, 24}));
+        CHECK(error(got, reference(x, w, std::nullopt)) < tolerance(40, at::kFloat));
+    }
+}
+
+TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {
+    const at::Tensor x = at::randn({2, 8}), w = at::randn({4, 8});
+    const Isa isa = Isa::scalar;
+    CHECK_THROWS_WITH(gpt::kernels::linear(at::randn({2, 9}), w, std::nullopt, isa),
+                      Catch::Contains("not weight's K 8"));
+    CHECK_THROWS_WITH(gpt::kernels::linear(x, at::randn({8, 4}).t(), std::nullopt, isa),
+                      Catch::Contains("rows must be contiguous"));
+    CHECK_THROWS_WITH(gpt::kernels::linear(x, w.to(at::kInt), std::nullopt, isa),
+                      Catch::Contains("is not float, bfloat16 or half"));
+    CHECK_THROWS_WITH(gpt::kernels::linear(x, w, at::randn({3}), isa), Catch::Contains("bias must be (N,)"));
+    CHECK_THROWS_AS(gpt::kernels::linear(x, w, std::nullopt, Isa::avx512), std::invalid_argument);
+}
