@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exec/model.h"
+#include "session_helpers.h"
 #include "test_support.h"
 
 namespace {
@@ -26,30 +27,11 @@ std::vector<gpt_token> tokens_of(const at::Tensor &t) {
     return std::vector<gpt_token>(c.data_ptr<int32_t>(), c.data_ptr<int32_t>() + c.numel());
 }
 
-float max_abs_diff(const float *a, const float *b, int32_t n) {
-    float worst = 0.0f;
-    for (int32_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-    return worst;
-}
-
-// A deterministic token stream per sequence, different for each.
-std::vector<gpt_token> stream(int32_t seed, int32_t n, int32_t vocab) {
-    std::vector<gpt_token> out(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = (seed * 31 + i * 7 + 3) % vocab;
-    return out;
-}
-
 // Puts the prefill graph, which cannot take decode's inputs, in place of `graph`: every call routed to it fails.
 void replace_by_prefill(const test::ScratchArtifact &art, const std::string &graph) {
     std::filesystem::copy_file(art.file("prefill.pt2"), art.file(graph),
                                std::filesystem::copy_options::overwrite_existing);
     art.rehash(graph);
-}
-
-int32_t position_of(gpt_session *session, int32_t seq) {
-    int32_t position = -1;
-    REQUIRE(gpt_session_get_position_seq(session, seq, &position) == GPT_OK);
-    return position;
 }
 
 }  // namespace
@@ -67,7 +49,8 @@ TEST_CASE("a batched session decodes sequences of different lengths in one call,
     // Sequence 1 is the eager reference's; 0 and 2 are longer and shorter streams.
     const int32_t n_seq = 3, steps = static_cast<int32_t>(ref_steps.size());
     const std::vector<int32_t> prompt_len = {9, static_cast<int32_t>(ref_prompt.size()), 2};
-    std::vector<std::vector<gpt_token>> seqs = {stream(1, 9 + steps, vocab), {}, stream(2, 2 + steps, vocab)};
+    std::vector<std::vector<gpt_token>> seqs = {
+        test::token_stream(1, 9 + steps, vocab), {}, test::token_stream(2, 2 + steps, vocab)};
     seqs[1] = ref_prompt;
     seqs[1].insert(seqs[1].end(), ref_steps.begin(), ref_steps.end());
 
@@ -86,21 +69,22 @@ TEST_CASE("a batched session decodes sequences of different lengths in one call,
         for (int32_t s = 0; s < n_seq; ++s)
             batched[s].insert(batched[s].end(), logits.data() + s * vocab, logits.data() + (s + 1) * vocab);
     }
-    for (int32_t s = 0; s < n_seq; ++s) CHECK(position_of(batch.handle, s) == prompt_len[s] + steps);
+    for (int32_t s = 0; s < n_seq; ++s) CHECK(test::position_of(batch.handle, s) == prompt_len[s] + steps);
 
     SECTION("the reference sequence's rows equal eager PyTorch") {
         for (int32_t i = 0; i <= steps; ++i)
-            CHECK(max_abs_diff(batched[1].data() + i * vocab, ref_logits[i].data_ptr<float>(), vocab) < kTolerance);
+            CHECK(test::max_abs_diff(batched[1].data() + i * vocab, ref_logits[i].data_ptr<float>(), vocab) <
+                  kTolerance);
     }
     SECTION("every sequence's rows equal its own single-sequence session") {
         for (int32_t s = 0; s < n_seq; ++s) {
             test::Session alone(model.handle);
             std::vector<float> expected(static_cast<size_t>(vocab));
             REQUIRE(gpt_session_prefill(alone.handle, seqs[s].data(), prompt_len[s], expected.data()) == GPT_OK);
-            CHECK(max_abs_diff(batched[s].data(), expected.data(), vocab) < kTolerance);
+            CHECK(test::max_abs_diff(batched[s].data(), expected.data(), vocab) < kTolerance);
             for (int32_t i = 0; i < steps; ++i) {
                 REQUIRE(gpt_session_decode(alone.handle, seqs[s][prompt_len[s] + i], expected.data()) == GPT_OK);
-                CHECK(max_abs_diff(batched[s].data() + (i + 1) * vocab, expected.data(), vocab) < kTolerance);
+                CHECK(test::max_abs_diff(batched[s].data() + (i + 1) * vocab, expected.data(), vocab) < kTolerance);
             }
         }
     }
@@ -110,7 +94,7 @@ TEST_CASE("a sequence that sits out keeps its position, its logits row and its c
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size, n_seq = 2;
-    const auto a = stream(3, 12, vocab), b = stream(4, 12, vocab);
+    const auto a = test::token_stream(3, 12, vocab), b = test::token_stream(4, 12, vocab);
     test::Session batch(model.handle, n_seq), alone(model.handle);
     std::vector<float> logits(static_cast<size_t>(n_seq * vocab)), expected(static_cast<size_t>(vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 0, a.data(), 4, logits.data()) == GPT_OK);
@@ -127,15 +111,15 @@ TEST_CASE("a sequence that sits out keeps its position, its logits row and its c
         CHECK(std::isnan(logits.back()));
         CHECK(!std::isnan(logits[0]));
     }
-    CHECK(position_of(batch.handle, 0) == 7);
-    CHECK(position_of(batch.handle, 1) == 4);
+    CHECK(test::position_of(batch.handle, 0) == 7);
+    CHECK(test::position_of(batch.handle, 1) == 4);
 
     // Then both step: sequence 1 goes on exactly as a session that never paused.
     for (int32_t i = 0; i < 4; ++i) {
         const gpt_token tokens[] = {a[static_cast<size_t>(7 + i)], b[static_cast<size_t>(4 + i)]};
         REQUIRE(gpt_session_decode_batch(batch.handle, tokens, logits.data()) == GPT_OK);
         REQUIRE(gpt_session_decode(alone.handle, tokens[1], expected.data()) == GPT_OK);
-        CHECK(max_abs_diff(logits.data() + vocab, expected.data(), vocab) < kTolerance);
+        CHECK(test::max_abs_diff(logits.data() + vocab, expected.data(), vocab) < kTolerance);
     }
 }
 
@@ -144,7 +128,7 @@ TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 on
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size;
-    const auto a = stream(5, 8, vocab), b = stream(6, 8, vocab);
+    const auto a = test::token_stream(5, 8, vocab), b = test::token_stream(6, 8, vocab);
     test::Session batch(model.handle, 4), alone(model.handle);
     std::vector<float> logits(static_cast<size_t>(vocab)), expected(static_cast<size_t>(vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 3, b.data(), 6, logits.data()) == GPT_OK);
@@ -155,7 +139,7 @@ TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 on
         test::Session a_alone(model.handle);
         REQUIRE(gpt_session_prefill(a_alone.handle, a.data(), 5, expected.data()) == GPT_OK);
         REQUIRE(gpt_session_decode(a_alone.handle, a[5], expected.data()) == GPT_OK);
-        CHECK(max_abs_diff(logits.data(), expected.data(), vocab) < kTolerance);
+        CHECK(test::max_abs_diff(logits.data(), expected.data(), vocab) < kTolerance);
         int32_t position = 0;
         REQUIRE(gpt_session_get_position(batch.handle, &position) == GPT_OK);
         CHECK(position == 6);
@@ -170,9 +154,9 @@ TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 on
     REQUIRE(gpt_session_generate(alone.handle, a.data(), 4, &params, want.data(), 6, &n_want) == GPT_OK);
     CHECK(got == want);
     CHECK(n_got == n_want);
-    CHECK(position_of(batch.handle, 0) == position_of(alone.handle, 0));
-    for (int32_t seq : {1, 2}) CHECK(position_of(batch.handle, seq) == 0);
-    CHECK(position_of(batch.handle, 3) == 6);
+    CHECK(test::position_of(batch.handle, 0) == test::position_of(alone.handle, 0));
+    for (int32_t seq : {1, 2}) CHECK(test::position_of(batch.handle, seq) == 0);
+    CHECK(test::position_of(batch.handle, 3) == 6);
 
     // Sequence 3's next step gives the logits of its tokens decoded alone: its cache was not written.
     std::vector<gpt_token> step(4, GPT_TOKEN_NONE);
@@ -182,11 +166,11 @@ TEST_CASE("prefill, decode and generate on a batched session touch sequence 0 on
     test::Session b_alone(model.handle);
     REQUIRE(gpt_session_prefill(b_alone.handle, b.data(), 6, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_decode(b_alone.handle, b[6], expected.data()) == GPT_OK);
-    CHECK(max_abs_diff(rows.data() + 3 * vocab, expected.data(), vocab) < kTolerance);
+    CHECK(test::max_abs_diff(rows.data() + 3 * vocab, expected.data(), vocab) < kTolerance);
     // reset is the one call without _seq that acts on every sequence.
     REQUIRE(gpt_session_reset(batch.handle) == GPT_OK);
-    CHECK(position_of(batch.handle, 0) == 0);
-    CHECK(position_of(batch.handle, 3) == 0);
+    CHECK(test::position_of(batch.handle, 0) == 0);
+    CHECK(test::position_of(batch.handle, 3) == 0);
 }
 
 TEST_CASE("bad batched calls are refused before anything changes", "[inference][batch]") {
@@ -204,7 +188,7 @@ TEST_CASE("bad batched calls are refused before anything changes", "[inference][
     }
 
     test::Session batch(model.handle, 3);
-    const auto a = stream(7, block, vocab);
+    const auto a = test::token_stream(7, block, vocab);
     std::vector<float> logits(static_cast<size_t>(3 * vocab), 0.5f);
     CHECK(gpt_session_prefill_seq(batch.handle, 3, a.data(), 4, logits.data()) == GPT_ERR_OUT_OF_RANGE);
     CHECK(gpt_session_prefill_seq(batch.handle, -1, a.data(), 4, logits.data()) == GPT_ERR_OUT_OF_RANGE);
@@ -229,16 +213,16 @@ TEST_CASE("bad batched calls are refused before anything changes", "[inference][
     CHECK(gpt_session_decode_batch(batch.handle, nullptr, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
 
     // Nothing moved and no output was written.
-    CHECK(position_of(batch.handle, 0) == 4);
-    CHECK(position_of(batch.handle, 1) == 0);
-    CHECK(position_of(batch.handle, 2) == block);
+    CHECK(test::position_of(batch.handle, 0) == 4);
+    CHECK(test::position_of(batch.handle, 1) == 0);
+    CHECK(test::position_of(batch.handle, 2) == block);
     CHECK(std::all_of(logits.begin(), logits.end(), [](float v) { return v == 0.5f; }));
     // The full sequence sits out while sequence 0 steps, then starts again from a prefill.
     const gpt_token step[] = {a[4], GPT_TOKEN_NONE, GPT_TOKEN_NONE};
     CHECK(gpt_session_decode_batch(batch.handle, step, logits.data()) == GPT_OK);
-    CHECK(position_of(batch.handle, 0) == 5);
+    CHECK(test::position_of(batch.handle, 0) == 5);
     CHECK(gpt_session_prefill_seq(batch.handle, 2, a.data(), 3, logits.data() + 2 * vocab) == GPT_OK);
-    CHECK(position_of(batch.handle, 2) == 3);
+    CHECK(test::position_of(batch.handle, 2) == 3);
 }
 
 TEST_CASE("a batched prefill of prompts of different lengths equals each sequence's own prefill",
@@ -250,7 +234,7 @@ TEST_CASE("a batched prefill of prompts of different lengths equals each sequenc
     // sequence 2 sits out, holding a cache of its own from an earlier prefill.
     const std::vector<int32_t> lengths = {9, 1, 0, 12, 12};
     std::vector<std::vector<gpt_token>> seqs;
-    for (int32_t s = 0; s < n_seq; ++s) seqs.push_back(stream(10 + s, 12 + steps, vocab));
+    for (int32_t s = 0; s < n_seq; ++s) seqs.push_back(test::token_stream(10 + s, 12 + steps, vocab));
     test::Session batch(model.handle, n_seq);
     std::vector<float> logits(static_cast<size_t>(n_seq * vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 2, seqs[2].data(), 6, logits.data()) == GPT_OK);
@@ -261,7 +245,7 @@ TEST_CASE("a batched prefill of prompts of different lengths equals each sequenc
     for (const auto &s : seqs) prompts.push_back(s.data());
     REQUIRE(gpt_session_prefill_batch(batch.handle, prompts.data(), lengths.data(), logits.data()) == GPT_OK);
     CHECK(std::isnan(logits[static_cast<size_t>(2 * vocab)]));  // the row of the sequence that sat out
-    for (int32_t s = 0; s < n_seq; ++s) CHECK(position_of(batch.handle, s) == (s == 2 ? 6 : lengths[s]));
+    for (int32_t s = 0; s < n_seq; ++s) CHECK(test::position_of(batch.handle, s) == (s == 2 ? 6 : lengths[s]));
 
     std::vector<std::vector<float>> batched(n_seq);  // every row's logits after prefill and each step
     for (int32_t s = 0; s < n_seq; ++s) batched[s].assign(logits.data() + s * vocab, logits.data() + (s + 1) * vocab);
@@ -278,10 +262,10 @@ TEST_CASE("a batched prefill of prompts of different lengths equals each sequenc
         test::Session alone(model.handle);
         std::vector<float> expected(static_cast<size_t>(vocab));
         REQUIRE(gpt_session_prefill(alone.handle, seqs[s].data(), n_prompt, expected.data()) == GPT_OK);
-        if (s != 2) CHECK(max_abs_diff(batched[s].data(), expected.data(), vocab) < kTolerance);
+        if (s != 2) CHECK(test::max_abs_diff(batched[s].data(), expected.data(), vocab) < kTolerance);
         for (int32_t i = 0; i < steps; ++i) {
             REQUIRE(gpt_session_decode(alone.handle, seqs[s][n_prompt + i], expected.data()) == GPT_OK);
-            CHECK(max_abs_diff(batched[s].data() + (i + 1) * vocab, expected.data(), vocab) < kTolerance);
+            CHECK(test::max_abs_diff(batched[s].data() + (i + 1) * vocab, expected.data(), vocab) < kTolerance);
         }
     }
 }
@@ -291,7 +275,7 @@ TEST_CASE("a bad batched prefill is refused before anything changes", "[inferenc
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size, block = model.info.block_size;
     test::Session batch(model.handle, 3);
-    auto a = stream(8, block + 1, vocab);
+    auto a = test::token_stream(8, block + 1, vocab);
     std::vector<float> logits(static_cast<size_t>(3 * vocab), 0.5f);
     REQUIRE(gpt_session_prefill_seq(batch.handle, 1, a.data(), 5, logits.data()) == GPT_OK);
     std::fill(logits.begin(), logits.end(), 0.5f);
@@ -315,9 +299,9 @@ TEST_CASE("a bad batched prefill is refused before anything changes", "[inferenc
     CHECK(gpt_session_prefill_batch(batch.handle, nullptr, lengths, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_session_prefill_batch(batch.handle, prompts, nullptr, logits.data()) == GPT_ERR_INVALID_ARGUMENT);
 
-    CHECK(position_of(batch.handle, 0) == 0);
-    CHECK(position_of(batch.handle, 1) == 5);
-    CHECK(position_of(batch.handle, 2) == 0);
+    CHECK(test::position_of(batch.handle, 0) == 0);
+    CHECK(test::position_of(batch.handle, 1) == 5);
+    CHECK(test::position_of(batch.handle, 2) == 0);
     CHECK(std::all_of(logits.begin(), logits.end(), [](float v) { return v == 0.5f; }));
 }
 
@@ -330,18 +314,18 @@ TEST_CASE("a batched prefill that fails while running leaves its sequences empty
     test::Model model(art.dir());
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size;
-    const auto a = stream(9, 8, vocab);
+    const auto a = test::token_stream(9, 8, vocab);
     test::Session batch(model.handle, 4);
     std::vector<float> logits(static_cast<size_t>(4 * vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 3, a.data(), 6, logits.data() + 3 * vocab) == GPT_OK);
     const gpt_token *prompts[] = {a.data(), a.data(), a.data(), a.data()};
     const int32_t ragged[] = {5, 3, 2, 0};
     CHECK(gpt_session_prefill_batch(batch.handle, prompts, ragged, logits.data()) == GPT_ERR_INTERNAL);
-    for (int32_t s = 0; s < 3; ++s) CHECK(position_of(batch.handle, s) == 0);
-    CHECK(position_of(batch.handle, 3) == 6);
+    for (int32_t s = 0; s < 3; ++s) CHECK(test::position_of(batch.handle, s) == 0);
+    CHECK(test::position_of(batch.handle, 3) == 6);
     const int32_t equal[] = {4, 4, 4, 0};
     REQUIRE(gpt_session_prefill_batch(batch.handle, prompts, equal, logits.data()) == GPT_OK);
-    for (int32_t s = 0; s < 3; ++s) CHECK(position_of(batch.handle, s) == 4);
+    for (int32_t s = 0; s < 3; ++s) CHECK(test::position_of(batch.handle, s) == 4);
 }
 
 TEST_CASE("one stepping sequence runs decode_one, several run the batched decode", "[inference][batch]") {
@@ -362,7 +346,7 @@ TEST_CASE("one stepping sequence runs decode_one, several run the batched decode
     std::vector<float> logits(static_cast<size_t>(2 * vocab));
     REQUIRE(gpt_session_prefill(alone.handle, prompt.data(), n_prompt, logits.data()) == GPT_OK);
     CHECK(gpt_session_decode(alone.handle, steps[0], logits.data()) == GPT_ERR_INTERNAL);
-    CHECK(position_of(alone.handle, 0) == n_prompt);
+    CHECK(test::position_of(alone.handle, 0) == n_prompt);
 
     for (int32_t s = 0; s < 2; ++s)
         REQUIRE(gpt_session_prefill_seq(batch.handle, s, prompt.data(), n_prompt, logits.data() + s * vocab) == GPT_OK);
@@ -371,7 +355,7 @@ TEST_CASE("one stepping sequence runs decode_one, several run the batched decode
     const gpt_token both[] = {steps[0], steps[0]};  // two rows: the batched graph, which is intact
     REQUIRE(gpt_session_decode_batch(batch.handle, both, logits.data()) == GPT_OK);
     for (int32_t s = 0; s < 2; ++s)
-        CHECK(max_abs_diff(logits.data() + s * vocab, ref_logits[1].data_ptr<float>(), vocab) < kTolerance);
+        CHECK(test::max_abs_diff(logits.data() + s * vocab, ref_logits[1].data_ptr<float>(), vocab) < kTolerance);
     double err = 0;
     CHECK(gpt_model_verify(model.handle, &err) != GPT_OK);  // the golden check runs decode_one too
 }

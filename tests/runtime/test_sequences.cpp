@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "session_helpers.h"
 #include "test_support.h"
 
 namespace {
@@ -16,19 +17,6 @@ float max_abs_diff(const std::vector<float> &a, const std::vector<float> &b) {
     float worst = 0.0f;
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
     return worst;
-}
-
-// A deterministic token stream, different for each seed.
-std::vector<gpt_token> stream(int32_t seed, int32_t n, int32_t vocab) {
-    std::vector<gpt_token> out(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = (seed * 31 + i * 7 + 3) % vocab;
-    return out;
-}
-
-int32_t position_of(gpt_session *session, int32_t seq) {
-    int32_t position = -1;
-    REQUIRE(gpt_session_get_position_seq(session, seq, &position) == GPT_OK);
-    return position;
 }
 
 // The logits after prefilling `tokens` whole, in a fresh single-sequence session.
@@ -47,16 +35,16 @@ std::vector<gpt_token> concat(std::vector<gpt_token> a, const std::vector<gpt_to
 
 // Checks extend on `model`: a prefix prefilled, the rest extended in two calls, equals the whole prefilled.
 void check_extend_equals_prefill(gpt_model *model, int32_t vocab) {
-    const auto tokens = stream(5, 20, vocab);
+    const auto tokens = test::token_stream(5, 20, vocab);
     test::Session batch(model, 3);
     std::vector<float> logits(static_cast<size_t>(vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 0, tokens.data(), 4, logits.data()) == GPT_OK);
     REQUIRE(gpt_session_prefill_seq(batch.handle, 2, tokens.data(), 6, logits.data()) == GPT_OK);
     REQUIRE(gpt_session_extend_seq(batch.handle, 2, tokens.data() + 6, 9, nullptr) == GPT_OK);
     REQUIRE(gpt_session_extend_seq(batch.handle, 2, tokens.data() + 15, 5, logits.data()) == GPT_OK);
-    CHECK(position_of(batch.handle, 2) == 20);
-    CHECK(position_of(batch.handle, 0) == 4);  // the others untouched
-    CHECK(position_of(batch.handle, 1) == 0);
+    CHECK(test::position_of(batch.handle, 2) == 20);
+    CHECK(test::position_of(batch.handle, 0) == 4);  // the others untouched
+    CHECK(test::position_of(batch.handle, 1) == 0);
     CHECK(max_abs_diff(logits, prefilled(model, tokens, vocab)) < kTolerance);
     // Decoding after an extend continues the same sequence.
     std::vector<float> rows(static_cast<size_t>(3 * vocab));
@@ -75,11 +63,11 @@ TEST_CASE("extend appends tokens to a sequence as if it had been prefilled whole
     check_extend_equals_prefill(model.handle, model.info.vocab_size);
 
     SECTION("at position 0 it is a prefill") {
-        const auto tokens = stream(2, 7, model.info.vocab_size);
+        const auto tokens = test::token_stream(2, 7, model.info.vocab_size);
         test::Session session(model.handle);
         std::vector<float> logits(static_cast<size_t>(model.info.vocab_size));
         REQUIRE(gpt_session_extend_seq(session.handle, 0, tokens.data(), 7, logits.data()) == GPT_OK);
-        CHECK(position_of(session.handle, 0) == 7);
+        CHECK(test::position_of(session.handle, 0) == 7);
         CHECK(max_abs_diff(logits, prefilled(model.handle, tokens, model.info.vocab_size)) < kTolerance);
     }
 }
@@ -101,12 +89,12 @@ TEST_CASE("truncate keeps a prefix that extend continues with other tokens", "[i
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size;
-    const auto first = stream(3, 16, vocab), other = stream(8, 6, vocab);
+    const auto first = test::token_stream(3, 16, vocab), other = test::token_stream(8, 6, vocab);
     test::Session session(model.handle);
     std::vector<float> logits(static_cast<size_t>(vocab));
     REQUIRE(gpt_session_prefill(session.handle, first.data(), 16, logits.data()) == GPT_OK);
     REQUIRE(gpt_session_truncate_seq(session.handle, 0, 10) == GPT_OK);
-    CHECK(position_of(session.handle, 0) == 10);
+    CHECK(test::position_of(session.handle, 0) == 10);
     REQUIRE(gpt_session_extend_seq(session.handle, 0, other.data(), 6, logits.data()) == GPT_OK);
     const std::vector<gpt_token> expected(first.begin(), first.begin() + 10);
     CHECK(max_abs_diff(logits, prefilled(model.handle, concat(expected, other), vocab)) < kTolerance);
@@ -116,15 +104,15 @@ TEST_CASE("copy gives another sequence a prefix of one, which stays as it was", 
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size;
-    const auto shared = stream(4, 14, vocab), suffix = stream(6, 5, vocab);
+    const auto shared = test::token_stream(4, 14, vocab), suffix = test::token_stream(6, 5, vocab);
     test::Session batch(model.handle, 3);
     std::vector<float> logits(static_cast<size_t>(vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 0, shared.data(), 14, logits.data()) == GPT_OK);
-    const auto unrelated = stream(9, 20, vocab);  // the destination held something else, longer
+    const auto unrelated = test::token_stream(9, 20, vocab);  // the destination held something else, longer
     REQUIRE(gpt_session_prefill_seq(batch.handle, 2, unrelated.data(), 20, logits.data()) == GPT_OK);
     REQUIRE(gpt_session_copy_seq(batch.handle, 0, 2, 9) == GPT_OK);
-    CHECK(position_of(batch.handle, 2) == 9);
-    CHECK(position_of(batch.handle, 0) == 14);
+    CHECK(test::position_of(batch.handle, 2) == 9);
+    CHECK(test::position_of(batch.handle, 0) == 14);
     REQUIRE(gpt_session_extend_seq(batch.handle, 2, suffix.data(), 5, logits.data()) == GPT_OK);
     const std::vector<gpt_token> prefix(shared.begin(), shared.begin() + 9);
     CHECK(max_abs_diff(logits, prefilled(model.handle, concat(prefix, suffix), vocab)) < kTolerance);
@@ -137,7 +125,7 @@ TEST_CASE("bad sequence calls return their status and change nothing", "[inferen
     test::Model model(test::artifact("flash"));
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size, block = model.info.block_size;
-    const auto tokens = stream(1, block + 1, vocab);
+    const auto tokens = test::token_stream(1, block + 1, vocab);
     test::Session batch(model.handle, 2);
     std::vector<float> logits(static_cast<size_t>(vocab));
     REQUIRE(gpt_session_prefill_seq(batch.handle, 0, tokens.data(), 8, logits.data()) == GPT_OK);
@@ -165,8 +153,8 @@ TEST_CASE("bad sequence calls return their status and change nothing", "[inferen
     CHECK(gpt_session_copy_seq(batch.handle, 3, 1, 0) == GPT_ERR_OUT_OF_RANGE);
     CHECK(gpt_session_set_abort_callback(nullptr, nullptr, nullptr) == GPT_ERR_INVALID_ARGUMENT);
 
-    CHECK(position_of(batch.handle, 0) == 8);
-    CHECK(position_of(batch.handle, 1) == 0);
+    CHECK(test::position_of(batch.handle, 0) == 8);
+    CHECK(test::position_of(batch.handle, 1) == 0);
     // Nothing was written: sequence 0 goes on as a sequence of its 8 tokens.
     REQUIRE(gpt_session_extend_seq(batch.handle, 0, tokens.data() + 8, 1, logits.data()) == GPT_OK);
     const std::vector<gpt_token> nine(tokens.begin(), tokens.begin() + 9);
@@ -192,24 +180,24 @@ TEST_CASE("the abort callback stops a long extend between pieces, which the sequ
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size, piece = GPT_EXTEND_PIECE_TOKENS;
     REQUIRE(model.info.block_size > 3 * piece);
-    const auto tokens = stream(7, 3 * piece, vocab);
+    const auto tokens = test::token_stream(7, 3 * piece, vocab);
     test::Session session(model.handle);
     std::vector<float> logits(static_cast<size_t>(vocab), std::nanf(""));
 
     AbortAfter state;
     REQUIRE(gpt_session_set_abort_callback(session.handle, abort_after, &state) == GPT_OK);
     CHECK(gpt_session_extend_seq(session.handle, 0, tokens.data(), 3 * piece, logits.data()) == GPT_ERR_ABORTED);
-    CHECK(position_of(session.handle, 0) == 0);  // asked before the first piece
-    CHECK(std::isnan(logits[0]));                // nothing written on failure
+    CHECK(test::position_of(session.handle, 0) == 0);  // asked before the first piece
+    CHECK(std::isnan(logits[0]));                      // nothing written on failure
 
     state = AbortAfter{0, 1};
     CHECK(gpt_session_extend_seq(session.handle, 0, tokens.data(), 3 * piece, logits.data()) == GPT_ERR_ABORTED);
     CHECK(state.calls == 2);
-    CHECK(position_of(session.handle, 0) == piece);  // the first piece ran and stays
+    CHECK(test::position_of(session.handle, 0) == piece);  // the first piece ran and stays
     CHECK(std::isnan(logits[0]));
 
     REQUIRE(gpt_session_set_abort_callback(session.handle, nullptr, nullptr) == GPT_OK);
     REQUIRE(gpt_session_extend_seq(session.handle, 0, tokens.data() + piece, 2 * piece, logits.data()) == GPT_OK);
-    CHECK(position_of(session.handle, 0) == 3 * piece);
+    CHECK(test::position_of(session.handle, 0) == 3 * piece);
     CHECK(max_abs_diff(logits, prefilled(model.handle, tokens, vocab)) < kTolerance);
 }

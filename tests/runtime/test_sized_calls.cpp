@@ -8,29 +8,12 @@
 #include <limits>
 #include <vector>
 
+#include "session_helpers.h"
 #include "test_support.h"
 
 namespace {
 
 constexpr float kTolerance = 1e-4f;  // compiled fp32 kernels: reduction order only
-
-float max_abs_diff(const float *a, const float *b, int32_t n) {
-    float worst = 0.0f;
-    for (int32_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
-    return worst;
-}
-
-std::vector<gpt_token> prompt_of(int32_t seed, int32_t n, int32_t vocab) {
-    std::vector<gpt_token> out(static_cast<size_t>(n));
-    for (int32_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = (seed * 31 + i * 7 + 3) % vocab;
-    return out;
-}
-
-int32_t position_of(gpt_session *session, int32_t seq) {
-    int32_t position = -1;
-    REQUIRE(gpt_session_get_position_seq(session, seq, &position) == GPT_OK);
-    return position;
-}
 
 gpt_sampler *greedy_sampler() {
     gpt_sampler_params p;
@@ -60,18 +43,18 @@ TEST_CASE("each _v2 session call refuses a logits buffer one float short, changi
     const int32_t vocab = model.info.vocab_size, n_seq = 3;
     const auto row = static_cast<size_t>(vocab), all = static_cast<size_t>(n_seq) * row;
     test::Session session(model.handle, n_seq);
-    const std::vector<gpt_token> prompt = prompt_of(1, 5, vocab);
+    const std::vector<gpt_token> prompt = test::token_stream(1, 5, vocab);
     std::vector<float> logits(all, kUntouched);
 
     CHECK(gpt_session_prefill_seq_v2(session.handle, 1, prompt.data(), 5, logits.data(), row - 1) ==
           GPT_ERR_BUFFER_TOO_SMALL);
     CHECK(test::error_mentions(std::to_string(row - 1) + " floats"));
-    CHECK(position_of(session.handle, 1) == 0);
+    CHECK(test::position_of(session.handle, 1) == 0);
     const gpt_token *prompts[] = {prompt.data(), prompt.data(), prompt.data()};
     const int32_t lengths[] = {5, 5, 5};
     CHECK(gpt_session_prefill_batch_v2(session.handle, prompts, lengths, logits.data(), all - 1) ==
           GPT_ERR_BUFFER_TOO_SMALL);
-    for (int32_t seq = 0; seq < n_seq; ++seq) CHECK(position_of(session.handle, seq) == 0);
+    for (int32_t seq = 0; seq < n_seq; ++seq) CHECK(test::position_of(session.handle, seq) == 0);
     CHECK(std::all_of(logits.begin(), logits.end(), [](float v) { return v == kUntouched; }));
 
     REQUIRE(gpt_session_prefill_batch_v2(session.handle, prompts, lengths, logits.data(), all) == GPT_OK);
@@ -84,16 +67,16 @@ TEST_CASE("each _v2 session call refuses a logits buffer one float short, changi
     gpt_token drawn[] = {-7, -7, -7};
     CHECK(gpt_session_decode_sample_batch_v2(session.handle, step, samplers, drawn, logits.data(), all - 1) ==
           GPT_ERR_BUFFER_TOO_SMALL);
-    for (int32_t seq = 0; seq < n_seq; ++seq) CHECK(position_of(session.handle, seq) == 5);
+    for (int32_t seq = 0; seq < n_seq; ++seq) CHECK(test::position_of(session.handle, seq) == 5);
     CHECK(std::all_of(logits.begin(), logits.end(), [](float v) { return v == kUntouched; }));
     CHECK(std::all_of(std::begin(drawn), std::end(drawn), [](gpt_token t) { return t == -7; }));
 
     // NULL asks for no logits where they are optional, and only with capacity 0; elsewhere NULL is refused.
     CHECK(gpt_session_extend_seq_v2(session.handle, 0, step, 2, nullptr, 1) == GPT_ERR_INVALID_ARGUMENT);
     CHECK(gpt_session_decode_seq_v2(session.handle, 0, 7, nullptr, 0) == GPT_ERR_INVALID_ARGUMENT);
-    CHECK(position_of(session.handle, 0) == 5);
+    CHECK(test::position_of(session.handle, 0) == 5);
     REQUIRE(gpt_session_extend_seq_v2(session.handle, 0, step, 2, nullptr, 0) == GPT_OK);
-    CHECK(position_of(session.handle, 0) == 7);
+    CHECK(test::position_of(session.handle, 0) == 7);
     REQUIRE(gpt_session_decode_sample_batch_v2(session.handle, step, samplers, drawn, nullptr, 0) == GPT_OK);
     CHECK(std::all_of(std::begin(drawn), std::end(drawn), [&](gpt_token t) { return t >= 0 && t < vocab; }));
     for (gpt_sampler *s : samplers) gpt_sampler_free(s);
@@ -104,34 +87,34 @@ TEST_CASE("the _v2 calls with the exact size give what the forms without a size 
     REQUIRE(model.status == GPT_OK);
     const int32_t vocab = model.info.vocab_size, n_seq = 2;
     const auto row = static_cast<size_t>(vocab), all = static_cast<size_t>(n_seq) * row;
-    const std::vector<gpt_token> a = prompt_of(2, 6, vocab), b = prompt_of(3, 4, vocab);
+    const std::vector<gpt_token> a = test::token_stream(2, 6, vocab), b = test::token_stream(3, 4, vocab);
     test::Session old_calls(model.handle, n_seq), sized(model.handle, n_seq);
     std::vector<float> expected(all), got(all);
 
     REQUIRE(gpt_session_prefill_seq(old_calls.handle, 0, a.data(), 6, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_prefill_seq_v2(sized.handle, 0, a.data(), 6, got.data(), row) == GPT_OK);
-    CHECK(max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
+    CHECK(test::max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
     REQUIRE(gpt_session_prefill_seq(old_calls.handle, 1, b.data(), 4, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_prefill_seq_v2(sized.handle, 1, b.data(), 4, got.data(), row) == GPT_OK);
-    CHECK(max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
+    CHECK(test::max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
 
     const gpt_token step[] = {11, 12};
     REQUIRE(gpt_session_decode_batch(old_calls.handle, step, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_decode_batch_v2(sized.handle, step, got.data(), all) == GPT_OK);
-    CHECK(max_abs_diff(expected.data(), got.data(), 2 * vocab) < kTolerance);
+    CHECK(test::max_abs_diff(expected.data(), got.data(), 2 * vocab) < kTolerance);
 
     // decode_seq_v2 of sequence 1 = decode_batch with sequence 0 sitting out, row 1.
     const gpt_token second_only[] = {GPT_TOKEN_NONE, 13};
     REQUIRE(gpt_session_decode_batch(old_calls.handle, second_only, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_decode_seq_v2(sized.handle, 1, 13, got.data(), row) == GPT_OK);
-    CHECK(max_abs_diff(expected.data() + vocab, got.data(), vocab) < kTolerance);
-    CHECK(position_of(sized.handle, 0) == 7);
-    CHECK(position_of(sized.handle, 1) == 6);
+    CHECK(test::max_abs_diff(expected.data() + vocab, got.data(), vocab) < kTolerance);
+    CHECK(test::position_of(sized.handle, 0) == 7);
+    CHECK(test::position_of(sized.handle, 1) == 6);
 
     const gpt_token more[] = {14, 15, 16};
     REQUIRE(gpt_session_extend_seq(old_calls.handle, 0, more, 3, expected.data()) == GPT_OK);
     REQUIRE(gpt_session_extend_seq_v2(sized.handle, 0, more, 3, got.data(), row) == GPT_OK);
-    CHECK(max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
+    CHECK(test::max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
 }
 
 TEST_CASE("sample_batch_v2 draws every row it can and refuses only the others, as decode_sample_batch",
@@ -191,10 +174,10 @@ TEST_CASE("a step of late sequences alone equals each stepped in its own session
     test::Session batch(model.handle, n_seq);
     std::vector<float> logits(static_cast<size_t>(n_seq) * row);
     const int32_t long_length = std::min(model.info.block_size - 1, 60);
-    const std::vector<gpt_token> long_prompt = prompt_of(9, long_length, vocab);
+    const std::vector<gpt_token> long_prompt = test::token_stream(9, long_length, vocab);
     REQUIRE(gpt_session_prefill_seq_v2(batch.handle, 0, long_prompt.data(), long_length, logits.data(), row) == GPT_OK);
     for (const int32_t seq : {2, 3, 4}) {
-        const std::vector<gpt_token> p = prompt_of(seq, 3 + seq, vocab);
+        const std::vector<gpt_token> p = test::token_stream(seq, 3 + seq, vocab);
         REQUIRE(gpt_session_prefill_seq_v2(batch.handle, seq, p.data(), 3 + seq, logits.data(), row) == GPT_OK);
     }
     std::vector<float> batch_logits(logits.size(), kUntouched);
@@ -202,19 +185,20 @@ TEST_CASE("a step of late sequences alone equals each stepped in its own session
         const gpt_token tokens[] = {GPT_TOKEN_NONE, GPT_TOKEN_NONE, 20 + step, GPT_TOKEN_NONE, 30 + step};
         REQUIRE(gpt_session_decode_batch_v2(batch.handle, tokens, batch_logits.data(), batch_logits.size()) == GPT_OK);
     }
-    CHECK(position_of(batch.handle, 0) == long_length);
-    CHECK(position_of(batch.handle, 3) == 6);
+    CHECK(test::position_of(batch.handle, 0) == long_length);
+    CHECK(test::position_of(batch.handle, 3) == 6);
     CHECK(batch_logits[0] == kUntouched);  // a row that sat out is left as it was
     for (const int32_t seq : {2, 4}) {
         CAPTURE(seq);
         test::Session alone(model.handle);
         std::vector<float> expected(row);
-        const std::vector<gpt_token> p = prompt_of(seq, 3 + seq, vocab);
+        const std::vector<gpt_token> p = test::token_stream(seq, 3 + seq, vocab);
         REQUIRE(gpt_session_prefill_seq_v2(alone.handle, 0, p.data(), 3 + seq, expected.data(), row) == GPT_OK);
         for (int32_t step = 0; step < 3; ++step)
             REQUIRE(gpt_session_decode_seq_v2(alone.handle, 0, (seq == 2 ? 20 : 30) + step, expected.data(), row) ==
                     GPT_OK);
-        CHECK(max_abs_diff(expected.data(), batch_logits.data() + static_cast<size_t>(seq) * row, vocab) < kTolerance);
+        CHECK(test::max_abs_diff(expected.data(), batch_logits.data() + static_cast<size_t>(seq) * row, vocab) <
+              kTolerance);
     }
     // Sequence 0's cache is intact: its next step equals a session that only ever held its prompt.
     test::Session alone(model.handle);
@@ -223,5 +207,5 @@ TEST_CASE("a step of late sequences alone equals each stepped in its own session
             GPT_OK);
     REQUIRE(gpt_session_decode_seq_v2(alone.handle, 0, 5, expected.data(), row) == GPT_OK);
     REQUIRE(gpt_session_decode_seq_v2(batch.handle, 0, 5, got.data(), row) == GPT_OK);
-    CHECK(max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
+    CHECK(test::max_abs_diff(expected.data(), got.data(), vocab) < kTolerance);
 }
