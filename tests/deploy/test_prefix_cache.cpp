@@ -53,6 +53,20 @@ TEST_CASE("among equal matches the slot holding the fewest tokens loses least, t
     CHECK(place_prompt(pointers(cached), {true, true, false, false}, {1, 2}, true).slot == 1);
 }
 
+TEST_CASE("among equal matches the slot beside the busy ones comes first: every step runs their range") {
+    // Slots 2 and 3 busy; 0 and 5 hold long caches, 1, 4 and 6 are empty.
+    const std::vector<Tokens> cached = {{7, 7, 7, 7}, {}, {5}, {6}, {}, {8, 8, 8, 8}, {}};
+    const std::vector<bool> free = {true, true, false, false, true, true, true};
+    CHECK(place_prompt(pointers(cached), free, {1, 2}, true).slot == 1);  // 1 and 4 widen by one: 1 is lower
+    const std::vector<bool> right_only = {false, false, false, false, true, true, true};
+    CHECK(place_prompt(pointers(cached), right_only, {1, 2}, true).slot == 4);
+    // Next to the range but holding a long cache still beats a slot further out: the width costs every step.
+    const std::vector<bool> beside_cache = {false, false, false, false, false, true, true};
+    CHECK(place_prompt(pointers(cached), beside_cache, {1, 2}, true).slot == 5);
+    // A longer shared prefix still decides first.
+    CHECK(place_prompt(pointers(cached), free, {8, 8, 9}, true).slot == 5);
+}
+
 TEST_CASE("without reuse the lowest free slot takes the prompt whole, and no free slot is -1") {
     const std::vector<Tokens> cached = {{1, 2, 3}, {1, 2, 3}, {}};
     const auto p = place_prompt(pointers(cached), {false, true, true}, {1, 2, 3, 4}, false);

@@ -22,11 +22,22 @@ PromptPlacement place_prompt(const std::vector<const std::vector<gpt_token> *> &
     const size_t most = prompt.empty() ? 0 : prompt.size() - 1;
     std::vector<size_t> shared(cached.size());
     for (size_t i = 0; i < cached.size(); ++i) shared[i] = std::min(common_prefix(*cached[i], prompt), most);
+    // The busy slots' range: a decode step runs every row from the first stepping slot to the last, so a slot
+    // outside it widens every step of the running requests (gpt_session_decode_batch).
+    const auto first_busy = std::find(free.begin(), free.end(), false);
+    const auto lo = static_cast<size_t>(first_busy - free.begin());
+    const auto hi = first_busy == free.end()
+                        ? lo
+                        : static_cast<size_t>(free.rend() - std::find(free.rbegin(), free.rend(), false)) - 1;
+    const auto widening = [&](size_t i) {
+        return first_busy == free.end() ? size_t{0} : (i < lo ? lo - i : i > hi ? i - hi : 0);
+    };
     for (size_t i = 0; i < cached.size(); ++i) {
         if (!free[i]) continue;
         const auto best = static_cast<size_t>(placement.slot);
         if (placement.slot < 0 || shared[i] > shared[best] ||
-            (shared[i] == shared[best] && cached[i]->size() < cached[best]->size()))
+            (shared[i] == shared[best] && (widening(i) < widening(best) || (widening(i) == widening(best) &&
+                                                                            cached[i]->size() < cached[best]->size()))))
             placement.slot = static_cast<int>(i);
     }
     if (placement.slot < 0) return placement;

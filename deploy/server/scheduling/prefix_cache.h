@@ -27,10 +27,11 @@ struct PromptPlacement {
 size_t common_prefix(const std::vector<gpt_token> &a, const std::vector<gpt_token> &b);
 
 // cached[i]: the tokens slot i's sequence holds; free[i]: whether slot i can take the prompt.
-// With `reuse`: the free slot sharing the longest prefix with the prompt (ties: the one holding the fewest
-// tokens, which loses least, then the lowest), whose prefix is copied from any other slot, busy or free,
-// that shares more. At most prompt.size() - 1 tokens are reused: the last one runs for its logits.
-// Without: the lowest free slot, nothing reused (each prompt prefilled whole, as a lone session would).
+// With `reuse`: the free slot sharing the longest prefix with the prompt (ties: the one that widens the busy
+// slots' range least, since every decode step runs that range; then the one holding the fewest tokens, which
+// loses least; then the lowest), whose prefix is copied from any other slot, busy or free, that shares more. At most
+// prompt.size() - 1 tokens are reused: the last one runs for its logits. Without: the lowest free slot, nothing reused
+// (each prompt prefilled whole, as a lone session would).
 PromptPlacement place_prompt(const std::vector<const std::vector<gpt_token> *> &cached, const std::vector<bool> &free,
                              const std::vector<gpt_token> &prompt, bool reuse);
 
