@@ -7,6 +7,7 @@
 // and the Python compile builds the same sources (aot/gpt_aot/model/kernels.py).
 #pragma once
 
-// Raised whenever an operator is added or one's schema or results change: an artifact compiled against
-// version N runs on a runtime whose library is version N.
+// Raised whenever an operator's schema or results change: an artifact compiled against version N runs on a
+// runtime whose library is version N. An operator added is not a change of version: each artifact names the
+// operators its graphs call, and a runtime lacking one refuses it (runtime/artifact/kernels_check.cpp).
 #define GPT_KERNELS_VERSION 1

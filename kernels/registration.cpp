@@ -3,6 +3,7 @@
 #include <torch/library.h>
 
 #include "cpu/decode_attention.h"
+#include "cpu/linear.h"
 #include "kernels.h"
 
 namespace {
@@ -16,8 +17,15 @@ TORCH_LIBRARY(gpt_kernels, m) {
     m.def(
         "decode_attention(Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
         "float scale) -> Tensor");
+    m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) { m.impl("decode_attention", &gpt::kernels::decode_attention_cpu); }
+TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) {
+    m.impl("decode_attention", &gpt::kernels::decode_attention_cpu);
+    m.impl("linear", &gpt::kernels::linear_cpu);
+}
 
-TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) { m.impl("decode_attention", &gpt::kernels::decode_attention_meta); }
+TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) {
+    m.impl("decode_attention", &gpt::kernels::decode_attention_meta);
+    m.impl("linear", &gpt::kernels::linear_meta);
+}

@@ -131,8 +131,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--batched-linear",
         default="auto",
-        help="auto (measured for each graph), mm, onednn (CPU), (int8) int8pack (rows) or blocked (blocks of 32 "
-        "rows), (int4) int4pack: prefill's and decode's linears",
+        help="auto (measured for each graph), mm, onednn (CPU), kernel (CPU: the kernel library's linear), (int8) "
+        "int8pack (rows) or blocked (blocks of 32 rows), (int4) int4pack: prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument(

@@ -75,4 +75,14 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::opti
     return out.to(x.scalar_type()).view(shape);
 }
 
+at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias) {
+    return linear(x, weight, bias, active_isa());
+}
+
+at::Tensor linear_meta(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &) {
+    std::vector<c10::SymInt> shape(x.sym_sizes().begin(), x.sym_sizes().end());
+    shape.back() = weight.sym_size(0);
+    return at::empty_symint(shape, x.options());
+}
+
 }  // namespace gpt::kernels

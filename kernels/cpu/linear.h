@@ -1,7 +1,7 @@
-// linear.h — a linear layer on the CPU for the few to a few hundred rows of a decode step, an extend or a prefill,
-// over float, bfloat16 or half weights: each weight element widened to fp32 in registers and multiplied by several
-// activation rows at once, accumulated in fp32 — where torch's own bf16 GEMM on a CPU without AVX512-BF16 takes
-// one dot product at a time.
+// linear.h — gpt_kernels::linear, a linear layer on the CPU for the few to a few hundred rows of a decode step, an
+// extend or a prefill, over float, bfloat16 or half weights: each weight element widened to fp32 in registers and
+// multiplied by several activation rows at once, accumulated in fp32 — where torch's own bf16 GEMM on a CPU without
+// AVX512-BF16 takes one dot product at a time.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,6 +20,12 @@ namespace gpt::kernels {
 // weights are read from memory once for every activation row, which stays in cache (the rows are few, or the
 // tile is).
 at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa);
+
+// The same on active_isa(): the `gpt_kernels::linear` operator's CPU kernel.
+at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias);
+
+// Its shape function for export and compile (fake and meta tensors, symbolic sizes): (..., N) in x's dtype.
+at::Tensor linear_meta(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias);
 
 constexpr int64_t LINEAR_TILE_ROWS = 64;
 

@@ -73,7 +73,8 @@ constexpr size_t kMaxIsaWordBytes = 64;
 struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
-    // inference graphs: their linears' form, "mm", "reduction", "onednn", "int8pack", "blocked" or "int4pack"
+    // inference graphs: their linears' form, "mm", "reduction", "onednn", "kernel" (the kernel library's linear),
+    // "int8pack", "blocked" or "int4pack"
     std::string linear;
     // onednn and int4pack forms: the weights bound packed for the form's kernel (runtime/exec/packed_weights.h)
     std::set<std::string> packed;

@@ -320,14 +320,14 @@ def test_decode_attention_is_measured_on_the_compiled_decode_graph_against_math(
 def test_linear_forms_compute_the_same_product(fixtures):
     from gpt_aot.model.linear import LINEAR_FORMS, Linear, packed_linear_weights
 
-    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "int8pack", "blocked", "int4pack"}
+    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "kernel", "int8pack", "blocked", "int4pack"}
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):
             x = torch.randn(shape)
             linear.form = "mm"
             expected = linear(x)
-            for form in ("reduction", "onednn"):
+            for form in ("reduction", "onednn", "kernel"):
                 linear.form = form
                 torch.testing.assert_close(linear(x), expected, atol=1e-6, rtol=1e-6, msg=form)
     model = fixtures.tiny_model("math")
@@ -412,14 +412,14 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
         tok, pos = idx[:, :1], torch.tensor([6, 6])
         torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
-    for graph, forms, rows in (("decode_one", {"mm", "reduction"}, 1), ("decode", {"mm", "onednn"}, 4)):
+    for graph, forms, rows in (("decode_one", {"mm", "reduction"}, 1), ("decode", {"mm", "onednn", "kernel"}, 4)):
         pick = manifest["graphs"][graph]["linear"]
         assert pick["selected_by"] == "measurement" and pick["rows"] == rows and set(pick["candidates"]) == forms
         assert pick["form"] == min(forms, key=lambda f: pick["candidates"][f]["ms"])
     # Prefill's own pick, measured on a prompt (the whole tiny context) rather than on decode steps.
     pick = manifest["graphs"]["prefill"]["linear"]
     assert pick["selected_by"] == "measurement" and pick["tokens"] == fixtures.CONFIG.block_size
-    assert set(pick["candidates"]) == {"mm", "onednn"}
+    assert set(pick["candidates"]) == {"mm", "onednn", "kernel"}
     assert pick["form"] == min(pick["candidates"], key=lambda f: pick["candidates"][f]["ms"])
     assert flash_kernel not in packages.wrapper_source(out / "decode_one.pt2")  # decode's kernel
     # The golden prefill is the prefill kernel's (flash), not decode's (math): the two differ in the last bits.

@@ -1,7 +1,9 @@
-"""The kernel library's decode attention ("chunked", kernels/) from the compile to the runtime: a measured
+"""The kernel library (kernels/) from the compile to the runtime. Its decode attention ("chunked"): a measured
 candidate, called by the compiled decode graphs through torch's dispatcher, equal to eager PyTorch, the same
 greedy tokens on every vector path the host runs, and refused by a runtime that lacks the version an artifact
 names. The kernel against its scalar reference and SDPA on each path: tests/kernels/test_decode_attention.cpp.
+Its linear (the "kernel" linear form): torch's linear as an operator, and an artifact whose batched graphs call
+it equal to eager PyTorch and verified by the runtime.
 """
 
 import json
@@ -141,3 +143,47 @@ def test_an_artifact_naming_kernels_the_runtime_lacks_is_refused_before_its_grap
     assert message in done.stderr, done.stderr
     status = "GPT_ERR_ARTIFACT_INVALID" if "library" in kernels_section else "GPT_ERR_ARTIFACT_VERSION"
     assert status in done.stderr, done.stderr
+
+
+# ---- the linear (kernels/cpu/linear.h; each vector path against torch in float64: tests/kernels/test_linear.cpp)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_linear_operator_is_torchs_linear(dtype):
+    kernels.load()
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 5, 96, generator=gen).to(dtype)
+    weight, bias = torch.randn(70, 96, generator=gen).to(dtype), torch.randn(70, generator=gen).to(dtype)
+    got = torch.ops.gpt_kernels.linear(x, weight, bias)
+    expected = torch.nn.functional.linear(x.double(), weight.double(), bias.double())
+    assert got.dtype == dtype and got.shape == (2, 5, 70)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2  # fp32 sums; bf16's 8-bit mantissa on the result
+    torch.testing.assert_close(got.double(), expected, atol=tol, rtol=tol)
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+def test_an_artifact_with_the_kernel_linear_calls_it_and_equals_eager(tmp_path, fixtures):
+    """Pinned for prefill and decode (the batched graphs; decode_one keeps its own form): every graph but
+    decode_one calls the operator, the manifest names it under the unchanged library version, the graphs equal
+    eager PyTorch, and the runtime loads the artifact and passes its golden check."""
+    from gpt_aot.compiler import pipeline
+    from gpt_aot.compiler.target import resolve
+
+    out = tmp_path / "k" / "cpu"
+    manifest = pipeline.compile_artifact(
+        fixtures.tiny_model("math"), resolve("cpu", "auto", "fp32"), out, "k", fixtures.tokenizer(),
+        attention="math", decode_linear="mm", batched_linear="kernel", max_batch=4, quiet=True,
+    )  # fmt: skip
+    linear = "gpt_kernels::linear"
+    assert manifest["kernels"] == {"library": "gpt_kernels", "version": kernels.load(), "operators": [linear]}
+    calls = {graph: packages.extern_operators(out / f"{graph}.pt2") for graph in manifest["graphs"]}
+    assert calls == {"prefill": {linear}, "decode": {linear}, "decode_one": set(), "extend": {linear}}
+    graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("math")
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(4))
+    kv_c, kv_e = graphs.new_kv_cache(3), eager.new_kv_cache(3)
+    with torch.no_grad():
+        torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
+        tok, pos = idx[:, :1], torch.tensor([7, 7, 7])
+        torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
+    done = subprocess.run([str(CLI), "verify", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -25,14 +25,15 @@ DECODE_ONE_LINEAR_FORMS = {
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),
 }
-# Graphs that step many rows (prefill, decode): matrix products, and the
-# blocked reduction, which reads a block once for all the rows; the reduction
+# Graphs that step many rows (prefill, decode): matrix products (the kernel
+# library's linear among them), and the blocked reduction, which reads a block
+# once for all the rows; the reduction
 # over rows reads the weight once per row. Each graph has its own pick:
 # decode's measured on decode steps of BATCHED_ROWS sequences, prefill's on a
 # prompt of PREFILL_TOKENS (int8 weights favour different kernels at 8 rows and
 # at 128).
 BATCHED_LINEAR_FORMS = {
-    None: ("mm", "onednn"),
+    None: ("mm", "onednn", "kernel"),
     "rows": ("mm", "int8pack"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),

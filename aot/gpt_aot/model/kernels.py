@@ -12,8 +12,9 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).resolve().parents[3] / "kernels"
-SOURCES = ("registration.cpp", "cpu/isa.cpp", "cpu/decode_attention.cpp") + tuple(
-    f"cpu/attention_chunk_{path}.cpp" for path in ("scalar", "avx2", "avx512")
+PATHS = ("scalar", "avx2", "avx512")
+SOURCES = ("registration.cpp", "cpu/isa.cpp", "cpu/decode_attention.cpp", "cpu/linear.cpp") + tuple(
+    f"cpu/{kernel}_{path}.cpp" for kernel in ("attention_chunk", "linear_tile") for path in PATHS
 )
 
 

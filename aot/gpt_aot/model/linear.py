@@ -18,13 +18,17 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-LINEAR_FORMS = ("mm", "reduction", "onednn", "int8pack", "blocked", "int4pack")
-# The forms each weight layout allows: oneDNN's reads float weights; int8
+from gpt_aot.model import kernels
+
+LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "int8pack", "blocked", "int4pack")
+# The forms each weight layout allows: oneDNN's and the kernel library's (kernels/cpu/linear.h: float, bf16 or
+# half weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) read float
+# weights; int8
 # weights by their layout (quantize.py): aten's int8 kernel and the reduction
 # over rows read "rows", the blocked reduction "blocks32"; aten's int4 kernel
 # reads int4 "blocks64"; mm reads any.
 LAYOUT_LINEAR_FORMS = {
-    None: ("mm", "reduction", "onednn"),
+    None: ("mm", "reduction", "onednn", "kernel"),
     "rows": ("mm", "reduction", "int8pack"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),
@@ -120,13 +124,16 @@ def int4_embedding(packed: torch.Tensor, scale_zero: torch.Tensor, idx: torch.Te
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
     """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
     kernel (CPU and CUDA) and the blocked reduction are for int8 weights, aten's
-    int4 kernel for int4 ones (CPU: the CUDA kernel reads another packing); mm
-    and the reduction run anywhere."""
+    int4 kernel for int4 ones (CPU: the CUDA kernel reads another packing), the
+    kernel library's linear for float ones on a CPU; mm and the reduction run
+    anywhere."""
     layouts = {torch.int8: ("rows", "blocks32"), torch.uint8: ("blocks64",)}.get(weight_dtype, (None,))
     if not any(form in LAYOUT_LINEAR_FORMS[layout] for layout in layouts):
         return False
     if form == "int4pack":
         return device.type == "cpu"
+    if form == "kernel":
+        return device.type == "cpu" and kernels.available()
     if form != "onednn":
         return True
     # oneDNN's reduced-precision linear needs instructions some CPUs lack (bf16: AVX512-BW/VL/DQ or
@@ -186,6 +193,8 @@ class Linear(nn.Linear):
             return self._forward_int4(x)
         if self.form == "mm":
             return super().forward(x)
+        if self.form == "kernel":
+            return torch.ops.gpt_kernels.linear(x, self.weight, self.bias)
         if self.form == "onednn":
             weight = self.weight if self.packed is None else self.packed
             return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, "none", [], "")
