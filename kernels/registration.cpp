@@ -4,6 +4,7 @@
 
 #include "cpu/decode_attention.h"
 #include "cpu/linear.h"
+#include "cpu/threads.h"
 #include "kernels.h"
 
 namespace {
@@ -14,6 +15,7 @@ int64_t kernels_version() { return GPT_KERNELS_VERSION; }
 
 TORCH_LIBRARY(gpt_kernels, m) {
     m.def("version() -> int", &kernels_version);
+    m.def("threaded() -> bool", &gpt::kernels::threaded);  // the compile refuses a build whose loops run on one thread
     m.def(
         "decode_attention(Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
         "float scale) -> Tensor");

@@ -2,8 +2,8 @@
 candidate, called by the compiled decode graphs through torch's dispatcher, equal to eager PyTorch, the same
 greedy tokens on every vector path the host runs, and refused by a runtime that lacks the version an artifact
 names. The kernel against its scalar reference and SDPA on each path: tests/kernels/test_decode_attention.cpp.
-Its linear (the "kernel" linear form): torch's linear as an operator, and an artifact whose batched graphs call
-it equal to eager PyTorch and verified by the runtime.
+Its linear (the "kernel" linear form): torch's linear as an operator, and an artifact whose graphs all call it
+(the tiny-naive fixture) equal to eager PyTorch, verified by the runtime, the same greedy tokens on every path.
 """
 
 import json
@@ -161,29 +161,45 @@ def test_the_linear_operator_is_torchs_linear(dtype):
     torch.testing.assert_close(got.double(), expected, atol=tol, rtol=tol)
 
 
-@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
-def test_an_artifact_with_the_kernel_linear_calls_it_and_equals_eager(tmp_path, fixtures):
-    """Pinned for prefill and decode (the batched graphs; decode_one keeps its own form): every graph but
-    decode_one calls the operator, the manifest names it under the unchanged library version, the graphs equal
-    eager PyTorch, and the runtime loads the artifact and passes its golden check."""
-    from gpt_aot.compiler import pipeline
-    from gpt_aot.compiler.target import resolve
-
-    out = tmp_path / "k" / "cpu"
-    manifest = pipeline.compile_artifact(
-        fixtures.tiny_model("math"), resolve("cpu", "auto", "fp32"), out, "k", fixtures.tokenizer(),
-        attention="math", decode_linear="mm", batched_linear="kernel", max_batch=4, quiet=True,
-    )  # fmt: skip
+def test_an_artifact_with_the_kernel_linear_calls_it_in_every_graph_and_equals_eager(artifacts, fixtures):
+    """tiny-naive (tests/fixtures/build_artifacts.py) pins the kernel library's linear for every graph: each calls
+    the operator, the manifest names it under the unchanged library version, and a batch of rows at their own
+    positions gives eager PyTorch's logits (test_compile.py runs its extend, spans and recompute checks too)."""
+    out = artifacts / "tiny-naive" / "cpu"
+    manifest = json.loads((out / "manifest.json").read_text())
     linear = "gpt_kernels::linear"
     assert manifest["kernels"] == {"library": "gpt_kernels", "version": kernels.load(), "operators": [linear]}
+    assert {graph: manifest["graphs"][graph]["linear"]["form"] for graph in manifest["graphs"]} == dict.fromkeys(
+        ("prefill", "decode", "decode_one", "extend"), "kernel"
+    )
     calls = {graph: packages.extern_operators(out / f"{graph}.pt2") for graph in manifest["graphs"]}
-    assert calls == {"prefill": {linear}, "decode": {linear}, "decode_one": set(), "extend": {linear}}
-    graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("math")
+    assert calls == dict.fromkeys(manifest["graphs"], {linear})
+    graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("naive")
     idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(4))
     kv_c, kv_e = graphs.new_kv_cache(3), eager.new_kv_cache(3)
     with torch.no_grad():
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
-        tok, pos = idx[:, :1], torch.tensor([7, 7, 7])
+        tok, pos = idx[:, :1], torch.tensor([7, 9, 3])
         torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+def test_the_kernel_linears_artifact_verifies_and_gives_eagers_greedy_tokens_on_every_path(artifacts, fixtures):
+    """The runtime loads it, passes its golden check, and gives eager PyTorch's greedy tokens with the dispatch on
+    the widest path and forced to each lower one (GPT_KERNELS_ISA)."""
+    out = artifacts / "tiny-naive" / "cpu"
     done = subprocess.run([str(CLI), "verify", str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    prompt, tokens = "Hello", 20
+    model, ids = fixtures.tiny_model("naive"), [fixtures.VOCAB.index(c) for c in prompt]
+    with torch.no_grad():
+        full = torch.tensor([ids])
+        for _ in range(tokens):  # full recompute each step, the prompt within the tiny context
+            logits, _ = model(full)
+            full = torch.cat([full, logits[:, -1, : fixtures.CONFIG.vocab_size].argmax(-1, keepdim=True)], 1)
+    expected = "".join(fixtures.VOCAB[int(t)] for t in full[0, len(ids) :])
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    for isa in [None, "scalar", "avx2"] + (["avx512"] if {"avx512f", "avx512bw"} <= flags else []):
+        done = generate(out, isa, prompt, tokens)
+        assert done.returncode == 0, (isa, done.stderr[-2000:])
+        assert done.stdout.rstrip("\n").endswith(expected), (isa, done.stdout, expected)

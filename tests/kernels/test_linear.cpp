@@ -1,6 +1,7 @@
 // The linear kernel (kernels/cpu/linear.h) on every vector path this CPU runs, against PyTorch's linear in float64
 // on the same values, for the shapes of a decode step, an extend and a prefill and the edges of its blocks.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 
 #include "cpu/isa.h"
 #include "cpu/linear.h"
+#include "cpu/threads.h"
 #include "paths_here.h"
 
 using gpt::kernels::Isa;
@@ -47,8 +49,10 @@ TEST_CASE("the linear kernel equals PyTorch's linear on every path, dtype and bl
     };
     // m: 1 row (decode), the 3-row blocks and their remainders, a batch of 16, an extend of 33; n: one block of 4
     // columns, remainders 1..3, more than one tile of 64; k: shorter than a vector, not a multiple of 8 or 16.
+    // m = 1 (its own loop, ONE_ROW_CHAINS vectors at a time): k of whole unrolled steps, one more vector, a tail.
     const std::vector<Shape> shapes = {{1, 1, 1},    {1, 5, 7},     {2, 4, 8},    {3, 64, 64}, {4, 67, 77},
-                                       {5, 130, 16}, {16, 131, 96}, {33, 70, 33}, {7, 2, 768}, {1, 300, 768}};
+                                       {5, 130, 16}, {16, 131, 96}, {33, 70, 33}, {7, 2, 768}, {1, 300, 768},
+                                       {1, 9, 136},  {1, 3, 203},   {1, 70, 1031}};
     for (const Isa isa : paths_here())
         for (const at::ScalarType wtype : dtypes)
             for (const at::ScalarType xtype : dtypes)
@@ -78,6 +82,22 @@ TEST_CASE("the linear kernel keeps x's leading sizes and reads weight rows with 
         REQUIRE(got.sizes() == at::IntArrayRef({2, 3, 24}));
         CHECK(error(got, reference(x, w, std::nullopt)) < tolerance(40, at::kFloat));
     }
+}
+
+TEST_CASE("the linear kernel's tiles run on torch's threads and give the same bits as on one") {
+    REQUIRE(gpt::kernels::threaded());  // else at::parallel_for runs every tile on the calling thread
+    at::manual_seed(9);
+    const int saved = at::get_num_threads();
+    for (const int64_t m : {1, 5}) {
+        const at::Tensor x = at::randn({m, 96}), w = at::randn({64 * 9 + 5, 96}).to(at::kBFloat16);
+        at::set_num_threads(1);
+        const at::Tensor alone = gpt::kernels::linear(x, w, std::nullopt, gpt::kernels::active_isa());
+        at::set_num_threads(3);
+        const at::Tensor shared = gpt::kernels::linear(x, w, std::nullopt, gpt::kernels::active_isa());
+        CAPTURE(m);
+        CHECK(at::equal(alone, shared));
+    }
+    at::set_num_threads(saved);
 }
 
 TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {

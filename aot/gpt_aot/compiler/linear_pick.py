@@ -18,9 +18,10 @@ from gpt_aot.model.quantize import INT8_LAYOUTS, set_int8_layout
 # an int8 artifact's layout (int8_layout_for), which the other graphs then
 # share: they choose among that layout's forms.
 # decode_one: oneDNN's is left out: it is measured only eagerly
-# (measure_decode_linear), the reductions only compiled.
+# (measure_decode_linear), the reductions only compiled; the kernel library's
+# linear has a loop of its own for one row.
 DECODE_ONE_LINEAR_FORMS = {
-    None: ("mm", "reduction"),
+    None: ("mm", "reduction", "kernel"),
     "rows": ("mm", "reduction", "int8pack"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),

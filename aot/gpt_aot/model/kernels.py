@@ -13,7 +13,7 @@ import torch
 
 SOURCE = Path(__file__).resolve().parents[3] / "kernels"
 PATHS = ("scalar", "avx2", "avx512")
-SOURCES = ("registration.cpp", "cpu/isa.cpp", "cpu/decode_attention.cpp", "cpu/linear.cpp") + tuple(
+SOURCES = ("registration.cpp", "cpu/isa.cpp", "cpu/threads.cpp", "cpu/decode_attention.cpp", "cpu/linear.cpp") + tuple(
     f"cpu/{kernel}_{path}.cpp" for kernel in ("attention_chunk", "linear_tile") for path in PATHS
 )
 
@@ -29,10 +29,14 @@ def load() -> int:
         name="gpt_kernels",
         sources=[str(SOURCE / s) for s in SOURCES],
         extra_include_paths=[str(SOURCE)],
-        extra_cflags=["-O3"],
+        # OpenMP, or at::parallel_for runs every kernel on one thread (kernels/cpu/threads.h).
+        extra_cflags=["-O3", "-fopenmp"],
+        extra_ldflags=["-fopenmp"],
         is_python_module=False,
         verbose=False,
     )
+    if not torch.ops.gpt_kernels.threaded():
+        raise RuntimeError("the kernel library was built without OpenMP: its kernels would run on one thread")
     return int(torch.ops.gpt_kernels.version())
 
 
