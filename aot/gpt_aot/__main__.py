@@ -125,8 +125,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--decode-linear",
         default="auto",
-        help="auto (measured), mm, reduction, (int8) int8pack or blocked, (int4) int4pack: a single sequence's "
-        "decode linears (for int8, blocked lays the weights out in blocks of 32 rows)",
+        help="auto (measured), mm, reduction, kernel (CPU: the kernel library's linear), (int8) int8pack or "
+        "blocked, (int4) int4pack: a single sequence's decode linears (for int8, blocked lays the weights out in "
+        "blocks of 32 rows)",
     )
     p.add_argument(
         "--batched-linear",
