@@ -11,7 +11,8 @@ Our artifacts are compiled here once, those the run names (bench/work/int8/gpt2-
 from the Hugging Face layout safetensors the peers convert, `--dtype bf16`, int4 in groups of 32; the prefill's
 attention math, decode's measured by the compile on its compiled decode graph (`--decode-attention auto`; the
 `bf16math` and `bf16chunked` artifacts pin decode's to SDPA's math, the kernel every earlier run compared, and
-to the kernel library's, each with the linear forms the measured bf16 artifact picked), the linear forms
+to the kernel library's, each with the linear forms the measured bf16 artifact picked; `bf16kernel` and
+`bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
@@ -55,10 +56,14 @@ ARTIFACTS = {
     "bf16": WORK / "gpt2-124m-bf16",
     "bf16math": WORK / "gpt2-124m-bf16math",
     "bf16chunked": WORK / "gpt2-124m-bf16chunked",
+    "bf16kernel": WORK / "gpt2-124m-bf16kernel",
+    "bf16kernelchunked": WORK / "gpt2-124m-bf16kernelchunked",
 }
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
-DECODE_ATTENTION = {"bf16math": "math", "bf16chunked": "chunked"}
+DECODE_ATTENTION = {"bf16math": "math", "bf16chunked": "chunked", "bf16kernel": "math", "bf16kernelchunked": "chunked"}
+# The kernel library's linear pinned in every graph: nothing measured on the build host at all.
+KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked")
 QUANTIZED = ("int8", "int4")  # ours: the ratio sections compare every other row with these
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 
@@ -74,7 +79,9 @@ def compile_ours(weights: str) -> float | None:
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
     cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
     cmd += ["--decode-attention", DECODE_ATTENTION.get(weights, "auto")]
-    if weights in DECODE_ATTENTION:
+    if weights in KERNEL_LINEAR:
+        cmd += ["--decode-linear", "kernel", "--batched-linear", "kernel"]
+    elif weights in DECODE_ATTENTION:
         picked = json.loads((ARTIFACTS["bf16"] / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
         cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
@@ -220,7 +227,7 @@ def main() -> int:
     args = ap.parse_args()
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
-    if any(w in DECODE_ATTENTION for w in ours) and "bf16" not in ours:
+    if any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR for w in ours) and "bf16" not in ours:
         ours.insert(0, "bf16")  # the pinned ones take its linear forms
     compile_s = {w: compile_ours(w) for w in ours}
     torch.set_num_threads(args.threads)
