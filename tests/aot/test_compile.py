@@ -412,7 +412,10 @@ def test_prefill_and_decode_each_compile_with_their_own_pick(tmp_path, fixtures,
         torch.testing.assert_close(graphs.prefill(idx, kv_c), eager.prefill(idx, kv_e), atol=TOL, rtol=TOL)
         tok, pos = idx[:, :1], torch.tensor([6, 6])
         torch.testing.assert_close(graphs.decode(tok, pos, kv_c), eager.decode(tok, pos, kv_e), atol=TOL, rtol=TOL)
-    for graph, forms, rows in (("decode_one", {"mm", "reduction", "kernel"}, 1), ("decode", {"mm", "onednn", "kernel"}, 4)):
+    for graph, forms, rows in (
+        ("decode_one", {"mm", "reduction", "kernel"}, 1),
+        ("decode", {"mm", "onednn", "kernel"}, 4),
+    ):
         pick = manifest["graphs"][graph]["linear"]
         assert pick["selected_by"] == "measurement" and pick["rows"] == rows and set(pick["candidates"]) == forms
         assert pick["form"] == min(forms, key=lambda f: pick["candidates"][f]["ms"])
