@@ -88,6 +88,11 @@ void Metrics::count_tokens(uint64_t n) {
     tokens_ += n;
 }
 
+void Metrics::count_prompt_tokens(const std::string &how, uint64_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    prompt_tokens_[how] += n;
+}
+
 void Metrics::count_reload(bool ok) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++(ok ? reloads_ok_ : reloads_failed_);
@@ -113,6 +118,13 @@ std::string Metrics::render(const Gauges &gauges) const {
             << '\n';
     header(out, "gpt_tokens_generated_total", "counter", "Tokens generated.");
     out << "gpt_tokens_generated_total " << tokens_ << '\n';
+    header(out, "gpt_prompt_tokens_total", "counter",
+           "Prompt tokens by how they entered the cache: reused, prefilled, extended, stepped with the decode.");
+    for (const char *how : {"cached", "prefill", "extend", "step"}) {
+        const auto it = prompt_tokens_.find(how);
+        out << "gpt_prompt_tokens_total{how=\"" << how << "\"} " << (it == prompt_tokens_.end() ? 0 : it->second)
+            << '\n';
+    }
     header(out, "gpt_model_reloads_total", "counter", "Model reloads by result.");
     out << "gpt_model_reloads_total{result=\"ok\"} " << reloads_ok_ << '\n';
     out << "gpt_model_reloads_total{result=\"failed\"} " << reloads_failed_ << '\n';

@@ -46,6 +46,9 @@ public:
     void count_request(const std::string &endpoint, int code);
     void count_tokens(uint64_t n);
     void count_reload(bool ok);
+    // Prompt tokens by how they entered the cache: "cached" (reused from a slot), "prefill" (a batched prefill),
+    // "extend" (an extend call of one sequence), "step" (a row of a decode step beside the running sequences).
+    void count_prompt_tokens(const std::string &how, uint64_t n);
     void observe_time_to_first_token(double seconds);
     void observe_token_latency(double seconds);
     void observe_request_duration(double seconds);
@@ -59,6 +62,7 @@ private:
     mutable std::mutex mutex_;
     std::map<std::pair<std::string, int>, uint64_t> requests_;
     uint64_t tokens_ = 0;
+    std::map<std::string, uint64_t> prompt_tokens_;
     uint64_t reloads_ok_ = 0;
     uint64_t reloads_failed_ = 0;
     Histogram time_to_first_token_;

@@ -5,6 +5,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,6 +35,25 @@ TileFn tile_fn(Isa isa) {
     return linear_tile_scalar;
 }
 
+// `t`'s elements as fp32 in `buffer`, or `t`'s own memory when it is fp32 already (contiguous). A plain loop, not a
+// torch op: a batch-1 step makes 49 linear calls, and each op's dispatch costs more than converting a few rows.
+const float *as_floats(const at::Tensor &t, std::vector<float> &buffer) {
+    if (t.scalar_type() == at::kFloat) return t.data_ptr<float>();
+    buffer.resize(static_cast<size_t>(t.numel()));
+    const int64_t n = t.numel();
+    if (t.scalar_type() == at::kBFloat16) {
+        const auto *bits = static_cast<const uint16_t *>(t.data_ptr());
+        for (int64_t i = 0; i < n; ++i) {
+            const uint32_t wide = static_cast<uint32_t>(bits[i]) << 16;
+            std::memcpy(&buffer[static_cast<size_t>(i)], &wide, sizeof(float));
+        }
+    } else {
+        const auto *halves = t.data_ptr<at::Half>();
+        for (int64_t i = 0; i < n; ++i) buffer[static_cast<size_t>(i)] = static_cast<float>(halves[i]);
+    }
+    return buffer.data();
+}
+
 }  // namespace
 
 at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa) {
@@ -44,35 +64,43 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::opti
     check(x.size(-1) == K, "x's last size " + std::to_string(x.size(-1)) + " is not weight's K " + std::to_string(K));
     check(weight.stride(1) == 1, "weight's rows must be contiguous");
     const ElementType type = element_type(weight.scalar_type(), OP);
-    element_type(x.scalar_type(), OP);
-    if (bias) check(bias->dim() == 1 && bias->size(0) == N, "bias must be (N,)");
+    const ElementType out_type = element_type(x.scalar_type(), OP);
+    if (bias) {
+        check(bias->dim() == 1 && bias->size(0) == N, "bias must be (N,)");
+        element_type(bias->scalar_type(), OP);
+    }
     const TileFn fn = tile_fn(isa);
 
-    const at::Tensor rows = x.reshape({-1, K}).to(at::kFloat).contiguous();  // fp32, read by every tile
+    const at::Tensor rows = x.reshape({-1, K}).contiguous();
     const int64_t M = rows.size(0);
-    at::Tensor out = at::empty({M, N}, x.options().dtype(at::kFloat));
+    std::vector<float> x_buffer, bias_buffer;
+    const float *x32 = as_floats(rows, x_buffer);  // read by every tile
+    const at::Tensor bias_values = bias ? bias->contiguous() : at::Tensor();
+    const float *bias32 = bias ? as_floats(bias_values, bias_buffer) : nullptr;
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = N;
+    at::Tensor out = at::empty(shape, x.options());  // the tiles store x's dtype: no fp32 result to convert after
     const int64_t tiles = (N + LINEAR_TILE_ROWS - 1) / LINEAR_TILE_ROWS;
     at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
         for (int64_t tile = begin; tile < end; ++tile) {
             const int64_t first = tile * LINEAR_TILE_ROWS;
             LinearTile t{};
             t.type = type;
-            t.x = rows.data_ptr<float>();
+            t.x = x32;
             t.x_stride = K;
             t.w = static_cast<const char *>(weight.data_ptr()) + first * weight.stride(0) * weight.element_size();
             t.w_stride = weight.stride(0);
             t.m = M;
             t.n = std::min(LINEAR_TILE_ROWS, N - first);
             t.k = K;
-            t.out = out.data_ptr<float>() + first;
+            t.bias = bias32 ? bias32 + first : nullptr;
+            t.out_type = out_type;
+            t.out = static_cast<char *>(out.data_ptr()) + first * out.element_size();
             t.out_stride = N;
             fn(t);
         }
     });
-    if (bias) out.add_(bias->to(at::kFloat));
-    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-    shape.back() = N;
-    return out.to(x.scalar_type()).view(shape);
+    return out;
 }
 
 at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias) {

@@ -1,5 +1,6 @@
 // linear_tile.h — one work item of the linear kernel: rows of activations (fp32) times a tile of weight rows,
-// accumulated in fp32. One implementation per vector path, each in its own file; nothing here needs torch.
+// accumulated in fp32, plus the bias, stored in the output's type. One implementation per vector path, each in its
+// own file; nothing here needs torch.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,9 @@ struct LinearTile {
     const void *w;  // (n, k) weight rows, row j at w + j * w_stride elements, k contiguous
     int64_t w_stride;
     int64_t m, n, k;
-    float *out;  // (m, n): out[i * out_stride + j] = Σ_k x[i][k] · w[j][k]
+    const float *bias;  // (n,) this tile's, or null
+    ElementType out_type;
+    void *out;  // (m, n) of out_type: out[i * out_stride + j] = Σ_k x[i][k] · w[j][k] + bias[j], rounded once
     int64_t out_stride;
 };
 

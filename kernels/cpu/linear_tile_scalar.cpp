@@ -1,5 +1,5 @@
 // linear_tile_scalar.cpp — the reference path: one element at a time, torch's own dtype conversions, the sum along
-// k in double so that the vector paths are compared with something more exact than themselves.
+// k (and the bias) in double so that the vector paths are compared with something more exact than themselves.
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
@@ -10,6 +10,14 @@ namespace gpt::kernels {
 
 namespace {
 
+void store(ElementType type, void *out, int64_t i, float value) {
+    switch (type) {
+        case ElementType::f32: static_cast<float *>(out)[i] = value; return;
+        case ElementType::bf16: static_cast<c10::BFloat16 *>(out)[i] = c10::BFloat16(value); return;
+        case ElementType::f16: static_cast<c10::Half *>(out)[i] = c10::Half(value); return;
+    }
+}
+
 template <class T>
 void multiply(const LinearTile &t) {
     const auto *w = static_cast<const char *>(t.w);
@@ -18,7 +26,8 @@ void multiply(const LinearTile &t) {
             double sum = 0.0;
             for (int64_t l = 0; l < t.k; ++l)
                 sum += static_cast<double>(t.x[i * t.x_stride + l]) * element<T>(w + j * t.w_stride * sizeof(T), l);
-            t.out[i * t.out_stride + j] = static_cast<float>(sum);
+            if (t.bias) sum += static_cast<double>(t.bias[j]);
+            store(t.out_type, t.out, i * t.out_stride + j, static_cast<float>(sum));
         }
 }
 

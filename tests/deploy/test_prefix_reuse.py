@@ -1,11 +1,14 @@
 """gpt-server's prompt cache and chunked prefill over real HTTP: a prompt whose prefix a slot holds
 reuses its cache (usage.prompt_tokens_details.cached_tokens) and completes as a whole prefill does,
 greedy and seeded; a long prompt prefilled in pieces between decode steps completes as one prefilled
-whole; and a warm 900-token prefix answers its first token at least 5 times sooner than a cold one."""
+whole; a prompt extended after a cached prefix or in pieces has its last token stepped with the decode
+(gpt_prompt_tokens_total counts each way); and a warm 900-token prefix answers its first token at least
+5 times sooner than a cold one."""
 
 import http.client
 import json
 import random
+import re
 import statistics
 import string
 import time
@@ -34,6 +37,15 @@ def complete(server, **body):
     assert status == 200, payload
     reply = json.loads(payload)
     return reply["choices"][0]["text"], reply["usage"]
+
+
+def prompt_tokens(server) -> dict[str, int]:
+    """gpt_prompt_tokens_total by how the tokens entered the cache (cached, prefill, extend, step)."""
+    status, text_ = server.request("GET", "/metrics")
+    assert status == 200
+    found = dict(re.findall(r'^gpt_prompt_tokens_total\{how="(\w+)"\} (\d+)$', text_, re.MULTILINE))
+    assert set(found) == {"cached", "prefill", "extend", "step"}, text_
+    return {how: int(n) for how, n in found.items()}
 
 
 def first_token_seconds(server, prompt: str) -> float:
@@ -69,6 +81,16 @@ def test_a_reused_prefix_completes_as_a_whole_prefill_does(serve, long_context, 
     assert with_reuse[1][1]["prompt_tokens_details"]["cached_tokens"] == len(shared)
     assert with_reuse[2][1]["prompt_tokens_details"]["cached_tokens"] == len(prompts[2]) - 1  # all but the last
     assert "event=prefix_reused" in cached.log_text() and "event=prefix_reused" not in whole.log_text()
+    # The first prompt is prefilled whole; the second extends what follows the shared prefix but its last token,
+    # which is stepped with the decode; the third (the second again) reuses all but its last token: no call.
+    rest = len(prompts[1]) - len(shared)
+    assert prompt_tokens(cached) == {
+        "cached": len(shared) + len(prompts[2]) - 1,
+        "prefill": len(prompts[0]),
+        "extend": rest - 1,
+        "step": 2,
+    }
+    assert prompt_tokens(whole) == {"cached": 0, "prefill": sum(map(len, prompts)), "extend": 0, "step": 0}
 
 
 def test_a_prefix_held_by_a_busy_slot_is_copied_into_a_free_one(serve, long_context):
@@ -98,6 +120,8 @@ def test_a_long_prompt_prefilled_in_pieces_completes_as_one_prefilled_whole(serv
     pieces = serve(long_context, "--no-prefix-cache", "--prefill-budget", "96")
     whole = serve(long_context, "--no-prefix-cache", "--prefill-budget", "1024")
     assert complete(pieces, **params)[0] == complete(whole, **params)[0]
+    assert prompt_tokens(pieces) == {"cached": 0, "prefill": 0, "extend": len(prompt) - 1, "step": 1}
+    assert prompt_tokens(whole) == {"cached": 0, "prefill": len(prompt), "extend": 0, "step": 0}
 
 
 def test_a_warm_900_token_prefix_answers_5_times_sooner_than_a_cold_one(serve, long_context):

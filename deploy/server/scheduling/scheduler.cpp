@@ -200,6 +200,7 @@ void Scheduler::admit() {
             }
         }
         slot.job->cached_tokens_ = static_cast<int>(slot.cached.size());
+        if (options_.metrics) options_.metrics->count_prompt_tokens("cached", slot.cached.size());
         if (!slot.cached.empty())
             spdlog::info("event=prefix_reused seq={} source={} reused={} prompt={}", placement.slot, placement.source,
                          slot.cached.size(), slot.history.size());
@@ -264,61 +265,69 @@ void Scheduler::retire_finished() {
 }
 
 // One round of prompts, within the prefill budget, slot by slot: a prompt that starts empty and fits whole joins
-// one gpt_session_prefill_batch_v2 call with the others that do; the rest of a prompt after a reused prefix, or a
-// piece of one longer than what is left of the budget, is appended with gpt_session_extend_seq_v2. Rows whose prompt
-// is then whole draw their first token.
+// one gpt_session_prefill_batch_v2 call with the others that do, and its rows draw their first token now. Any other
+// (the rest of a prompt after a reused prefix, a piece of one longer than what is left of the budget) is appended
+// with gpt_session_extend_seq_v2 up to its last token, and that token goes in as a row of the next decode step:
+// the running sequences then wait for no call of its own, however many prompts end in the round (the same prompt
+// sent again reuses all of it but that token, so it costs no call at all).
 void Scheduler::prefill() {
-    const auto vocab = static_cast<size_t>(info_.vocab_size);
     std::vector<const gpt_token *> prompts(slots_.size(), nullptr);
     std::vector<int32_t> n_tokens(slots_.size(), 0);
-    std::vector<int> whole, ready;
+    std::vector<int> whole;
     size_t budget = static_cast<size_t>(options_.prefill_budget);
-    for (size_t seq = 0; seq < slots_.size() && budget > 0; ++seq) {
+    for (size_t seq = 0; seq < slots_.size(); ++seq) {
         Slot &slot = slots_[seq];
         if (!slot.job || !slot.prefilling) continue;
+        const bool prompt = slot.generated == 0;  // not a refill's window
         const size_t done = slot.cached.size();
-        const size_t piece = std::min(slot.feed.size() - done, budget);
-        const bool last = done + piece == slot.feed.size();
-        budget -= piece;
-        if (done == 0 && last) {
+        if (done == 0 && slot.feed.size() <= budget) {
+            budget -= slot.feed.size();
             prompts[seq] = slot.feed.data();
-            n_tokens[seq] = static_cast<int32_t>(piece);
+            n_tokens[seq] = static_cast<int32_t>(slot.feed.size());
             whole.push_back(static_cast<int>(seq));
             continue;
         }
-        extending_ = slot.job.get();
-        const gpt_status s = gpt_session_extend_seq_v2(
-            session_, static_cast<int32_t>(seq), slot.feed.data() + done, static_cast<int32_t>(piece),
-            last ? &logits_[seq * vocab] : nullptr, last ? vocab : size_t{0});
-        extending_ = nullptr;
-        int32_t position = 0;  // the pieces that ran stay, also when the call stopped or failed
-        gpt_session_get_position_seq(session_, static_cast<int32_t>(seq), &position);
-        const size_t held = std::min(static_cast<size_t>(std::max(position, 0)), slot.feed.size());
-        slot.cached.assign(slot.feed.begin(), slot.feed.begin() + static_cast<std::ptrdiff_t>(held));
-        if (s == GPT_ERR_ABORTED) {
-            end(static_cast<int>(seq), slot.job->cancelled() ? "cancelled" : "shutdown");
-        } else if (s != GPT_OK) {
-            fail_all({static_cast<int>(seq)}, s);
-        } else if (last) {
-            ready.push_back(static_cast<int>(seq));
+        const size_t piece = std::min(slot.feed.size() - 1 - done, budget);
+        if (piece > 0) {
+            budget -= piece;
+            extending_ = slot.job.get();
+            const gpt_status s = gpt_session_extend_seq_v2(session_, static_cast<int32_t>(seq), slot.feed.data() + done,
+                                                           static_cast<int32_t>(piece), nullptr, 0);
+            extending_ = nullptr;
+            int32_t position = 0;  // the pieces that ran stay, also when the call stopped or failed
+            gpt_session_get_position_seq(session_, static_cast<int32_t>(seq), &position);
+            const size_t held = std::min(static_cast<size_t>(std::max(position, 0)), slot.feed.size());
+            slot.cached.assign(slot.feed.begin(), slot.feed.begin() + static_cast<std::ptrdiff_t>(held));
+            if (options_.metrics && prompt && held > done) options_.metrics->count_prompt_tokens("extend", held - done);
+            if (s == GPT_ERR_ABORTED) {
+                end(static_cast<int>(seq), slot.job->cancelled() ? "cancelled" : "shutdown");
+                continue;
+            }
+            if (s != GPT_OK) {
+                fail_all({static_cast<int>(seq)}, s);
+                continue;
+            }
+        }
+        if (!slot.cached.empty() && slot.cached.size() + 1 == slot.feed.size()) {  // a step needs a filled cache
+            slot.prefilling = false;
+            slot.pending = slot.feed.back();
+            if (options_.metrics && prompt) options_.metrics->count_prompt_tokens("step", 1);
         }
     }
-    if (!whole.empty()) {
-        const gpt_status s =
-            gpt_session_prefill_batch_v2(session_, prompts.data(), n_tokens.data(), logits_.data(), logits_.size());
-        if (s != GPT_OK) {
-            for (int seq : whole)
-                slots_[static_cast<size_t>(seq)].cached.clear();  // a failed prefill leaves them empty
-            fail_all(whole, s);
-        } else {
-            for (int seq : whole) slots_[static_cast<size_t>(seq)].cached = slots_[static_cast<size_t>(seq)].feed;
-            ready.insert(ready.end(), whole.begin(), whole.end());
-        }
+    if (whole.empty()) return;
+    const gpt_status s =
+        gpt_session_prefill_batch_v2(session_, prompts.data(), n_tokens.data(), logits_.data(), logits_.size());
+    if (s != GPT_OK) {
+        for (int seq : whole) slots_[static_cast<size_t>(seq)].cached.clear();  // a failed prefill leaves them empty
+        return fail_all(whole, s);
     }
-    if (ready.empty()) return;
-    std::sort(ready.begin(), ready.end());
-    for (int seq : ready) slots_[static_cast<size_t>(seq)].prefilling = false;
-    sample(ready);
+    for (int seq : whole) {
+        Slot &slot = slots_[static_cast<size_t>(seq)];
+        slot.cached = slot.feed;
+        slot.prefilling = false;
+        if (options_.metrics && slot.generated == 0) options_.metrics->count_prompt_tokens("prefill", slot.feed.size());
+    }
+    sample(whole);  // in order: the slots were visited in order
 }
 
 void Scheduler::decode() {

@@ -7,7 +7,9 @@
 // `prefill_budget` prompt tokens between two decode steps. A longer prompt is
 // prefilled in pieces, one a round (chunked prefill, gpt_session_extend_seq), so
 // it delays the others' next token by one piece, not by its whole prefill; whole
-// prompts that fit share one gpt_session_prefill_batch call.
+// prompts that fit share one gpt_session_prefill_batch call. A prompt extended
+// after a cached prefix or in pieces has its last token stepped as a row of the
+// next decode step, beside the running sequences, which draws its first token.
 // A slot keeps its sequence's cache after its request ends: a new prompt goes to
 // the free slot holding the longest prefix of it, copied from another slot that
 // holds more (prefix_cache.h), and only the rest is prefilled. Each slot keeps its
