@@ -12,7 +12,8 @@ from the Hugging Face layout safetensors the peers convert, `--dtype bf16`, int4
 attention math, decode's measured by the compile on its compiled decode graph (`--decode-attention auto`; the
 `bf16math` and `bf16chunked` artifacts pin decode's to SDPA's math, the kernel every earlier run compared, and
 to the kernel library's, each with the linear forms the measured bf16 artifact picked; `bf16kernel` and
-`bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured), the linear forms
+`bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured; `int8kernel` its int8
+linear, decode's attention math), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
@@ -58,13 +59,22 @@ ARTIFACTS = {
     "bf16chunked": WORK / "gpt2-124m-bf16chunked",
     "bf16kernel": WORK / "gpt2-124m-bf16kernel",
     "bf16kernelchunked": WORK / "gpt2-124m-bf16kernelchunked",
+    "int8kernel": WORK / "gpt2-124m-int8kernel",
 }
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
-DECODE_ATTENTION = {"bf16math": "math", "bf16chunked": "chunked", "bf16kernel": "math", "bf16kernelchunked": "chunked"}
-# The kernel library's linear pinned in every graph: nothing measured on the build host at all.
-KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked")
-QUANTIZED = ("int8", "int4")  # ours: the ratio sections compare every other row with these
+DECODE_ATTENTION = {
+    "bf16math": "math",
+    "bf16chunked": "chunked",
+    "bf16kernel": "math",
+    "bf16kernelchunked": "chunked",
+    "int8kernel": "math",
+}
+# The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows): nothing measured
+# on the build host at all.
+KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel")
+QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8"}  # --quantize of each quantized artifact
+QUANTIZED = tuple(QUANTIZE)  # ours: the ratio sections compare every other row with these
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 
 
@@ -85,7 +95,7 @@ def compile_ours(weights: str) -> float | None:
         picked = json.loads((ARTIFACTS["bf16"] / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
         cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
-    cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", weights] if weights in QUANTIZED else [])
+    cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", QUANTIZE[weights]] if weights in QUANTIZE else [])
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
     return time.perf_counter() - start

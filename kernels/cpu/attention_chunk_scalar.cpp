@@ -42,6 +42,7 @@ void attend_chunk_scalar(const AttentionChunk &chunk) {
         case ElementType::f32: return attend<float>(chunk);
         case ElementType::bf16: return attend<c10::BFloat16>(chunk);
         case ElementType::f16: return attend<c10::Half>(chunk);
+        case ElementType::s8: return;  // never a cache's: element_type() refuses int8 tensors
     }
 }
 

@@ -3,6 +3,7 @@
 
 namespace gpt::kernels {
 
-enum class ElementType { f32, bf16, f16 };  // bf16 and f16 elements are 16-bit patterns (uint16_t)
+// bf16 and f16 elements are 16-bit patterns (uint16_t); s8 (int8) only as a linear's weights, each row with a scale.
+enum class ElementType { f32, bf16, f16, s8 };
 
 }  // namespace gpt::kernels

@@ -17,16 +17,17 @@ namespace gpt::kernels {
 
 namespace {
 
-constexpr const char *OP = "gpt_kernels::linear";
+constexpr const char *LINEAR = "gpt_kernels::linear";
+constexpr const char *LINEAR_INT8 = "gpt_kernels::linear_int8";
 
-void check(bool ok, const std::string &what) {
-    if (!ok) throw std::invalid_argument(std::string(OP) + ": " + what);
+void check(bool ok, const char *op, const std::string &what) {
+    if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
 }
 
 using TileFn = void (*)(const LinearTile &);
 
-TileFn tile_fn(Isa isa) {
-    check(cpu_runs(isa), std::string("this CPU cannot run the ") + isa_name(isa) + " path");
+TileFn tile_fn(Isa isa, const char *op) {
+    check(cpu_runs(isa), op, std::string("this CPU cannot run the ") + isa_name(isa) + " path");
     switch (isa) {
         case Isa::scalar: return linear_tile_scalar;
         case Isa::avx2: return linear_tile_avx2;
@@ -54,29 +55,32 @@ const float *as_floats(const at::Tensor &t, std::vector<float> &buffer) {
     return buffer.data();
 }
 
-}  // namespace
-
-at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa) {
-    check(x.device().is_cpu() && weight.device().is_cpu(), "tensors must be on the CPU");
-    check(x.dim() >= 1 && weight.dim() == 2, "x must be (..., K) and weight (N, K)");
+// The operators' one implementation: x · (weight · scale)ᵀ + bias for weights of `type` (scale: int8 rows only).
+at::Tensor multiply(const char *op, const at::Tensor &x, const at::Tensor &weight, ElementType type,
+                    const std::optional<at::Tensor> &scale, const std::optional<at::Tensor> &bias, Isa isa) {
+    check(x.device().is_cpu() && weight.device().is_cpu(), op, "tensors must be on the CPU");
+    check(x.dim() >= 1 && weight.dim() == 2, op, "x must be (..., K) and weight (N, K)");
     const int64_t K = weight.size(1), N = weight.size(0);
-    check(K > 0 && N > 0, "weight must have at least one row and one column");
-    check(x.size(-1) == K, "x's last size " + std::to_string(x.size(-1)) + " is not weight's K " + std::to_string(K));
-    check(weight.stride(1) == 1, "weight's rows must be contiguous");
-    const ElementType type = element_type(weight.scalar_type(), OP);
-    const ElementType out_type = element_type(x.scalar_type(), OP);
-    if (bias) {
-        check(bias->dim() == 1 && bias->size(0) == N, "bias must be (N,)");
-        element_type(bias->scalar_type(), OP);
-    }
-    const TileFn fn = tile_fn(isa);
+    check(K > 0 && N > 0, op, "weight must have at least one row and one column");
+    check(x.size(-1) == K, op,
+          "x's last size " + std::to_string(x.size(-1)) + " is not weight's K " + std::to_string(K));
+    check(weight.stride(1) == 1, op, "weight's rows must be contiguous");
+    const ElementType out_type = element_type(x.scalar_type(), op);
+    for (const auto &[vector, name] : {std::pair{&bias, "bias"}, std::pair{&scale, "scale"}})
+        if (*vector) {
+            check((*vector)->dim() == 1 && (*vector)->size(0) == N, op, std::string(name) + " must be (N,)");
+            element_type((*vector)->scalar_type(), op);
+        }
+    const TileFn fn = tile_fn(isa, op);
 
     const at::Tensor rows = x.reshape({-1, K}).contiguous();
     const int64_t M = rows.size(0);
-    std::vector<float> x_buffer, bias_buffer;
+    std::vector<float> x_buffer, bias_buffer, scale_buffer;
     const float *x32 = as_floats(rows, x_buffer);  // read by every tile
     const at::Tensor bias_values = bias ? bias->contiguous() : at::Tensor();
     const float *bias32 = bias ? as_floats(bias_values, bias_buffer) : nullptr;
+    const at::Tensor scale_values = scale ? scale->contiguous() : at::Tensor();
+    const float *scale32 = scale ? as_floats(scale_values, scale_buffer) : nullptr;
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = N;
     at::Tensor out = at::empty(shape, x.options());  // the tiles store x's dtype: no fp32 result to convert after
@@ -93,6 +97,7 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::opti
             t.m = M;
             t.n = std::min(LINEAR_TILE_ROWS, N - first);
             t.k = K;
+            t.scale = scale32 ? scale32 + first : nullptr;
             t.bias = bias32 ? bias32 + first : nullptr;
             t.out_type = out_type;
             t.out = static_cast<char *>(out.data_ptr()) + first * out.element_size();
@@ -103,14 +108,41 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::opti
     return out;
 }
 
+at::Tensor shape_of(const at::Tensor &x, const at::Tensor &weight) {
+    std::vector<c10::SymInt> shape(x.sym_sizes().begin(), x.sym_sizes().end());
+    shape.back() = weight.sym_size(0);
+    return at::empty_symint(shape, x.options());
+}
+
+}  // namespace
+
+at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa) {
+    return multiply(LINEAR, x, weight, element_type(weight.scalar_type(), LINEAR), std::nullopt, bias, isa);
+}
+
+at::Tensor linear_int8(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                       const std::optional<at::Tensor> &bias, Isa isa) {
+    check(weight.scalar_type() == at::kChar, LINEAR_INT8,
+          std::string("weight must be int8, not ") + c10::toString(weight.scalar_type()));
+    return multiply(LINEAR_INT8, x, weight, ElementType::s8, scale, bias, isa);
+}
+
 at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias) {
     return linear(x, weight, bias, active_isa());
 }
 
 at::Tensor linear_meta(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &) {
-    std::vector<c10::SymInt> shape(x.sym_sizes().begin(), x.sym_sizes().end());
-    shape.back() = weight.sym_size(0);
-    return at::empty_symint(shape, x.options());
+    return shape_of(x, weight);
+}
+
+at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                           const std::optional<at::Tensor> &bias) {
+    return linear_int8(x, weight, scale, bias, active_isa());
+}
+
+at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &,
+                            const std::optional<at::Tensor> &) {
+    return shape_of(x, weight);
 }
 
 }  // namespace gpt::kernels

@@ -27,6 +27,16 @@ at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::
 // Its shape function for export and compile (fake and meta tensors, symbolic sizes): (..., N) in x's dtype.
 at::Tensor linear_meta(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias);
 
+// The same over int8 weight rows (N, K) with their scales (N,) (float, bfloat16 or half): x · (weight · scale)ᵀ +
+// bias, each int8 widened to fp32 in registers and the row's sum scaled once (a weight-only int8 linear: the
+// weights' bytes halve against bf16, and a decode step is a walk over them).
+at::Tensor linear_int8(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                       const std::optional<at::Tensor> &bias, Isa isa);
+at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                           const std::optional<at::Tensor> &bias);
+at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                            const std::optional<at::Tensor> &bias);
+
 constexpr int64_t LINEAR_TILE_ROWS = 64;
 
 }  // namespace gpt::kernels

@@ -10,15 +10,17 @@
 namespace gpt::kernels {
 
 struct LinearTile {
-    ElementType type;  // the weight's elements (the activations are fp32)
+    ElementType type;  // the weight's elements (the activations are fp32); s8 weights come with `scale`
     const float *x;    // (m, k) activations, row i at x + i * x_stride, k contiguous
     int64_t x_stride;
     const void *w;  // (n, k) weight rows, row j at w + j * w_stride elements, k contiguous
     int64_t w_stride;
     int64_t m, n, k;
-    const float *bias;  // (n,) this tile's, or null
+    const float *scale;  // (n,) this tile's rows' scales (s8 weights), or null: 1
+    const float *bias;   // (n,) this tile's, or null: 0
     ElementType out_type;
-    void *out;  // (m, n) of out_type: out[i * out_stride + j] = Σ_k x[i][k] · w[j][k] + bias[j], rounded once
+    // (m, n) of out_type: out[i * out_stride + j] = (Σ_k x[i][k] · w[j][k]) · scale[j] + bias[j], rounded once
+    void *out;
     int64_t out_stride;
 };
 

@@ -1,4 +1,4 @@
-// scalar_elements.h — element i of a float, bfloat16 or half array as a float, by torch's own conversions: the
+// scalar_elements.h — element i of a float, bfloat16, half or int8 array as a float, by torch's own conversions: the
 // scalar reference paths' one way to read what the vector paths widen in registers.
 #pragma once
 
@@ -13,8 +13,8 @@ namespace gpt::kernels {
 
 template <class T>
 float element(const void *base, int64_t i) {
-    if constexpr (std::is_same_v<T, float>) {
-        return static_cast<const float *>(base)[i];
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, int8_t>) {
+        return static_cast<float>(static_cast<const T *>(base)[i]);
     } else {
         T value;
         std::memcpy(&value, static_cast<const uint16_t *>(base) + i, sizeof(value));

@@ -26,6 +26,9 @@ struct Vec {
     GPT_TARGET static reg load_f16(const uint16_t *p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }
+    GPT_TARGET static reg load_s8(const int8_t *p) {
+        return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))));
+    }
     GPT_TARGET static void store(float *p, reg x) { _mm256_storeu_ps(p, x); }
     GPT_TARGET static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
     GPT_TARGET static reg sub(reg a, reg b) { return _mm256_sub_ps(a, b); }

@@ -21,7 +21,7 @@ from gpt_aot.model.gpt import GPT, GPTConfig
 from gpt_aot.model.linear import Linear, from_row_blocks, to_row_blocks
 from gpt_aot.model.quantize import dequantized, quantize_int8, quantize_rows, set_int8_layout, weight_bytes
 
-INT8_FORMS = ("mm", "reduction", "int8pack")  # over int8 rows
+INT8_FORMS = ("mm", "reduction", "int8pack", "kernel")  # over int8 rows (kernel: the kernel library's linear_int8)
 # Each layout with the forms that read it (linear.LAYOUT_LINEAR_FORMS).
 LAYOUT_FORMS = [("rows", f) for f in INT8_FORMS] + [("blocks32", "mm"), ("blocks32", "blocked")]
 # Rows that are no multiple of 32 (48 wide: c_attn 144 rows, lm_head 128): the last block is padded.
@@ -130,12 +130,13 @@ def test_float_and_int8_forms_are_kept_apart(fixtures):
     with pytest.raises(ValueError, match="not one of"):
         model.set_linear_form("onednn")
     assert linear_pick.DECODE_ONE_LINEAR_FORMS["rows"] == INT8_FORMS
-    assert linear_pick.BATCHED_LINEAR_FORMS["rows"] == ("mm", "int8pack")
+    assert linear_pick.BATCHED_LINEAR_FORMS["rows"] == ("mm", "int8pack", "kernel")
     assert linear_pick.DECODE_ONE_LINEAR_FORMS["blocks32"] == linear_pick.BATCHED_LINEAR_FORMS["blocks32"]
     # decode_one chooses among every layout's forms; its pick sets the layout the other graphs read.
     assert linear_pick.graph_linear_forms(model, "decode_one") == (*INT8_FORMS, "blocked")
-    assert linear_pick.graph_linear_forms(model, "prefill") == ("mm", "int8pack")
-    assert [linear_pick.int8_layout_for(f) for f in ("mm", "reduction", "int8pack", "blocked")] == [
+    assert linear_pick.graph_linear_forms(model, "prefill") == ("mm", "int8pack", "kernel")
+    assert [linear_pick.int8_layout_for(f) for f in ("mm", "reduction", "int8pack", "kernel", "blocked")] == [
+        "rows",
         "rows",
         "rows",
         "rows",
@@ -147,10 +148,11 @@ def test_int8_linear_forms_are_measured_against_mm(fixtures):
     model = quantized_tiny(fixtures)
     cpu = resolve("cpu", "auto", "fp32")
     pick = linear_pick.choose_linear(model, cpu, "auto", "math", "decode")
-    assert pick["form"] in ("mm", "int8pack") and set(pick["candidates"]) == {"mm", "int8pack"} and pick["rows"] == 8
+    batched = {"mm", "int8pack", "kernel"}
+    assert pick["form"] in batched and set(pick["candidates"]) == batched and pick["rows"] == 8
     # prefill's pick is its own, measured on a prompt (the whole tiny context here)
     pick = linear_pick.choose_linear(model, cpu, "auto", "math", "prefill")
-    assert pick["tokens"] == fixtures.CONFIG.block_size and set(pick["candidates"]) == {"mm", "int8pack"}
+    assert pick["tokens"] == fixtures.CONFIG.block_size and set(pick["candidates"]) == batched
     assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values())
     with pytest.raises(ValueError, match="not one of"):
         linear_pick.choose_linear(model, cpu, "auto", "math", "train_step")

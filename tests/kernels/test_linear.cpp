@@ -1,5 +1,6 @@
-// The linear kernel (kernels/cpu/linear.h) on every vector path this CPU runs, against PyTorch's linear in float64
-// on the same values, for the shapes of a decode step, an extend and a prefill and the edges of its blocks.
+// The linear kernels (kernels/cpu/linear.h: float weights and int8 rows) on every vector path this CPU runs, against
+// PyTorch's linear in float64 on the same values, for the shapes of a decode step, an extend and a prefill and the
+// edges of its blocks.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
@@ -71,6 +72,35 @@ TEST_CASE("the linear kernel equals PyTorch's linear on every path, dtype and bl
                     }
 }
 
+TEST_CASE("the int8 linear equals PyTorch's linear on the dequantised rows on every path and dtype") {
+    at::manual_seed(10);
+    const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
+    struct Shape {
+        int64_t m, n, k;
+    };
+    // As above: one row's loop (whole unrolled steps, one more vector, a tail), the blocks and their edges.
+    const std::vector<Shape> shapes = {{1, 1, 1},    {1, 5, 7},   {3, 64, 64}, {4, 67, 77},   {16, 131, 96},
+                                       {33, 70, 33}, {1, 9, 136}, {1, 3, 203}, {1, 70, 1031}, {2, 300, 768}};
+    for (const Isa isa : paths_here())
+        for (const at::ScalarType xtype : dtypes)
+            for (const Shape &s : shapes)
+                for (const bool with_bias : {false, true}) {
+                    CAPTURE(gpt::kernels::isa_name(isa), c10::toString(xtype), s.m, s.n, s.k, with_bias);
+                    const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
+                    const at::Tensor w = at::randint(-127, 128, {s.n, s.k}).to(at::kChar);
+                    // Scales as quantize.py's (absmax / 127 of rows of about unit-norm weights), in x's dtype.
+                    const at::Tensor scale =
+                        (at::rand({s.n}) / (127.0 * std::sqrt(static_cast<double>(s.k)))).to(xtype);
+                    const std::optional<at::Tensor> bias =
+                        with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+                    const at::Tensor got = gpt::kernels::linear_int8(x, w, scale, bias, isa);
+                    REQUIRE(got.scalar_type() == xtype);
+                    REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+                    const at::Tensor dequantised = w.to(at::kDouble) * scale.to(at::kDouble).unsqueeze(1);
+                    CHECK(error(got, reference(x, dequantised, bias)) < tolerance(s.k, xtype));
+                }
+}
+
 TEST_CASE("the linear kernel keeps x's leading sizes and reads weight rows with a stride") {
     at::manual_seed(8);
     const at::Tensor x = at::randn({2, 3, 40});
@@ -111,4 +141,12 @@ TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {
                       Catch::Contains("is not float, bfloat16 or half"));
     CHECK_THROWS_WITH(gpt::kernels::linear(x, w, at::randn({3}), isa), Catch::Contains("bias must be (N,)"));
     CHECK_THROWS_AS(gpt::kernels::linear(x, w, std::nullopt, Isa::avx512), std::invalid_argument);
+    const at::Tensor q = w.to(at::kChar), scale = at::rand({4});
+    CHECK_THROWS_WITH(gpt::kernels::linear(x, q, std::nullopt, isa), Catch::Contains("is not float, bfloat16 or half"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8(x, w, scale, std::nullopt, isa),
+                      Catch::Contains("gpt_kernels::linear_int8: weight must be int8, not Float"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8(x, q, at::rand({5}), std::nullopt, isa),
+                      Catch::Contains("scale must be (N,)"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8(x, q, scale.to(at::kInt), std::nullopt, isa),
+                      Catch::Contains("is not float, bfloat16 or half"));
 }

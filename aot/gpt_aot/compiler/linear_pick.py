@@ -22,7 +22,7 @@ from gpt_aot.model.quantize import INT8_LAYOUTS, set_int8_layout
 # linear has a loop of its own for one row.
 DECODE_ONE_LINEAR_FORMS = {
     None: ("mm", "reduction", "kernel"),
-    "rows": ("mm", "reduction", "int8pack"),
+    "rows": ("mm", "reduction", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),
 }
@@ -35,7 +35,7 @@ DECODE_ONE_LINEAR_FORMS = {
 # at 128).
 BATCHED_LINEAR_FORMS = {
     None: ("mm", "onednn", "kernel"),
-    "rows": ("mm", "int8pack"),
+    "rows": ("mm", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),
 }

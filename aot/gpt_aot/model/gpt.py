@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
+from gpt_aot.model import kernels
 from gpt_aot.model.attention import attend, attend_decoding, prepare_attention
 from gpt_aot.model.linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
@@ -271,6 +272,8 @@ class GPT(nn.Module):
     def set_linear_form(self, form: str):
         if form not in self.linear_forms:
             raise ValueError(f"linear form {form!r} is not one of {self.linear_forms}")
+        if form == "kernel":
+            kernels.load()  # the form calls the library's operators: registered here before any forward
         for module in self.modules():
             if isinstance(module, Linear):
                 module.form = form

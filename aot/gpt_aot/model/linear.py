@@ -21,15 +21,13 @@ from torch.nn import functional as F
 from gpt_aot.model import kernels
 
 LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "int8pack", "blocked", "int4pack")
-# The forms each weight layout allows: oneDNN's and the kernel library's (kernels/cpu/linear.h: float, bf16 or
-# half weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) read float
-# weights; int8
-# weights by their layout (quantize.py): aten's int8 kernel and the reduction
-# over rows read "rows", the blocked reduction "blocks32"; aten's int4 kernel
-# reads int4 "blocks64"; mm reads any.
+# The forms each weight layout allows: oneDNN's reads float weights; the kernel library's (kernels/cpu/linear.h:
+# weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) float weights and
+# int8 "rows"; int8 weights by their layout (quantize.py): aten's int8 kernel and the reduction over rows read
+# "rows", the blocked reduction "blocks32"; aten's int4 kernel reads int4 "blocks64"; mm reads any.
 LAYOUT_LINEAR_FORMS = {
     None: ("mm", "reduction", "onednn", "kernel"),
-    "rows": ("mm", "reduction", "int8pack"),
+    "rows": ("mm", "reduction", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack"),
 }
@@ -125,8 +123,8 @@ def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dty
     """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
     kernel (CPU and CUDA) and the blocked reduction are for int8 weights, aten's
     int4 kernel for int4 ones (CPU: the CUDA kernel reads another packing), the
-    kernel library's linear for float ones on a CPU; mm and the reduction run
-    anywhere."""
+    kernel library's linear for float ones and int8 rows on a CPU; mm and the
+    reduction run anywhere."""
     layouts = {torch.int8: ("rows", "blocks32"), torch.uint8: ("blocks64",)}.get(weight_dtype, (None,))
     if not any(form in LAYOUT_LINEAR_FORMS[layout] for layout in layouts):
         return False
@@ -165,7 +163,9 @@ class Linear(nn.Linear):
     "reduction" read the dequantised weight (int8 × scale, in the activations'
     dtype; Inductor fuses the conversion into the reduction's loads), and
     "int8pack" is aten's weight-only int8 product, the scale applied to its
-    output rows. The scale is the buffer `weight_scale` that quantize.py adds.
+    output rows; "kernel" the kernel library's (`gpt_kernels::linear_int8`: each
+    int8 widened to fp32 in registers, a row's sum scaled once, the bias added
+    in the same pass). The scale is the buffer `weight_scale` that quantize.py adds.
     "blocked" reads the int8 weight laid out in blocks of 32 rows
     (to_row_blocks): the reduction runs over each block's inputs with 32
     outputs in one vector, rows of a batch inside a block, so a block is read
@@ -211,6 +211,8 @@ class Linear(nn.Linear):
         elif self.form == "int8pack":
             rows = x.reshape(-1, x.shape[-1])
             y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
+        elif self.form == "kernel":
+            return torch.ops.gpt_kernels.linear_int8(x, self.weight, scale, self.bias)
         elif self.form == "reduction":
             x = x.as_strided(x.shape, x.stride())  # as the float reduction: x stays one stored buffer
             y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1) * scale
