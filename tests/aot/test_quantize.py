@@ -172,14 +172,20 @@ def test_int8_linear_forms_are_measured_against_mm(fixtures):
         linear_pick.choose_linear(model, cpu, "int8pack", "math", "decode")
 
 
-@pytest.mark.parametrize("name", ["tiny-int8", "tiny-int8-blocks"])
-def test_compiled_int8_graphs_equal_the_eager_int8_reference(artifacts, fixtures, name):
-    """tiny-int8's prefill (int8pack), batched decode (int8pack) and decode_one (reduction), and
-    tiny-int8-blocks' (all blocked), at batch 3 and 1, prompt length 7 and rows at their own
-    positions (none an export example)."""
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("tiny-int8", ("int8pack", "int8pack", "reduction")),
+        ("tiny-int8-blocks", ("blocked",) * 3),
+        ("tiny-int8-kernel", ("kernel",) * 3),
+    ],
+)
+def test_compiled_int8_graphs_equal_the_eager_int8_reference(artifacts, fixtures, name, expected):
+    """Each int8 artifact's prefill, batched decode and decode_one in their forms (tiny-int8-kernel: the kernel
+    library's int8 linear in all three), at batch 3 and 1, prompt length 7 and rows at their own positions (none
+    an export example)."""
     int8_graphs = ArtifactGraphs(artifacts / name / "cpu")
     manifest = json.loads((artifacts / name / "cpu" / "manifest.json").read_text())
-    expected = ("int8pack", "int8pack", "reduction") if name == "tiny-int8" else ("blocked",) * 3
     assert tuple(manifest["graphs"][g]["linear"]["form"] for g in ("prefill", "decode", "decode_one")) == expected
     assert_compiled_graphs_match(int8_graphs, dequantized(quantized_tiny(fixtures)), fixtures.CONFIG.vocab_size)
 

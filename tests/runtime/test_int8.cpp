@@ -1,5 +1,6 @@
 // Weight-only int8 artifacts through the C ABI (tiny-int8: tiny-math's model compiled with
-// --quantize int8, weights as rows; tiny-int8-blocks: the same in blocks of 32 rows): they load
+// --quantize int8, weights as rows; tiny-int8-blocks: the same in blocks of 32 rows; tiny-int8-kernel:
+// rows, every linear the kernel library's int8 linear): they load
 // and match their golden vector, say what they are, hold fewer bytes, refuse a trainer, and a
 // damaged or reshaped scale or weight never reaches the graphs.
 #include <ATen/core/Tensor.h>
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "test_support.h"
 
@@ -45,6 +47,26 @@ TEST_CASE("an int8 or int4 artifact loads, matches its golden vector and says it
     test::Model unquantized(test::artifact("math"));
     REQUIRE(unquantized.status == GPT_OK);
     CHECK(std::string(unquantized.info.weights) == "unquantized");
+}
+
+TEST_CASE(
+    "an int8 artifact whose graphs call the kernel library's int8 linear matches its golden vector and the "
+    "rows artifact's tokens",
+    "[int8]") {
+    test::Model model(test::artifact("int8-kernel"));
+    REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.weights) == "int8");
+    const double err = test::golden_error(model.handle);  // prefill, decode_one and the batched decode
+    CHECK(err >= 0);
+    CHECK(err < 1e-4);
+    test::Model rows(test::artifact("int8"));  // the same int8 weights through aten's kernel and the reduction
+    REQUIRE(rows.status == GPT_OK);
+    const std::vector<gpt_token> prompt = {1, 5, 9, 2};
+    gpt_status a = GPT_OK, b = GPT_OK;
+    const auto tokens = test::try_generate(model.handle, prompt, 7, 12, &a);
+    CHECK(a == GPT_OK);
+    CHECK(tokens.size() == 12);
+    CHECK(tokens == test::try_generate(rows.handle, prompt, 7, 12, &b));  // seeded: logits within rounding
 }
 
 TEST_CASE("an int8 artifact in blocks of 32 rows loads and matches its golden vector", "[int8]") {
