@@ -82,8 +82,7 @@ const char *linear_forms_for(const std::string &weight_layout) {
 }
 
 bool form_reads_weights(const std::string &form, const std::string &weight_layout) {
-    if (weight_layout == "rows")
-        return form == "mm" || form == "reduction" || form == "int8pack" || form == "kernel";
+    if (weight_layout == "rows") return form == "mm" || form == "reduction" || form == "int8pack" || form == "kernel";
     if (weight_layout == "blocks32") return form == "mm" || form == "blocked";
     if (weight_layout == "blocks64") return form == "mm" || form == "int4pack";
     return form == "mm" || form == "reduction" || form == "onednn" || form == "kernel";
