@@ -13,7 +13,7 @@ attention math, decode's measured by the compile on its compiled decode graph (`
 `bf16math` and `bf16chunked` artifacts pin decode's to SDPA's math, the kernel every earlier run compared, and
 to the kernel library's, each with the linear forms the measured bf16 artifact picked; `bf16kernel` and
 `bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured; `int8kernel` its int8
-linear, decode's attention math), the linear forms
+linear, `int4kernel` its int4 one (int8 activations), decode's attention math), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
@@ -60,6 +60,7 @@ ARTIFACTS = {
     "bf16kernel": WORK / "gpt2-124m-bf16kernel",
     "bf16kernelchunked": WORK / "gpt2-124m-bf16kernelchunked",
     "int8kernel": WORK / "gpt2-124m-int8kernel",
+    "int4kernel": WORK / "gpt2-124m-int4kernel",
 }
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
@@ -69,11 +70,13 @@ DECODE_ATTENTION = {
     "bf16kernel": "math",
     "bf16kernelchunked": "chunked",
     "int8kernel": "math",
+    "int4kernel": "math",
 }
-# The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows): nothing measured
-# on the build host at all.
-KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel")
-QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8"}  # --quantize of each quantized artifact
+# The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
+# linear_int4 over int4 blocks): nothing measured on the build host at all.
+KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel")
+# --quantize of each quantized artifact
+QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int4kernel": "int4"}
 QUANTIZED = tuple(QUANTIZE)  # ours: the ratio sections compare every other row with these
 GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 

@@ -42,7 +42,8 @@ void attend_chunk_scalar(const AttentionChunk &chunk) {
         case ElementType::f32: return attend<float>(chunk);
         case ElementType::bf16: return attend<c10::BFloat16>(chunk);
         case ElementType::f16: return attend<c10::Half>(chunk);
-        case ElementType::s8: return;  // never a cache's: element_type() refuses int8 tensors
+        case ElementType::s8:
+        case ElementType::u4: return;  // never a cache's: element_type() refuses integer tensors
     }
 }
 

@@ -54,7 +54,8 @@ float read_element(const at::Tensor &t, std::initializer_list<int64_t> index, El
         case ElementType::f32: return *reinterpret_cast<const float *>(p);
         case ElementType::bf16: return static_cast<float>(*reinterpret_cast<const c10::BFloat16 *>(p));
         case ElementType::f16: return static_cast<float>(*reinterpret_cast<const c10::Half *>(p));
-        case ElementType::s8: break;  // never a cache's: element_type() refuses int8 tensors
+        case ElementType::s8:
+        case ElementType::u4: break;  // never a cache's: element_type() refuses integer tensors
     }
     return 0.0f;
 }
@@ -64,7 +65,8 @@ void write_element(char *p, float value, ElementType type) {
         case ElementType::f32: *reinterpret_cast<float *>(p) = value; return;
         case ElementType::bf16: *reinterpret_cast<c10::BFloat16 *>(p) = c10::BFloat16(value); return;
         case ElementType::f16: *reinterpret_cast<c10::Half *>(p) = c10::Half(value); return;
-        case ElementType::s8: return;  // never a cache's: element_type() refuses int8 tensors
+        case ElementType::s8:
+        case ElementType::u4: return;  // never a cache's: element_type() refuses integer tensors
     }
 }
 

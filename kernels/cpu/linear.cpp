@@ -19,12 +19,14 @@ namespace {
 
 constexpr const char *LINEAR = "gpt_kernels::linear";
 constexpr const char *LINEAR_INT8 = "gpt_kernels::linear_int8";
+constexpr const char *LINEAR_INT4 = "gpt_kernels::linear_int4";
 
 void check(bool ok, const char *op, const std::string &what) {
     if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
 }
 
 using TileFn = void (*)(const LinearTile &);
+static_assert(LINEAR_TILE_ROWS == U4_BLOCK_ROWS, "a tile of u4 weights is one block");
 
 TileFn tile_fn(Isa isa, const char *op) {
     check(cpu_runs(isa), op, std::string("this CPU cannot run the ") + isa_name(isa) + " path");
@@ -55,18 +57,29 @@ const float *as_floats(const at::Tensor &t, std::vector<float> &buffer) {
     return buffer.data();
 }
 
-// The operators' one implementation: x · (weight · scale)ᵀ + bias for weights of `type` (scale: int8 rows only).
-at::Tensor multiply(const char *op, const at::Tensor &x, const at::Tensor &weight, ElementType type,
-                    const std::optional<at::Tensor> &scale, const std::optional<at::Tensor> &bias, Isa isa) {
+// A linear's weights as the tiles read them: `n` outputs of `k` inputs, in `data`'s rows (u4: blocks of
+// U4_BLOCK_ROWS rows, two inputs a byte), with the scales of s8 rows or the (scale, zero) pairs of u4 groups.
+struct Weights {
+    ElementType type;
+    const at::Tensor &data;
+    int64_t n, k;
+    const std::optional<at::Tensor> &scale;       // s8: (n,)
+    const std::optional<at::Tensor> &scale_zero;  // u4: (groups, rows padded, 2)
+};
+
+// The operators' one implementation: x · Wᵀ + bias, W the weights' values (s8 rows times their scales, u4 groups
+// dequantised), in x's dtype.
+at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights, const std::optional<at::Tensor> &bias,
+                    Isa isa) {
+    const at::Tensor &weight = weights.data;
+    const int64_t K = weights.k, N = weights.n;
     check(x.device().is_cpu() && weight.device().is_cpu(), op, "tensors must be on the CPU");
-    check(x.dim() >= 1 && weight.dim() == 2, op, "x must be (..., K) and weight (N, K)");
-    const int64_t K = weight.size(1), N = weight.size(0);
     check(K > 0 && N > 0, op, "weight must have at least one row and one column");
-    check(x.size(-1) == K, op,
+    check(x.dim() >= 1 && x.size(-1) == K, op,
           "x's last size " + std::to_string(x.size(-1)) + " is not weight's K " + std::to_string(K));
     check(weight.stride(1) == 1, op, "weight's rows must be contiguous");
     const ElementType out_type = element_type(x.scalar_type(), op);
-    for (const auto &[vector, name] : {std::pair{&bias, "bias"}, std::pair{&scale, "scale"}})
+    for (const auto &[vector, name] : {std::pair{&bias, "bias"}, std::pair{&weights.scale, "scale"}})
         if (*vector) {
             check((*vector)->dim() == 1 && (*vector)->size(0) == N, op, std::string(name) + " must be (N,)");
             element_type((*vector)->scalar_type(), op);
@@ -79,8 +92,11 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const at::Tensor &weigh
     const float *x32 = as_floats(rows, x_buffer);  // read by every tile
     const at::Tensor bias_values = bias ? bias->contiguous() : at::Tensor();
     const float *bias32 = bias ? as_floats(bias_values, bias_buffer) : nullptr;
-    const at::Tensor scale_values = scale ? scale->contiguous() : at::Tensor();
-    const float *scale32 = scale ? as_floats(scale_values, scale_buffer) : nullptr;
+    const at::Tensor scale_values = weights.scale ? weights.scale->contiguous() : at::Tensor();
+    const float *scale32 = weights.scale ? as_floats(scale_values, scale_buffer) : nullptr;
+    const at::Tensor &pairs = weights.scale_zero ? *weights.scale_zero : at::Tensor();
+    U4Activations quantized;  // u4 weights multiply x quantized, once for every tile
+    if (pairs.defined()) quantize_u4_activations(x32, M, K, K / pairs.size(0), quantized);
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = N;
     at::Tensor out = at::empty(shape, x.options());  // the tiles store x's dtype: no fp32 result to convert after
@@ -89,7 +105,7 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const at::Tensor &weigh
         for (int64_t tile = begin; tile < end; ++tile) {
             const int64_t first = tile * LINEAR_TILE_ROWS;
             LinearTile t{};
-            t.type = type;
+            t.type = weights.type;
             t.x = x32;
             t.x_stride = K;
             t.w = static_cast<const char *>(weight.data_ptr()) + first * weight.stride(0) * weight.element_size();
@@ -98,6 +114,16 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const at::Tensor &weigh
             t.n = std::min(LINEAR_TILE_ROWS, N - first);
             t.k = K;
             t.scale = scale32 ? scale32 + first : nullptr;
+            if (pairs.defined()) {
+                t.scale_zero = static_cast<const char *>(pairs.data_ptr()) + 2 * first * pairs.element_size();
+                t.scale_zero_type = element_type(pairs.scalar_type(), op);
+                t.scale_zero_stride = pairs.stride(0);
+                t.group = K / pairs.size(0);
+                t.qx = quantized.q.data();
+                t.qx_scale = quantized.scale.data();
+                t.qx_sum = quantized.q_sum.data();
+                t.x_sum = quantized.group_sum.data();
+            }
             t.bias = bias32 ? bias32 + first : nullptr;
             t.out_type = out_type;
             t.out = static_cast<char *>(out.data_ptr()) + first * out.element_size();
@@ -117,14 +143,40 @@ at::Tensor shape_of(const at::Tensor &x, const at::Tensor &weight) {
 }  // namespace
 
 at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa) {
-    return multiply(LINEAR, x, weight, element_type(weight.scalar_type(), LINEAR), std::nullopt, bias, isa);
+    check(weight.dim() == 2, LINEAR, "weight must be (N, K)");
+    const Weights weights{
+        element_type(weight.scalar_type(), LINEAR), weight, weight.size(0), weight.size(1), std::nullopt, std::nullopt};
+    return multiply(LINEAR, x, weights, bias, isa);
 }
 
 at::Tensor linear_int8(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
                        const std::optional<at::Tensor> &bias, Isa isa) {
     check(weight.scalar_type() == at::kChar, LINEAR_INT8,
           std::string("weight must be int8, not ") + c10::toString(weight.scalar_type()));
-    return multiply(LINEAR_INT8, x, weight, ElementType::s8, scale, bias, isa);
+    check(weight.dim() == 2, LINEAR_INT8, "weight must be (N, K)");
+    return multiply(LINEAR_INT8, x, {ElementType::s8, weight, weight.size(0), weight.size(1), scale, std::nullopt},
+                    bias, isa);
+}
+
+at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                       const std::optional<at::Tensor> &bias, Isa isa) {
+    const char *op = LINEAR_INT4;
+    check(weight.scalar_type() == at::kByte, op,
+          std::string("weight must be uint8, not ") + c10::toString(weight.scalar_type()));
+    check(weight.dim() == 2 && weight.is_contiguous() && weight.size(0) % U4_BLOCK_ROWS == 0, op,
+          "weight must be contiguous (rows padded to a multiple of 64, K / 2) bytes");
+    check(rows > 0 && rows <= weight.size(0) && weight.size(0) - rows < U4_BLOCK_ROWS, op,
+          "rows " + std::to_string(rows) + " do not fill weight's blocks of 64 (" + std::to_string(weight.size(0)) +
+              " rows)");
+    const int64_t K = 2 * weight.size(1);
+    check(scale_zero.dim() == 3 && scale_zero.size(1) == weight.size(0) && scale_zero.size(2) == 2 &&
+              scale_zero.is_contiguous(),
+          op, "scale_zero must be contiguous (groups, weight's rows, 2)");
+    element_type(scale_zero.scalar_type(), op);
+    check(scale_zero.size(0) > 0 && K % scale_zero.size(0) == 0 && K / scale_zero.size(0) % U4_QBLOCK == 0, op,
+          std::to_string(scale_zero.size(0)) + " groups do not divide K " + std::to_string(K) + " into multiples of " +
+              std::to_string(U4_QBLOCK));
+    return multiply(op, x, {ElementType::u4, weight, rows, K, std::nullopt, scale_zero}, bias, isa);
 }
 
 at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias) {
@@ -143,6 +195,18 @@ at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const 
 at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &,
                             const std::optional<at::Tensor> &) {
     return shape_of(x, weight);
+}
+
+at::Tensor linear_int4_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                           const std::optional<at::Tensor> &bias) {
+    return linear_int4(x, weight, scale_zero, rows, bias, active_isa());
+}
+
+at::Tensor linear_int4_meta(const at::Tensor &x, const at::Tensor &, const at::Tensor &, int64_t rows,
+                            const std::optional<at::Tensor> &) {
+    std::vector<c10::SymInt> shape(x.sym_sizes().begin(), x.sym_sizes().end());
+    shape.back() = rows;
+    return at::empty_symint(shape, x.options());
 }
 
 }  // namespace gpt::kernels

@@ -37,6 +37,20 @@ at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const 
 at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
                             const std::optional<at::Tensor> &bias);
 
-constexpr int64_t LINEAR_TILE_ROWS = 64;
+// The same over int4 weights in blocks of 64 rows (aot/gpt_aot/model/linear.py's "blocks64": (rows padded to a
+// multiple of 64, K / 2) bytes, the byte of input k and row j of a block holding row j's q in its low four bits
+// and row j + 32's in its high four), each weight (q − 8) · scale + zero with one (scale, zero) per group of
+// K / groups inputs and row: scale_zero (groups, rows padded, 2), float, bfloat16 or half. `rows` (N) of the padded
+// rows are the output's; groups are multiples of 32 inputs. x is quantized to int8 in blocks of 32 inputs (one scale
+// each: llama.cpp's Q8_0 activations) and multiplied by the weights' q in integers; the zeros multiply the exact
+// sums of x. No weight is dequantised, in memory or in registers.
+at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                       const std::optional<at::Tensor> &bias, Isa isa);
+at::Tensor linear_int4_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                           const std::optional<at::Tensor> &bias);
+at::Tensor linear_int4_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                            const std::optional<at::Tensor> &bias);
+
+constexpr int64_t LINEAR_TILE_ROWS = 64;  // a u4 block (U4_BLOCK_ROWS) is one tile
 
 }  // namespace gpt::kernels

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "cpu/element_type.h"
 
@@ -13,16 +14,46 @@ struct LinearTile {
     ElementType type;  // the weight's elements (the activations are fp32); s8 weights come with `scale`
     const float *x;    // (m, k) activations, row i at x + i * x_stride, k contiguous
     int64_t x_stride;
-    const void *w;  // (n, k) weight rows, row j at w + j * w_stride elements, k contiguous
+    // (n, k) weight rows, row j at w + j * w_stride elements, k contiguous; u4: one block of U4_BLOCK_ROWS rows (its
+    // first n stored), the byte of input i and row j < 32 at w + i * 32 + j holding row j's q in its low four bits and
+    // row j + 32's in its high four (aot/gpt_aot/model/linear.py's "blocks64")
+    const void *w;
     int64_t w_stride;
     int64_t m, n, k;
     const float *scale;  // (n,) this tile's rows' scales (s8 weights), or null: 1
-    const float *bias;   // (n,) this tile's, or null: 0
+    // u4 weights: a weight is (q − 8) · scale + zero, with a (scale, zero) pair of scale_zero_type for each group of
+    // `group` inputs and row, group g's pairs for the block's rows at scale_zero + g * scale_zero_stride elements
+    const void *scale_zero;
+    ElementType scale_zero_type;
+    int64_t scale_zero_stride, group;
+    // u4 weights multiply x quantized (U4Activations): row i's int8 values at qx + i * k, each block of
+    // U4_QBLOCK inputs' scale and Σ qx at qx_scale and qx_sum + i * (k / U4_QBLOCK), each group's exact Σ x at
+    // x_sum + i * (k / group)
+    const int8_t *qx;
+    const float *qx_scale;
+    const int32_t *qx_sum;
+    const float *x_sum;
+    const float *bias;  // (n,) this tile's, or null: 0
     ElementType out_type;
     // (m, n) of out_type: out[i * out_stride + j] = (Σ_k x[i][k] · w[j][k]) · scale[j] + bias[j], rounded once
     void *out;
     int64_t out_stride;
 };
+
+constexpr int64_t U4_BLOCK_ROWS = 64;  // the rows of one u4 block: a u4 tile's
+constexpr int64_t U4_ZERO = 8;         // the q that stands for the zero
+constexpr int64_t U4_QBLOCK = 32;      // the inputs that share one activation scale (llama.cpp's Q8_0 block)
+
+// The activations a u4 tile multiplies, quantized once a call: each block of U4_QBLOCK inputs of a row as int8
+// values q = round(x / s), s = max |x| / 127 (0 for a block of zeros: q = 0), with the block's Σ q; and each group's
+// exact Σ x, which the zeros multiply. What every path reads, so that all quantize alike.
+struct U4Activations {
+    std::vector<int8_t> q;
+    std::vector<float> scale;
+    std::vector<int32_t> q_sum;
+    std::vector<float> group_sum;
+};
+void quantize_u4_activations(const float *x, int64_t m, int64_t k, int64_t group, U4Activations &out);
 
 void linear_tile_scalar(const LinearTile &tile);  // the reference
 void linear_tile_avx2(const LinearTile &tile);    // AVX2 + FMA + F16C

@@ -15,7 +15,8 @@ void store(ElementType type, void *out, int64_t i, float value) {
         case ElementType::f32: static_cast<float *>(out)[i] = value; return;
         case ElementType::bf16: static_cast<c10::BFloat16 *>(out)[i] = c10::BFloat16(value); return;
         case ElementType::f16: static_cast<c10::Half *>(out)[i] = c10::Half(value); return;
-        case ElementType::s8: return;  // never an output: the linear stores its activations' dtype
+        case ElementType::s8:
+        case ElementType::u4: return;  // never an output: the linear stores its activations' dtype
     }
 }
 
@@ -33,6 +34,43 @@ void multiply(const LinearTile &t) {
         }
 }
 
+float element_of(ElementType type, const void *base, int64_t i) {
+    switch (type) {
+        case ElementType::bf16: return element<c10::BFloat16>(base, i);
+        case ElementType::f16: return element<c10::Half>(base, i);
+        default: return element<float>(base, i);  // scales are float, bfloat16 or half (linear.cpp checks)
+    }
+}
+
+// int4 weights times the quantized activations, one product at a time: each block's Σ qx · (q − 8) in integers,
+// scaled by the block's activation scale, each group's sum by the row's scale, plus its zero times the group's Σ x.
+void multiply_u4(const LinearTile &t) {
+    const auto *block = static_cast<const uint8_t *>(t.w);
+    const int64_t blocks = t.k / U4_QBLOCK, groups = t.k / t.group;
+    for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < t.n; ++j) {
+            double sum = 0.0;
+            for (int64_t g = 0; g < groups; ++g) {
+                double group_sum = 0.0;
+                for (int64_t b = g * t.group / U4_QBLOCK; b < (g + 1) * t.group / U4_QBLOCK; ++b) {
+                    int64_t products = 0;
+                    for (int64_t l = b * U4_QBLOCK; l < (b + 1) * U4_QBLOCK; ++l) {
+                        const uint8_t byte = block[l * (U4_BLOCK_ROWS / 2) + j % (U4_BLOCK_ROWS / 2)];
+                        const int q = j < U4_BLOCK_ROWS / 2 ? byte & 15 : byte >> 4;
+                        products += static_cast<int64_t>(t.qx[i * t.k + l]) * (q - U4_ZERO);
+                    }
+                    group_sum += static_cast<double>(t.qx_scale[i * blocks + b]) * static_cast<double>(products);
+                }
+                const int64_t pair = g * t.scale_zero_stride + 2 * j;
+                sum += static_cast<double>(element_of(t.scale_zero_type, t.scale_zero, pair)) * group_sum +
+                       static_cast<double>(element_of(t.scale_zero_type, t.scale_zero, pair + 1)) *
+                           static_cast<double>(t.x_sum[i * groups + g]);
+            }
+            if (t.bias) sum += static_cast<double>(t.bias[j]);
+            store(t.out_type, t.out, i * t.out_stride + j, static_cast<float>(sum));
+        }
+}
+
 }  // namespace
 
 void linear_tile_scalar(const LinearTile &tile) {
@@ -41,6 +79,7 @@ void linear_tile_scalar(const LinearTile &tile) {
         case ElementType::bf16: return multiply<c10::BFloat16>(tile);
         case ElementType::f16: return multiply<c10::Half>(tile);
         case ElementType::s8: return multiply<int8_t>(tile);
+        case ElementType::u4: return multiply_u4(tile);
     }
 }
 

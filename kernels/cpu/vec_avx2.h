@@ -23,11 +23,28 @@ struct Vec {
         const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
+    // width (a, b) pairs of bf16 at p, widened: a (h = 0) or b (h = 1) of each, one shift or one mask for them all.
+    GPT_TARGET static reg load_bf16_pairs(const uint16_t *p, int64_t h) {
+        const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+        return _mm256_castsi256_ps(h == 0 ? _mm256_slli_epi32(pairs, 16)
+                                          : _mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    }
     GPT_TARGET static reg load_f16(const uint16_t *p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }
     GPT_TARGET static reg load_s8(const int8_t *p) {
         return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p))));
+    }
+    // The 32 int4 values of 16 bytes as floats, U4_REGS registers: the bytes' low four bits in byte order, then
+    // their high four bits.
+    static constexpr int64_t U4_REGS = 4;
+    GPT_TARGET static void widen_u4(const uint8_t *p, reg *out) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)), nibble = _mm_set1_epi8(15);
+        const __m128i low = _mm_and_si128(bytes, nibble), high = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibble);
+        out[0] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(low));
+        out[1] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(low, low)));
+        out[2] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(high));
+        out[3] = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(high, high)));
     }
     GPT_TARGET static void store(float *p, reg x) { _mm256_storeu_ps(p, x); }
     GPT_TARGET static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }

@@ -30,11 +30,24 @@ struct Vec {
         const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
+    // width (a, b) pairs of bf16 at p, widened: a (h = 0) or b (h = 1) of each (vec_avx2.h).
+    GPT_TARGET static reg load_bf16_pairs(const uint16_t *p, int64_t h) {
+        const __m512i pairs = _mm512_loadu_si512(p);
+        return _mm512_castsi512_ps(h == 0 ? _mm512_slli_epi32(pairs, 16)
+                                          : _mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    }
     GPT_TARGET static reg load_f16(const uint16_t *p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
     }
     GPT_TARGET static reg load_s8(const int8_t *p) {
         return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))));
+    }
+    // The 32 int4 values of 16 bytes as floats (vec_avx2.h).
+    static constexpr int64_t U4_REGS = 2;
+    GPT_TARGET static void widen_u4(const uint8_t *p, reg *out) {
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(p)), nibble = _mm_set1_epi8(15);
+        out[0] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(bytes, nibble)));
+        out[1] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(bytes, 4), nibble)));
     }
     GPT_TARGET static void store(float *p, reg x) { _mm512_storeu_ps(p, x); }
     GPT_TARGET static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }

@@ -16,6 +16,7 @@ import pytest
 import torch
 from quantized_checks import (
     FP32_TOL,
+    ROUNDED_ACTIVATIONS_FRACTION,
     assert_artifact_stores,
     assert_compiled_graphs_match,
     assert_eager_model_matches,
@@ -109,7 +110,7 @@ def test_quantizing_keeps_names_and_ties_and_takes_under_a_third_of_gpt2_124m_bf
     assert all(state[n].dtype == torch.uint8 and state[f"{n}_scale_zero"].dtype == torch.bfloat16 for n in linears)
     assert all(int(state[f"{n}_group_size"]) == 32 for n in linears)
     assert model.transformer.wte.weight is model.lm_head.weight and model.weight_layout == "blocks64"
-    assert model.linear_forms == ("mm", "int4pack") and model.int8_layout is None
+    assert model.linear_forms == ("mm", "int4pack", "kernel") and model.int8_layout is None
     int4_bytes = weight_bytes(model, torch.bfloat16)
     # int4 is 1/4 of bf16's bytes plus a bf16 scale and zero per 32 weights (1/16 of bf16's): 0.3125 of the
     # linears' bytes; the layer norms, biases and the position table stay bf16 (measured: 0.3175).
@@ -121,11 +122,12 @@ def test_quantizing_keeps_names_and_ties_and_takes_under_a_third_of_gpt2_124m_bf
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("form", ["mm", "int4pack"])
+@pytest.mark.parametrize("form", ["mm", "int4pack", "kernel"])
 @pytest.mark.parametrize("config", ["tiny", "odd"])
 def test_each_int4_form_equals_the_dequantized_model(fixtures, dtype, form, config):
     """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row; the odd
-    model's rows fill no whole number of blocks (and groups of 64)."""
+    model's rows fill no whole number of blocks (and groups of 64). The kernel library's int4 linear rounds
+    the activations to int8 blocks: within ROUNDED_ACTIVATIONS_FRACTION of the logits."""
     if config == "tiny":
         model = quantized_tiny(fixtures, dtype)
     else:
@@ -133,7 +135,7 @@ def test_each_int4_form_equals_the_dequantized_model(fixtures, dtype, form, conf
     reference = dequantized(model)
     assert all(p.dtype == dtype for p in reference.parameters())
     model.set_linear_form(form)
-    assert_eager_model_matches(model, reference, dtype)
+    assert_eager_model_matches(model, reference, dtype, ROUNDED_ACTIVATIONS_FRACTION if form == "kernel" else None)
 
 
 def test_the_reference_is_the_int4_weights_not_the_float_or_int8_ones(fixtures):
@@ -152,16 +154,20 @@ def test_the_reference_is_the_int4_weights_not_the_float_or_int8_ones(fixtures):
 
 def test_int4_forms_are_measured_on_the_cpu_only(fixtures):
     model = quantized_tiny(fixtures)
-    assert linear_pick.graph_linear_forms(model, "decode_one") == ("mm", "int4pack")
-    assert linear_pick.graph_linear_forms(model, "decode") == ("mm", "int4pack")
+    assert linear_pick.graph_linear_forms(model, "decode_one") == ("mm", "int4pack", "kernel")
+    assert linear_pick.graph_linear_forms(model, "decode") == ("mm", "int4pack", "kernel")
     assert linear_form_runs_on("int4pack", torch.device("cpu"), torch.uint8)
     assert not linear_form_runs_on("int4pack", torch.device("cuda"), torch.uint8)  # another packing there
     assert not linear_form_runs_on("int4pack", torch.device("cpu"), torch.int8)
     cpu = resolve("cpu", "auto", "fp32")
     for graph in ("decode_one", "decode", "prefill"):
         pick = linear_pick.choose_linear(model, cpu, "auto", "math", graph)
-        assert set(pick["candidates"]) == {"mm", "int4pack"}, graph
-        assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in pick["candidates"].values()), graph
+        assert set(pick["candidates"]) == {"mm", "int4pack", "kernel"}, graph
+        exact = {f: c for f, c in pick["candidates"].items() if f != "kernel"}
+        assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in exact.values()), graph
+        # The kernel's rounded activations are outside an fp32 artifact's tolerance: measured, never picked.
+        rounded = pick["candidates"]["kernel"]
+        assert rounded["runs"] and FP32_TOL < rounded["max_abs_err"] < 1e-2 and pick["form"] != "kernel", graph
     with pytest.raises(ValueError, match="not one of"):
         linear_pick.choose_linear(model, cpu, "blocked", "math", "decode")
 
@@ -171,6 +177,21 @@ def test_compiled_int4_graphs_equal_the_eager_int4_reference(artifacts, fixtures
     length 7 and rows at their own positions (none an export example)."""
     graphs = ArtifactGraphs(artifacts / "tiny-int4" / "cpu")
     assert_compiled_graphs_match(graphs, dequantized(quantized_tiny(fixtures)), fixtures.CONFIG.vocab_size)
+
+
+def test_compiled_int4_kernel_graphs_equal_the_eager_kernel_and_the_golden_allows_its_rounding(artifacts, fixtures):
+    """tiny-int4-kernel's graphs (all the kernel library's int4 linear) equal the eager model in the same form
+    within FP32_TOL (the same operator: only the order of sums moves); its golden vector is the dequantised
+    model's, with an atol widened to cover the kernel's rounded activations (golden.golden_tolerance)."""
+    directory = artifacts / "tiny-int4-kernel" / "cpu"
+    manifest = json.loads((directory / "manifest.json").read_text())
+    assert {manifest["graphs"][g]["linear"]["form"] for g in ("prefill", "decode", "decode_one")} == {"kernel"}
+    assert manifest["kernels"]["operators"] == ["gpt_kernels::linear_int4"]
+    model = quantized_tiny(fixtures)
+    model.set_linear_form("kernel")
+    assert_compiled_graphs_match(ArtifactGraphs(directory), model, fixtures.CONFIG.vocab_size)
+    plain = json.loads((artifacts / "tiny-int4" / "cpu" / "manifest.json").read_text())
+    assert plain["golden"]["atol"] == FP32_TOL < manifest["golden"]["atol"] < 5e-2
 
 
 # Run with ATEN_CPU_CAPABILITY set (argv: capability, tiny-int4's directory, "run" or "pack"). The packing

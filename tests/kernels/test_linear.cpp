@@ -1,6 +1,6 @@
-// The linear kernels (kernels/cpu/linear.h: float weights and int8 rows) on every vector path this CPU runs, against
-// PyTorch's linear in float64 on the same values, for the shapes of a decode step, an extend and a prefill and the
-// edges of its blocks.
+// The linear kernels (kernels/cpu/linear.h: float weights, int8 rows and int4 groups) on every vector path this CPU
+// runs, against PyTorch's linear in float64 on the same values, for the shapes of a decode step, an extend and a
+// prefill and the edges of its blocks.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
@@ -101,6 +101,65 @@ TEST_CASE("the int8 linear equals PyTorch's linear on the dequantised rows on ev
                 }
 }
 
+// (rows padded to 64, k) int4 values as the "blocks64" bytes linear_int4 reads (aot/gpt_aot/model/linear.py's
+// to_int4_blocks): per block of 64 rows, the byte of input i and row j < 32 holds row j's q low, row j + 32's high.
+at::Tensor to_blocks64(const at::Tensor &q) {
+    const int64_t rows = q.size(0), k = q.size(1);
+    const at::Tensor halves = q.view({-1, 2, 32, k});
+    const at::Tensor bytes = at::bitwise_or(halves.select(1, 0), halves.select(1, 1).mul(16)).to(at::kByte);
+    return bytes.transpose(1, 2).contiguous().view({rows, k / 2});
+}
+
+TEST_CASE("the int4 linear is the dequantised linear within its activations' rounding, every path its reference") {
+    at::manual_seed(11);
+    const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
+    struct Shape {
+        int64_t m, n, k, groups;
+    };
+    // m: one row (both nibbles a pass), pairs of rows and a remainder; n: part of one block, whole blocks, a last
+    // block partly filled; groups of 32 (one activation block), 64 and 256 inputs.
+    const std::vector<Shape> shapes = {{1, 1, 32, 1},      {1, 64, 64, 2},    {2, 70, 96, 3},
+                                       {3, 130, 128, 2},   {5, 64, 256, 1},   {33, 65, 64, 1},
+                                       {16, 100, 768, 24}, {1, 300, 768, 24}, {7, 129, 192, 3}};
+    for (const Isa isa : paths_here())
+        for (const at::ScalarType xtype : dtypes)
+            for (const Shape &s : shapes)
+                for (const bool with_bias : {false, true}) {
+                    CAPTURE(gpt::kernels::isa_name(isa), c10::toString(xtype), s.m, s.n, s.k, s.groups, with_bias);
+                    const int64_t padded = (s.n + 63) / 64 * 64, group = s.k / s.groups;
+                    const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
+                    const at::Tensor q = at::randint(0, 16, {padded, s.k}).to(at::kByte);
+                    // Scales as quantize.py's (a group's range over 15 levels, weights of about unit-norm rows) and
+                    // zeros about the weights' size, in x's dtype.
+                    const double size = 1.0 / std::sqrt(static_cast<double>(s.k));
+                    const at::Tensor scale_zero =
+                        at::stack({at::rand({s.groups, padded}) * (size / 7.5), at::randn({s.groups, padded}) * size},
+                                  -1)
+                            .to(xtype);
+                    const std::optional<at::Tensor> bias =
+                        with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+                    const at::Tensor blocks = to_blocks64(q);
+                    const at::Tensor got = gpt::kernels::linear_int4(x, blocks, scale_zero, s.n, bias, isa);
+                    REQUIRE(got.scalar_type() == xtype);
+                    REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+                    // Against the exact product: x rounded to int8 in blocks of 32 moves each input by at most half
+                    // its block's step (max |x| / 127 / 2), so each output by at most Σ that · |w|.
+                    const at::Tensor pairs = scale_zero.to(at::kDouble).repeat_interleave(group, 0);  // (k, rows, 2)
+                    const at::Tensor w =
+                        ((q.to(at::kDouble) - 8.0) * pairs.select(2, 0).t() + pairs.select(2, 1).t()).slice(0, 0, s.n);
+                    const at::Tensor x64 = x.to(at::kFloat).to(at::kDouble);
+                    const at::Tensor half_step =
+                        (x64.view({s.m, -1, 32}).abs().amax(-1) / 254.0).repeat_interleave(32, 1);
+                    const at::Tensor bound = at::matmul(half_step, w.abs().t());
+                    const at::Tensor want = reference(x, w, bias);
+                    const at::Tensor slack = want.abs().clamp_min(1.0) * tolerance(s.k, xtype);
+                    CHECK(((got.to(at::kDouble) - want).abs() - bound - slack).max().item<double>() <= 0.0);
+                    // Against the scalar path, which rounds x alike and sums the same integer products.
+                    const at::Tensor scalar = gpt::kernels::linear_int4(x, blocks, scale_zero, s.n, bias, Isa::scalar);
+                    CHECK(error(got, scalar.to(at::kDouble)) < tolerance(s.k, xtype));
+                }
+}
+
 TEST_CASE("the linear kernel keeps x's leading sizes and reads weight rows with a stride") {
     at::manual_seed(8);
     const at::Tensor x = at::randn({2, 3, 40});
@@ -148,5 +207,21 @@ TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {
     CHECK_THROWS_WITH(gpt::kernels::linear_int8(x, q, at::rand({5}), std::nullopt, isa),
                       Catch::Contains("scale must be (N,)"));
     CHECK_THROWS_WITH(gpt::kernels::linear_int8(x, q, scale.to(at::kInt), std::nullopt, isa),
+                      Catch::Contains("is not float, bfloat16 or half"));
+    const at::Tensor x64 = at::randn({2, 64}), blocks = at::zeros({64, 32}, at::kByte), pairs = at::rand({2, 64, 2});
+    REQUIRE(gpt::kernels::linear_int4(x64, blocks, pairs, 4, std::nullopt, isa).sizes() == at::IntArrayRef({2, 4}));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks.to(at::kChar), pairs, 4, std::nullopt, isa),
+                      Catch::Contains("gpt_kernels::linear_int4: weight must be uint8, not Char"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, at::zeros({60, 32}, at::kByte), pairs, 4, std::nullopt, isa),
+                      Catch::Contains("rows padded to a multiple of 64"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, pairs, 0, std::nullopt, isa),
+                      Catch::Contains("rows 0 do not fill"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x, blocks, pairs, 4, std::nullopt, isa),
+                      Catch::Contains("not weight's K 64"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({2, 32, 2}), 4, std::nullopt, isa),
+                      Catch::Contains("scale_zero must be contiguous (groups, weight's rows, 2)"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({4, 64, 2}), 4, std::nullopt, isa),
+                      Catch::Contains("4 groups do not divide K 64 into multiples of 32"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, pairs.to(at::kInt), 4, std::nullopt, isa),
                       Catch::Contains("is not float, bfloat16 or half"));
 }

@@ -4,7 +4,7 @@
 // linears read copies packed for the host's kernel), refuses a trainer, a damaged or reshaped scale,
 // weight or group size never reaches the kernel, and graphs that read the stored packing run only
 // where the kernel reads it. The other ATen CPU capabilities: tests/aot/test_int4.py runs `gpt verify`
-// under each.
+// under each. tiny-int4-kernel: every graph the kernel library's int4 linear, which reads the stored blocks.
 #include <ATen/TensorOperators.h>
 #include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
@@ -54,6 +54,25 @@ TEST_CASE("an int4 model holds its file's bytes, each linear packed for the host
     // Every graph's linears read copies packed for this host's int4 kernel, as large as the stored weights,
     // which are freed: only lm_head's stays, the table the embedding gathers from.
     CHECK(test::loaded_weights_bytes(dir) == stored + weights.at("transformer.wte.weight").nbytes());
+}
+
+TEST_CASE(
+    "an int4 artifact whose graphs call the kernel library's int4 linear reads the blocks as stored and "
+    "matches its golden vector within the rounding its manifest allows",
+    "[int4][memory]") {
+    const auto dir = test::artifact("int4-kernel");
+    test::Model model(dir);
+    REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.weights) == "int4");
+    const auto [manifest, weights, stored] = test::stored_weights(dir);
+    // The golden vector is the dequantised model's; the kernel rounds the activations to int8 blocks, and the
+    // compile widened atol to 2.5 times that distance (aot/gpt_aot/artifact/golden.py).
+    const double atol = manifest["golden"]["atol"].get<double>(), err = test::golden_error(model.handle);
+    CHECK(atol > 1e-4);
+    CHECK(err >= 0);
+    CHECK(err <= atol);
+    // No copy packed for aten's kernel: the weights held are the file's.
+    CHECK(test::loaded_weights_bytes(dir) == stored);
 }
 
 TEST_CASE("a trainer on an int4 artifact is refused: quantized weights are for inference only", "[int4][train]") {
@@ -156,7 +175,7 @@ TEST_CASE("a manifest's int4 quantization must be whole and agree with the linea
     }
     SECTION("aten's int8 kernel over int4 weights") {
         m["graphs"]["decode"]["linear"]["form"] = "int8pack";
-        mention = "must be mm or int4pack (the weights are int4 blocks of 64 rows)";
+        mention = "must be mm, int4pack or kernel (the weights are int4 blocks of 64 rows)";
     }
     SECTION("the int4 kernel over float weights") {
         m["weights"].erase("quantization");

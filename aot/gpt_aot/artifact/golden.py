@@ -6,6 +6,7 @@ import copy
 import torch
 
 from gpt_aot.model.gpt import GPT
+from gpt_aot.model.linear import rounds_activations
 
 GOLDEN_PROMPT_LEN = 8
 # Fixed (atol, rtol) per dtype: fp32 goldens, and (x 10) the compiled training step's gradients.
@@ -50,10 +51,29 @@ def golden_vector(model: GPT, prefill_attention: str | None = None) -> dict:
     }
 
 
-def golden_tolerance(model: GPT, golden: dict, dtype: torch.dtype) -> tuple[float, float]:
+def golden_tolerance(
+    model: GPT, golden: dict, dtype: torch.dtype, forms: tuple = (), prefill_attention: str | None = None
+) -> tuple[float, float]:
     """(atol, rtol) for `golden` (golden_vector of `model`, which computes in `dtype`, its weights
     perhaps quantized): GOLDEN_TOLERANCE's for fp32, else calibrated to this model's rounding noise
-    (see NOISE_MARGIN), with rtol 0."""
+    (see NOISE_MARGIN), with rtol 0. Where one of the graphs' linear `forms` rounds the activations
+    (linear.rounds_activations), atol is at least NOISE_MARGIN times that form's distance from the golden."""
+    atol, rtol = _dtype_tolerance(model, golden, dtype)
+    logits = ("prefill_logits", "decode_logits")
+    saved = model.linear_form
+    try:
+        for form in forms:
+            if rounds_activations(form, model.weight_layout):
+                model.set_linear_form(form)
+                rounded = golden_vector(model, prefill_attention)
+                atol = max(atol, NOISE_MARGIN * max((golden[k] - rounded[k]).abs().max().item() for k in logits))
+    finally:
+        model.set_linear_form(saved)
+    return atol, rtol
+
+
+def _dtype_tolerance(model: GPT, golden: dict, dtype: torch.dtype) -> tuple[float, float]:
+    """golden_tolerance's bound for the rounding of `dtype` alone."""
     if dtype == torch.float32:
         return GOLDEN_TOLERANCE[torch.float32]
     # The same weights in fp32, through the plain kernels every device runs in fp32 (flash and cuDNN

@@ -52,7 +52,8 @@ def write_artifact_files(
     golden = golden_vector(model, attention["backend"])
     save_file(golden, str(directory / "golden.safetensors"))
     (directory / "tokenizer.json").write_text(json.dumps(tokenizer, ensure_ascii=False))
-    atol, rtol = golden_tolerance(model, golden, target.dtype)
+    forms = tuple(dict.fromkeys(spec["linear"]["form"] for spec in graphs.values() if "linear" in spec))
+    atol, rtol = golden_tolerance(model, golden, target.dtype, forms, attention["backend"])
     quantized = {"quantization": quantization} if quantization else {}
     c = model.config
     return write_manifest(

@@ -24,7 +24,7 @@ DECODE_ONE_LINEAR_FORMS = {
     None: ("mm", "reduction", "kernel"),
     "rows": ("mm", "reduction", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
-    "blocks64": ("mm", "int4pack"),
+    "blocks64": ("mm", "int4pack", "kernel"),
 }
 # Graphs that step many rows (prefill, decode): matrix products (the kernel
 # library's linear among them), and the blocked reduction, which reads a block
@@ -37,7 +37,7 @@ BATCHED_LINEAR_FORMS = {
     None: ("mm", "onednn", "kernel"),
     "rows": ("mm", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
-    "blocks64": ("mm", "int4pack"),
+    "blocks64": ("mm", "int4pack", "kernel"),
 }
 COMPILED_FORMS = ("reduction", "blocked")  # Inductor's code: measured compiled
 BATCHED_ROWS = 8

@@ -13,9 +13,14 @@ import torch
 
 SOURCE = Path(__file__).resolve().parents[3] / "kernels"
 PATHS = ("scalar", "avx2", "avx512")
-SOURCES = ("registration.cpp", "cpu/isa.cpp", "cpu/threads.cpp", "cpu/decode_attention.cpp", "cpu/linear.cpp") + tuple(
-    f"cpu/{kernel}_{path}.cpp" for kernel in ("attention_chunk", "linear_tile") for path in PATHS
-)
+SOURCES = (
+    "registration.cpp",
+    "cpu/isa.cpp",
+    "cpu/threads.cpp",
+    "cpu/decode_attention.cpp",
+    "cpu/linear.cpp",
+    "cpu/linear_u4_activations.cpp",
+) + tuple(f"cpu/{kernel}_{path}.cpp" for kernel in ("attention_chunk", "linear_tile") for path in PATHS)
 
 
 @functools.cache

@@ -24,12 +24,13 @@ LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "int8pack", "blocked", "i
 # The forms each weight layout allows: oneDNN's reads float weights; the kernel library's (kernels/cpu/linear.h:
 # weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) float weights and
 # int8 "rows"; int8 weights by their layout (quantize.py): aten's int8 kernel and the reduction over rows read
-# "rows", the blocked reduction "blocks32"; aten's int4 kernel reads int4 "blocks64"; mm reads any.
+# "rows", the blocked reduction "blocks32"; aten's int4 kernel and the kernel library's linear_int4 read int4
+# "blocks64"; mm reads any.
 LAYOUT_LINEAR_FORMS = {
     None: ("mm", "reduction", "onednn", "kernel"),
     "rows": ("mm", "reduction", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
-    "blocks64": ("mm", "int4pack"),
+    "blocks64": ("mm", "int4pack", "kernel"),
 }
 WEIGHT_LAYOUTS = tuple(LAYOUT_LINEAR_FORMS)
 BLOCK_ROWS = 32  # output rows per block of the int8 "blocks32" layout
@@ -119,11 +120,17 @@ def int4_embedding(packed: torch.Tensor, scale_zero: torch.Tensor, idx: torch.Te
     return ((q.float() - INT4_ZERO) * scale.float() + zero.float()).to(dtype)
 
 
+def rounds_activations(form: str, weight_layout: str | None) -> bool:
+    """Whether `form` rounds its activations before the products (the int4 kernel's int8 blocks): its results lie
+    further from the dequantised reference than a reordering of sums, by the activations' rounding."""
+    return form == "kernel" and weight_layout == "blocks64"
+
+
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
     """oneDNN's matrix product is a CPU kernel for float weights, aten's int8
     kernel (CPU and CUDA) and the blocked reduction are for int8 weights, aten's
     int4 kernel for int4 ones (CPU: the CUDA kernel reads another packing), the
-    kernel library's linear for float ones and int8 rows on a CPU; mm and the
+    kernel library's linears for float ones, int8 rows and int4 blocks on a CPU; mm and the
     reduction run anywhere."""
     layouts = {torch.int8: ("rows", "blocks32"), torch.uint8: ("blocks64",)}.get(weight_dtype, (None,))
     if not any(form in LAYOUT_LINEAR_FORMS[layout] for layout in layouts):
@@ -174,7 +181,10 @@ class Linear(nn.Linear):
     With an int4 weight (uint8, two weights a byte, in blocks of 64 rows:
     to_int4_blocks) and its `weight_scale_zero` (a scale and a zero per group
     of inputs and output row) and `weight_group_size` (quantize.py), "mm" reads
-    the dequantised weight and "int4pack" is aten's CPU int4 kernel. It is
+    the dequantised weight, "kernel" the kernel library's (`gpt_kernels::linear_int4`:
+    the activations rounded to int8 in blocks of 32 and multiplied by the int4
+    values in integers, llama.cpp's Q8_0 scheme; the blocks read as stored) and
+    "int4pack" aten's CPU int4 kernel (weight-only: each weight dequantised). It is
     called through the quantized op that takes the group size as a tensor: the
     aten op's lowering would add a constant of its own to the compiled graph,
     one the weights file does not hold. The kernel reads the host's packing
@@ -249,6 +259,10 @@ class Linear(nn.Linear):
                 rows, weight, self.weight_group_size, self.weight_scale_zero
             )
             y = y[:, : self.out_features].view(*x.shape[:-1], -1)
+        elif self.form == "kernel":
+            return torch.ops.gpt_kernels.linear_int4(
+                x, self.weight, self.weight_scale_zero, self.out_features, self.bias
+            )
         elif self.form == "mm":
             y = F.linear(x, dequantize_int4(self.weight, self.weight_scale_zero, self.out_features, x.dtype))
         else:

@@ -1,0 +1,40 @@
+// linear_u4_activations.cpp — the activations of an int4 linear quantized to int8 blocks (linear_tile.h), once a call
+// for every tile and path.
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/linear_tile.h"
+
+namespace gpt::kernels {
+
+void quantize_u4_activations(const float *x, int64_t m, int64_t k, int64_t group, U4Activations &out) {
+    const int64_t blocks = k / U4_QBLOCK, groups = k / group;
+    out.q.resize(static_cast<size_t>(m * k));
+    out.scale.resize(static_cast<size_t>(m * blocks));
+    out.q_sum.resize(static_cast<size_t>(m * blocks));
+    out.group_sum.resize(static_cast<size_t>(m * groups));
+    for (int64_t i = 0; i < m; ++i) {
+        const float *row = x + i * k;
+        for (int64_t b = 0; b < blocks; ++b) {
+            const float *values = row + b * U4_QBLOCK;
+            float largest = 0.0f;
+            for (int64_t j = 0; j < U4_QBLOCK; ++j) largest = std::max(largest, std::fabs(values[j]));
+            const float inverse = largest > 0.0f ? 127.0f / largest : 0.0f;
+            int8_t *q = out.q.data() + i * k + b * U4_QBLOCK;
+            int32_t sum = 0;
+            for (int64_t j = 0; j < U4_QBLOCK; ++j) {
+                q[j] = static_cast<int8_t>(std::clamp(std::nearbyint(values[j] * inverse), -127.0f, 127.0f));
+                sum += q[j];
+            }
+            out.scale[static_cast<size_t>(i * blocks + b)] = largest / 127.0f;
+            out.q_sum[static_cast<size_t>(i * blocks + b)] = sum;
+        }
+        for (int64_t g = 0; g < groups; ++g) {
+            float sum = 0.0f;
+            for (int64_t j = g * group; j < (g + 1) * group; ++j) sum += row[j];
+            out.group_sum[static_cast<size_t>(i * groups + g)] = sum;
+        }
+    }
+}
+
+}  // namespace gpt::kernels
