@@ -64,12 +64,13 @@ int main(int argc, char **argv) {
                             {"attn.c_proj", 768, 768},
                             {"c_fc", 3072, 768},
                             {"mlp.c_proj", 768, 3072},
-                            {"lm_head", 50257, 768}};
+                            {"lm_head", 50304, 768}};
     at::manual_seed(0);
     for (const Shape &s : shapes) {
         const at::Tensor w = (at::randn({s.n, s.k}) * 0.02).to(at::kBFloat16);
         const at::Tensor b = at::zeros({s.n}, at::kBFloat16);
         const at::Tensor w32 = w.to(at::kFloat), b32 = b.to(at::kFloat);
+        const at::Tensor panels = gpt::kernels::pack_linear_panels(w);
         // int4 in groups of 32 (quantize.py's default): our blocks of 64 rows as stored, aten's as it packs them.
         const int64_t padded = (s.n + 63) / 64 * 64, group = 32;
         const at::Tensor q = at::randint(0, 16, {padded, s.k}, at::kInt);
@@ -85,6 +86,7 @@ int main(int argc, char **argv) {
             const at::Tensor x = at::randn({m, s.k}).to(at::kBFloat16);
             const at::Tensor x32 = x.to(at::kFloat);
             const double ours = median_ms(reps, [&] { gpt::kernels::linear(x, w, b, isa); });
+            const double ours_panels = median_ms(reps, [&] { gpt::kernels::linear_panels(x, panels, b, isa); });
             const double torch_bf16 = median_ms(reps, [&] { at::linear(x, w, b); });
             const double torch_fp32 = median_ms(reps, [&] { at::linear(x32, w32, b32); });
             const double ours_int4 =
@@ -93,10 +95,11 @@ int main(int argc, char **argv) {
                 median_ms(reps, [&] { at::_weight_int4pack_mm_for_cpu(x, int4pack, group, scale_zero); });
             std::printf(
                 "{\"shape\": \"%s\", \"n\": %lld, \"k\": %lld, \"rows\": %lld, \"isa\": \"%s\", \"threads\": %d, "
-                "\"kernel_bf16_ms\": %.4f, \"torch_bf16_ms\": %.4f, \"torch_fp32_ms\": %.4f, \"kernel_int4_ms\": %.4f, "
+                "\"kernel_bf16_ms\": %.4f, \"kernel_panels_ms\": %.4f, \"torch_bf16_ms\": %.4f, \"torch_fp32_ms\": "
+                "%.4f, \"kernel_int4_ms\": %.4f, "
                 "\"torch_int4_ms\": %.4f}\n",
                 s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
-                gpt::kernels::isa_name(isa), threads, ours, torch_bf16, torch_fp32, ours_int4, torch_int4);
+                gpt::kernels::isa_name(isa), threads, ours, ours_panels, torch_bf16, torch_fp32, ours_int4, torch_int4);
             std::fflush(stdout);
         }
     }

@@ -20,6 +20,8 @@ namespace {
 constexpr const char *LINEAR = "gpt_kernels::linear";
 constexpr const char *LINEAR_INT8 = "gpt_kernels::linear_int8";
 constexpr const char *LINEAR_INT4 = "gpt_kernels::linear_int4";
+constexpr const char *LINEAR_PANELS = "gpt_kernels::linear_panels";
+constexpr const char *PACK_LINEAR_PANELS = "gpt_kernels::pack_linear_panels";
 
 void check(bool ok, const char *op, const std::string &what) {
     if (!ok) throw std::invalid_argument(std::string(op) + ": " + what);
@@ -65,6 +67,7 @@ struct Weights {
     int64_t n, k;
     const std::optional<at::Tensor> &scale;       // s8: (n,)
     const std::optional<at::Tensor> &scale_zero;  // u4: (groups, rows padded, 2)
+    bool panels = false;                          // bf16 packed in panels (pack_linear_panels)
 };
 
 // The operators' one implementation: x · Wᵀ + bias, W the weights' values (s8 rows times their scales, u4 groups
@@ -110,6 +113,7 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
             t.x_stride = K;
             t.w = static_cast<const char *>(weight.data_ptr()) + first * weight.stride(0) * weight.element_size();
             t.w_stride = weight.stride(0);
+            t.panels = weights.panels;
             t.m = M;
             t.n = std::min(LINEAR_TILE_ROWS, N - first);
             t.k = K;
@@ -149,6 +153,30 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::opti
     return multiply(LINEAR, x, weights, bias, isa);
 }
 
+// (N, K) → (N / 16, 2, 8, K) → (N / 16, K, 8, 2): panel p's input l holds outputs 16p + j and 16p + 8 + j side by
+// side at 2j and 2j + 1.
+at::Tensor pack_linear_panels(const at::Tensor &weight) {
+    const char *op = PACK_LINEAR_PANELS;
+    check(weight.scalar_type() == at::kBFloat16, op,
+          std::string("weight must be bfloat16, not ") + c10::toString(weight.scalar_type()));
+    check(weight.dim() == 2 && weight.size(0) > 0 && weight.size(0) % PANEL_ROWS == 0 && weight.size(1) > 0, op,
+          "weight must be (N, K) with N a positive multiple of " + std::to_string(PANEL_ROWS));
+    const int64_t N = weight.size(0), K = weight.size(1), half = PANEL_ROWS / 2;
+    return weight.reshape({N / PANEL_ROWS, 2, half, K}).permute({0, 3, 2, 1}).contiguous().view({N, K});
+}
+
+at::Tensor linear_panels(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias,
+                         Isa isa) {
+    const char *op = LINEAR_PANELS;
+    check(weight.scalar_type() == at::kBFloat16, op,
+          std::string("weight must be bfloat16 panels, not ") + c10::toString(weight.scalar_type()));
+    check(weight.dim() == 2 && weight.is_contiguous() && weight.size(0) % PANEL_ROWS == 0, op,
+          "weight must be contiguous (N, K) panels, N a multiple of " + std::to_string(PANEL_ROWS));
+    Weights weights{ElementType::bf16, weight, weight.size(0), weight.size(1), std::nullopt, std::nullopt};
+    weights.panels = true;
+    return multiply(op, x, weights, bias, isa);
+}
+
 at::Tensor linear_int8(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
                        const std::optional<at::Tensor> &bias, Isa isa) {
     check(weight.scalar_type() == at::kChar, LINEAR_INT8,
@@ -185,6 +213,10 @@ at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::
 
 at::Tensor linear_meta(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &) {
     return shape_of(x, weight);
+}
+
+at::Tensor linear_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias) {
+    return linear_panels(x, weight, bias, active_isa());
 }
 
 at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,

@@ -51,6 +51,15 @@ at::Tensor linear_int4_cpu(const at::Tensor &x, const at::Tensor &weight, const 
 at::Tensor linear_int4_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
                             const std::optional<at::Tensor> &bias);
 
+// bf16 weights packed in panels of 16 output rows (pack_linear_panels, once, where the weights are loaded), for the
+// outer-product form: each input's weights of a panel are one load, widened to two registers of outputs with a shift
+// and a mask, which every activation row's broadcast input multiplies; the packed weight has the stored one's shape,
+// dtype and bytes. linear_panels: x · weightᵀ + bias as `linear`, weight the packing of (N, K) bf16 weights with N a
+// multiple of 16.
+at::Tensor pack_linear_panels(const at::Tensor &weight);
+at::Tensor linear_panels(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa);
+at::Tensor linear_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias);
+
 constexpr int64_t LINEAR_TILE_ROWS = 64;  // a u4 block (U4_BLOCK_ROWS) is one tile
 
 }  // namespace gpt::kernels

@@ -19,6 +19,10 @@ struct LinearTile {
     // row j + 32's in its high four (aot/gpt_aot/model/linear.py's "blocks64")
     const void *w;
     int64_t w_stride;
+    // bf16 weights packed in panels (pack_linear_panels): output rows [16p, 16p + 16) of the tile as panel p, at
+    // w + 16p · k elements, k vectors of 16: input l's weights of outputs j and j + 8 (j < 8) at 16l + 2j and
+    // 16l + 2j + 1. n is a multiple of PANEL_ROWS.
+    bool panels;
     int64_t m, n, k;
     const float *scale;  // (n,) this tile's rows' scales (s8 weights), or null: 1
     // u4 weights: a weight is (q − 8) · scale + zero, with a (scale, zero) pair of scale_zero_type for each group of
@@ -40,6 +44,7 @@ struct LinearTile {
     int64_t out_stride;
 };
 
+constexpr int64_t PANEL_ROWS = 16;     // the outputs of one panel of packed bf16 weights
 constexpr int64_t U4_BLOCK_ROWS = 64;  // the rows of one u4 block: a u4 tile's
 constexpr int64_t U4_ZERO = 8;         // the q that stands for the zero
 constexpr int64_t U4_QBLOCK = 32;      // the inputs that share one activation scale (llama.cpp's Q8_0 block)

@@ -20,6 +20,24 @@ void store(ElementType type, void *out, int64_t i, float value) {
     }
 }
 
+// Weight (j, l) of packed bf16 panels (LinearTile::panels).
+float panel_element(const LinearTile &t, int64_t j, int64_t l) {
+    const int64_t within = j % PANEL_ROWS, half = PANEL_ROWS / 2;
+    const int64_t at = j / PANEL_ROWS * PANEL_ROWS * t.k + l * PANEL_ROWS + 2 * (within % half) + within / half;
+    return element<c10::BFloat16>(t.w, at);
+}
+
+void multiply_panels(const LinearTile &t) {
+    for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < t.n; ++j) {
+            double sum = 0.0;
+            for (int64_t l = 0; l < t.k; ++l)
+                sum += static_cast<double>(t.x[i * t.x_stride + l]) * static_cast<double>(panel_element(t, j, l));
+            if (t.bias) sum += static_cast<double>(t.bias[j]);
+            store(t.out_type, t.out, i * t.out_stride + j, static_cast<float>(sum));
+        }
+}
+
 template <class T>
 void multiply(const LinearTile &t) {
     const auto *w = static_cast<const char *>(t.w);
@@ -74,6 +92,7 @@ void multiply_u4(const LinearTile &t) {
 }  // namespace
 
 void linear_tile_scalar(const LinearTile &tile) {
+    if (tile.panels) return multiply_panels(tile);
     switch (tile.type) {
         case ElementType::f32: return multiply<float>(tile);
         case ElementType::bf16: return multiply<c10::BFloat16>(tile);

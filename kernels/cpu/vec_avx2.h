@@ -23,12 +23,6 @@ struct Vec {
         const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
         return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
     }
-    // width (a, b) pairs of bf16 at p, widened: a (h = 0) or b (h = 1) of each, one shift or one mask for them all.
-    GPT_TARGET static reg load_bf16_pairs(const uint16_t *p, int64_t h) {
-        const __m256i pairs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
-        return _mm256_castsi256_ps(h == 0 ? _mm256_slli_epi32(pairs, 16)
-                                          : _mm256_and_si256(pairs, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-    }
     GPT_TARGET static reg load_f16(const uint16_t *p) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
     }

@@ -30,12 +30,6 @@ struct Vec {
         const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
         return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
     }
-    // width (a, b) pairs of bf16 at p, widened: a (h = 0) or b (h = 1) of each (vec_avx2.h).
-    GPT_TARGET static reg load_bf16_pairs(const uint16_t *p, int64_t h) {
-        const __m512i pairs = _mm512_loadu_si512(p);
-        return _mm512_castsi512_ps(h == 0 ? _mm512_slli_epi32(pairs, 16)
-                                          : _mm512_and_si512(pairs, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-    }
     GPT_TARGET static reg load_f16(const uint16_t *p) {
         return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
     }

@@ -1,0 +1,87 @@
+// The linear over bf16 weights packed in panels (kernels/cpu/linear.h: pack_linear_panels, linear_panels) on every
+// path this CPU runs: its packing against the layout it documents, its product against PyTorch's linear in float64
+// on the unpacked weights and against the row kernel on the same weights, and its refusals.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "cpu/isa.h"
+#include "cpu/linear.h"
+#include "paths_here.h"
+
+using gpt::kernels::Isa;
+
+TEST_CASE("panel packing puts input l's weights of outputs j and j + 8 of each 16 side by side") {
+    const int64_t n = 48, k = 5;
+    const at::Tensor w = at::arange(n * k, at::kFloat).view({n, k}).to(at::kBFloat16);  // exact: < 256
+    const at::Tensor packed = gpt::kernels::pack_linear_panels(w);
+    REQUIRE(packed.sizes() == w.sizes());
+    REQUIRE(packed.scalar_type() == at::kBFloat16);
+    const at::Tensor flat = packed.reshape({-1}).to(at::kFloat);
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t l = 0; l < k; ++l) {
+            const int64_t within = j % 16, at = j / 16 * 16 * k + l * 16 + 2 * (within % 8) + within / 8;
+            CAPTURE(j, l);
+            CHECK(flat[at].item<float>() == static_cast<float>(j * k + l));
+        }
+}
+
+TEST_CASE("the panel linear equals PyTorch's linear and the row kernel on every path, rows and edges") {
+    at::manual_seed(12);
+    const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
+    struct Shape {
+        int64_t m, n, k;
+    };
+    // m: one row (its own loop: k of whole unrolled steps and a tail), the 4-row blocks and remainders 1..3, a batch
+    // of 16, an extend of 33; n: one panel, a tile of 64, more than a tile with a partial last tile; k: 1, odd, long.
+    const std::vector<Shape> shapes = {{1, 16, 1},    {1, 16, 8},   {1, 80, 203}, {2, 16, 3},
+                                       {3, 64, 64},   {4, 64, 77},  {5, 144, 7},  {7, 80, 768},
+                                       {16, 208, 96}, {33, 96, 33}, {1, 320, 768}};
+    for (const Isa isa : paths_here())
+        for (const at::ScalarType xtype : dtypes)
+            for (const Shape &s : shapes)
+                for (const bool with_bias : {false, true}) {
+                    CAPTURE(gpt::kernels::isa_name(isa), c10::toString(xtype), s.m, s.n, s.k, with_bias);
+                    const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
+                    const at::Tensor w =
+                        (at::randn({s.n, s.k}) / std::sqrt(static_cast<double>(s.k))).to(at::kBFloat16);
+                    const std::optional<at::Tensor> bias =
+                        with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+                    const at::Tensor got =
+                        gpt::kernels::linear_panels(x, gpt::kernels::pack_linear_panels(w), bias, isa);
+                    REQUIRE(got.scalar_type() == xtype);
+                    REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+                    // fp32 sums of k terms of about unit size drift by about k·2⁻²⁴; then one rounding to x's dtype.
+                    const double tolerance = 1e-6 * static_cast<double>(s.k) + (xtype == at::kBFloat16 ? 1.6e-2
+                                                                                : xtype == at::kHalf   ? 2e-3
+                                                                                                       : 1e-6);
+                    const at::Tensor b = bias ? bias->to(at::kDouble) : at::Tensor();
+                    const at::Tensor want = at::linear(x.to(at::kFloat).to(at::kDouble), w.to(at::kDouble), b);
+                    const auto error = [&](const at::Tensor &reference) {
+                        const at::Tensor r = reference.to(at::kDouble);
+                        return ((got.to(at::kDouble) - r).abs() / r.abs().clamp_min(1.0)).max().item<double>();
+                    };
+                    CHECK(error(want) < tolerance);
+                    CHECK(error(gpt::kernels::linear(x, w, bias, isa)) < 2 * tolerance);
+                }
+}
+
+TEST_CASE("the panel linear keeps x's leading sizes and refuses what it cannot multiply, naming why") {
+    const at::Tensor w = at::randn({32, 8}).to(at::kBFloat16);
+    const at::Tensor packed = gpt::kernels::pack_linear_panels(w);
+    const at::Tensor x = at::randn({2, 3, 8});
+    REQUIRE(gpt::kernels::linear_panels(x, packed, std::nullopt, Isa::scalar).sizes() == at::IntArrayRef({2, 3, 32}));
+    CHECK_THROWS_WITH(gpt::kernels::pack_linear_panels(w.to(at::kFloat)),
+                      Catch::Contains("gpt_kernels::pack_linear_panels: weight must be bfloat16, not Float"));
+    CHECK_THROWS_WITH(gpt::kernels::pack_linear_panels(at::randn({24, 8}).to(at::kBFloat16)),
+                      Catch::Contains("N a positive multiple of 16"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_panels(x, packed.to(at::kHalf), std::nullopt, Isa::scalar),
+                      Catch::Contains("weight must be bfloat16 panels, not Half"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_panels(x, packed.narrow(0, 0, 24), std::nullopt, Isa::scalar),
+                      Catch::Contains("N a multiple of 16"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_panels(at::randn({2, 9}), packed, std::nullopt, Isa::scalar),
+                      Catch::Contains("not weight's K 8"));
+}
