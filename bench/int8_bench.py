@@ -12,7 +12,8 @@ from the Hugging Face layout safetensors the peers convert, `--dtype bf16`, int4
 attention math, decode's measured by the compile on its compiled decode graph (`--decode-attention auto`; the
 `bf16math` and `bf16chunked` artifacts pin decode's to SDPA's math, the kernel every earlier run compared, and
 to the kernel library's, each with the linear forms the measured bf16 artifact picked; `bf16kernel` and
-`bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured; `int8kernel` its int8
+`bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured (`bf16panels` its
+linear on weights packed in panels at load); `int8kernel` its int8
 linear, `int4kernel` its int4 one (int8 activations), decode's attention math), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
@@ -58,6 +59,7 @@ ARTIFACTS = {
     "bf16math": WORK / "gpt2-124m-bf16math",
     "bf16chunked": WORK / "gpt2-124m-bf16chunked",
     "bf16kernel": WORK / "gpt2-124m-bf16kernel",
+    "bf16panels": WORK / "gpt2-124m-bf16panels",
     "bf16kernelchunked": WORK / "gpt2-124m-bf16kernelchunked",
     "int8kernel": WORK / "gpt2-124m-int8kernel",
     "int4kernel": WORK / "gpt2-124m-int4kernel",
@@ -68,6 +70,7 @@ DECODE_ATTENTION = {
     "bf16math": "math",
     "bf16chunked": "chunked",
     "bf16kernel": "math",
+    "bf16panels": "math",
     "bf16kernelchunked": "chunked",
     "int8kernel": "math",
     "int4kernel": "math",
@@ -75,6 +78,8 @@ DECODE_ATTENTION = {
 # The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
 # linear_int4 over int4 blocks): nothing measured on the build host at all.
 KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel")
+# Its linear on bf16 weights packed in panels at load (the tied head its row kernel), every graph.
+PANELS_LINEAR = ("bf16panels",)
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int4kernel": "int4"}
 QUANTIZED = tuple(QUANTIZE)  # ours: the ratio sections compare every other row with these
@@ -94,6 +99,8 @@ def compile_ours(weights: str) -> float | None:
     cmd += ["--decode-attention", DECODE_ATTENTION.get(weights, "auto")]
     if weights in KERNEL_LINEAR:
         cmd += ["--decode-linear", "kernel", "--batched-linear", "kernel"]
+    elif weights in PANELS_LINEAR:
+        cmd += ["--decode-linear", "panels", "--batched-linear", "panels"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((ARTIFACTS["bf16"] / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
@@ -240,7 +247,7 @@ def main() -> int:
     args = ap.parse_args()
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
-    if any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR for w in ours) and "bf16" not in ours:
+    if any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR for w in ours) and "bf16" not in ours:
         ours.insert(0, "bf16")  # the pinned ones take its linear forms
     compile_s = {w: compile_ours(w) for w in ours}
     torch.set_num_threads(args.threads)

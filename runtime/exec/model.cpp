@@ -134,16 +134,17 @@ Model::~Model() {
     }
 }
 
-// Float weights are packed for the onednn form's graphs, int4 ones for the int4pack form's (a copy as large
-// as the stored weight; the stored one is freed where no graph reads it: the embedding reads lm_head's).
+// Float weights are packed for the onednn form's graphs, bf16 ones for the panels form's, int4 ones for the
+// int4pack form's (each a copy as large as the stored weight; the stored one is freed where every graph reads a
+// copy that needs no stored weight: int4's, and panels' of a model without training graphs).
 void Model::bind_inference_graphs() {
-    const bool int4 = manifest_.quantization == "int4";
     std::vector<std::pair<const char *, const GraphSpec *>> specs = {
         {"prefill", &manifest_.prefill}, {"decode", &manifest_.decode}, {"decode_one", &manifest_.decode_one}};
     if (manifest_.extend) specs.emplace_back("extend", &*manifest_.extend);
-    std::set<std::string> packed;
+    std::set<std::pair<std::string, Packing>> wanted;
     for (const auto &[name, spec] : specs) {
-        packed.insert(spec->packed.begin(), spec->packed.end());
+        if (const std::optional<Packing> packing = packing_of(spec->linear))
+            for (const std::string &weight : spec->packed) wanted.emplace(weight, *packing);
         if (spec->linear == "int4pack" && spec->packed.empty() && !host_reads_int4_blocks64())
             fail(GPT_ERR_DEVICE_MISMATCH,
                  std::string("graph '") + name +
@@ -152,18 +153,30 @@ void Model::bind_inference_graphs() {
                      at::get_cpu_capability() +
                      ") reads another: recompile the artifact with a gpt-aot that lists its packed weights");
     }
-    packed_ = PackedWeights(weights_, packed, int4 ? Packing::int4_for_host : Packing::onednn);
-    if (packed_.size() > 0 && !int4)
-        log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " weights for oneDNN");
-    prefill_->bind(packed_.bound(weights_, manifest_.prefill.packed));
-    decode_->bind(packed_.bound(weights_, manifest_.decode.packed));
-    decode_one_->bind(packed_.bound(weights_, manifest_.decode_one.packed));
-    if (extend_) extend_->bind(packed_.bound(weights_, manifest_.extend->packed));
-    if (!int4) return;  // oneDNN's copies are packed again from the stored weights after training steps
-    for (const std::string &name : packed)
-        if (std::all_of(specs.begin(), specs.end(),
-                        [&](const auto &named) { return named.second->packed.count(name); }))
-            weights_.erase(name);
+    const bool trains = manifest_.training.has_value();
+    packed_ = PackedWeights(weights_, wanted, trains);
+    if (packed_.size() > 0) log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " linear weights");
+    const auto bind = [&](Graph &graph, const GraphSpec &spec) {
+        const std::optional<Packing> packing = packing_of(spec.linear);
+        graph.bind(packing ? packed_.bound(weights_, spec.packed, *packing) : weights_);
+    };
+    bind(*prefill_, manifest_.prefill);
+    bind(*decode_, manifest_.decode);
+    bind(*decode_one_, manifest_.decode_one);
+    if (extend_) bind(*extend_, *manifest_.extend);
+    // oneDNN's copies are packed again from the stored weights after training steps, as panels' are in a model
+    // that trains: those stay.
+    for (const auto &entry : wanted) {
+        const std::string &name = entry.first;  // a lambda cannot capture a structured binding before C++20
+        const Packing packing = entry.second;
+        const bool frees = packing == Packing::int4_for_host || (packing == Packing::panels && !trains);
+        const bool every_graph = std::all_of(specs.begin(), specs.end(), [&](const auto &named) {
+            const std::optional<Packing> reads = packing_of(named.second->linear);
+            return reads && named.second->packed.count(name) > 0 && packed_.has(name, *reads) &&
+                   (*reads == Packing::int4_for_host || (*reads == Packing::panels && !trains));
+        });
+        if (frees && every_graph) weights_.erase(name);
+    }
 }
 
 // The spare position is never read or written: it makes every view's stride differ

@@ -1,6 +1,6 @@
-// packed_weights.cpp — each packing is its kernel's own (mkldnn::_reorder_linear_weight and
-// aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/model/linear.py's pack_for_onednn and
-// pack_for_int4pack), so the compile measured the layout run here.
+// packed_weights.cpp — each packing is its kernel's own (mkldnn::_reorder_linear_weight,
+// gpt_kernels::pack_linear_panels and aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/model/linear.py's
+// pack_for_onednn, pack_for_panels and pack_for_int4pack), so the compile measured the layout run here.
 #include "exec/packed_weights.h"
 
 #include <ATen/Version.h>
@@ -11,6 +11,8 @@
 #include <ATen/ops/bitwise_right_shift.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/stack.h>
+
+#include <iterator>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -43,59 +45,99 @@ at::Tensor pack_for_int4pack(const at::Tensor &stored) {
     return at::_convert_weight_to_int4pack_for_cpu(int4_values(stored), 1);
 }
 
+// The kernel library's packing (kernels/cpu/linear.h), registered with the dispatcher where this library loads.
+at::Tensor pack_for_panels(const at::Tensor &weight) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("gpt_kernels::pack_linear_panels", "")
+                               .typed<at::Tensor(const at::Tensor &)>();
+    return op.call(weight);
+}
+
+bool fits_panels(const at::Tensor &t) { return t.scalar_type() == at::kBFloat16 && t.size(0) % 16 == 0; }
+
 bool is_int4_weight(const at::Tensor &t) {
     return t.scalar_type() == at::kByte && t.dim() == 2 && t.size(0) % kInt4BlockRows == 0 && t.device().is_cpu();
 }
 
 }  // namespace
 
-PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights, const std::set<std::string> &names,
-                             Packing packing) {
-    const bool int4 = packing == Packing::int4_for_host;
-    for (const std::string &name : names) {
+std::optional<Packing> packing_of(const std::string &linear_form) {
+    if (linear_form == "onednn") return Packing::onednn;
+    if (linear_form == "panels") return Packing::panels;
+    if (linear_form == "int4pack") return Packing::int4_for_host;
+    return std::nullopt;
+}
+
+PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights,
+                             const std::set<std::pair<std::string, Packing>> &wanted, bool weights_change) {
+    bool onednn_failed = false;
+    for (const auto &[name, packing] : wanted) {
         auto it = weights.find(name);
-        if (int4 && (it == weights.end() || !is_int4_weight(it->second)))
-            fail(GPT_ERR_ARTIFACT_INVALID,
-                 "the manifest packs '" + name + "' for the int4 kernel, which is no int4 weight of this model");
-        if (int4) {
-            packed_.emplace(name, std::make_pair(at::Tensor(), pack_for_int4pack(it->second)));
-            continue;
-        }
-        if (it == weights.end() || it->second.dim() != 2 || !it->second.device().is_cpu())
-            fail(GPT_ERR_ARTIFACT_INVALID,
-                 "the manifest packs '" + name + "' for oneDNN, which is no 2-D CPU weight of this model");
-        try {
-            packed_.emplace(name, std::make_pair(it->second, pack_for_onednn(it->second)));
-        } catch (const std::exception &e) {
-            log(GPT_LOG_WARN,
-                std::string("cannot pack linear weights for oneDNN here, the graphs read them plain: ") + e.what());
-            packed_.clear();
-            return;
+        const bool found = it != weights.end() && it->second.dim() == 2 && it->second.device().is_cpu();
+        switch (packing) {
+            case Packing::int4_for_host:
+                if (!found || !is_int4_weight(it->second))
+                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
+                                                       "' for the int4 kernel, which is no int4 weight of this model");
+                packed_.emplace(std::make_pair(name, packing),
+                                std::make_pair(at::Tensor(), pack_for_int4pack(it->second)));
+                break;
+            case Packing::panels:
+                if (!found || !fits_panels(it->second))
+                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
+                                                       "' in panels, which is no bf16 weight of this model with "
+                                                       "rows a multiple of 16");
+                packed_.emplace(
+                    std::make_pair(name, packing),
+                    std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_panels(it->second)));
+                break;
+            case Packing::onednn:
+                if (!found)
+                    fail(GPT_ERR_ARTIFACT_INVALID,
+                         "the manifest packs '" + name + "' for oneDNN, which is no 2-D CPU weight of this model");
+                if (onednn_failed) break;
+                try {
+                    packed_.emplace(std::make_pair(name, packing),
+                                    std::make_pair(it->second, pack_for_onednn(it->second)));
+                } catch (const std::exception &e) {
+                    log(GPT_LOG_WARN, std::string("cannot pack linear weights for oneDNN here, the graphs read them "
+                                                  "plain: ") +
+                                          e.what());
+                    onednn_failed = true;
+                }
+                break;
         }
     }
-    if (int4 && !packed_.empty())
-        log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) +
+    if (onednn_failed)  // all or none: the onednn graphs read plain weights
+        for (auto it = packed_.begin(); it != packed_.end();)
+            it = it->first.second == Packing::onednn ? packed_.erase(it) : std::next(it);
+    size_t int4 = 0;
+    for (const auto &entry : packed_) int4 += entry.first.second == Packing::int4_for_host ? 1 : 0;
+    if (int4 > 0)
+        log(GPT_LOG_DEBUG, "packed " + std::to_string(int4) +
                                " int4 weights for the int4 kernel of ATen CPU capability " + at::get_cpu_capability());
 }
 
 std::map<std::string, at::Tensor> PackedWeights::bound(const std::map<std::string, at::Tensor> &weights,
-                                                       const std::set<std::string> &names) const {
+                                                       const std::set<std::string> &names, Packing packing) const {
     std::map<std::string, at::Tensor> out = weights;
     for (const std::string &name : names)
-        if (auto it = packed_.find(name); it != packed_.end()) out[name] = it->second.second;
+        if (auto it = packed_.find({name, packing}); it != packed_.end()) out[name] = it->second.second;
     return out;
 }
 
 uint64_t PackedWeights::bytes() const {
     uint64_t total = 0;
-    for (const auto &[name, pair] : packed_)
+    for (const auto &[key, pair] : packed_)
         total += static_cast<uint64_t>(pair.second.numel()) * static_cast<uint64_t>(pair.second.element_size());
     return total;
 }
 
 void PackedWeights::repack() {
-    for (auto &[name, pair] : packed_)
-        if (pair.first.defined()) pair.second.copy_(pack_for_onednn(pair.first));
+    for (auto &[key, pair] : packed_) {
+        if (!pair.first.defined()) continue;
+        pair.second.copy_(key.second == Packing::panels ? pack_for_panels(pair.first) : pack_for_onednn(pair.first));
+    }
 }
 
 bool host_reads_int4_blocks64() {

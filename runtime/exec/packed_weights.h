@@ -2,6 +2,8 @@
 // the stored weights for the graphs whose linears are a packed form (the manifest's `packed` list):
 //   onednn   oneDNN's product over float weights reads oneDNN's blocked layout; on a plain weight it
 //            reorders the weight on every call.
+//   panels   the kernel library's product over bf16 weights reads them in panels of 16 outputs
+//            (kernels/cpu/linear.h's pack_linear_panels): the same shape and bytes, reordered.
 //   int4pack aten's CPU int4 kernel reads a packing that depends on the host's ATen CPU capability at run
 //            time (AVX-512: blocks of 64 rows, the stored "blocks64" itself; AVX2: blocks of 32 rows;
 //            default: another), so the stored layout is packed again here, by aten's own packer.
@@ -12,33 +14,44 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 namespace gpt {
 
 enum class Packing {
     onednn,         // float weights, for the onednn form
+    panels,         // bf16 weights, for the panels form
     int4_for_host,  // int4 "blocks64" weights, for the int4pack form on this host
 };
+
+// The packing a graph's linear form reads, if any.
+std::optional<Packing> packing_of(const std::string &linear_form);
 
 class PackedWeights {
 public:
     PackedWeights() = default;
-    // Packs each of `names` (each a 2-D weight of `weights`) as `packing` says. Where oneDNN cannot pack
-    // here, none is packed and the graphs read the plain weights (slower, same result); the int4 kernel
-    // reads the stored layout only on AVX-512, so an int4 weight that cannot be packed fails the load.
-    // int4 copies keep no reference to the stored weights: those never change (a quantized model has no
-    // trainer), and the model frees a stored weight that no graph reads.
-    PackedWeights(const std::map<std::string, at::Tensor> &weights, const std::set<std::string> &names,
-                  Packing packing);
+    // Packs each (name, packing) of `wanted` (each name a 2-D weight of `weights`). Where oneDNN cannot pack
+    // here, no weight is packed for it and its graphs read the plain weights (slower, same result); the int4
+    // kernel reads the stored layout only on AVX-512, so an int4 weight that cannot be packed fails the load,
+    // as does a weight the panels form cannot read.
+    // Copies keep a reference to their stored weight for repack() where those can change (`weights_change`: the
+    // model trains; oneDNN's always, as before); otherwise none, and the model frees a stored weight that no
+    // graph reads.
+    PackedWeights(const std::map<std::string, at::Tensor> &weights,
+                  const std::set<std::pair<std::string, Packing>> &wanted, bool weights_change);
 
-    // `weights` with the packed copies in place of the weights they pack, for `names` only.
+    // `weights` with the copies packed as `packing` in place of the weights they pack, for `names` only.
     std::map<std::string, at::Tensor> bound(const std::map<std::string, at::Tensor> &weights,
-                                            const std::set<std::string> &names) const;
+                                            const std::set<std::string> &names, Packing packing) const;
 
-    // Packs the current plain weights again into the same tensors (the graphs hold
-    // them): after the weights change in place. oneDNN's copies only (int4 weights never change).
+    // Whether `name` has a copy packed as `packing`.
+    bool has(const std::string &name, Packing packing) const { return packed_.count({name, packing}) > 0; }
+
+    // Packs the current plain weights again into the same tensors (the graphs hold them): after the weights
+    // change in place. Copies without a stored weight (int4's, panels' of a model that never trains) stay.
     void repack();
 
     size_t size() const { return packed_.size(); }
@@ -46,7 +59,8 @@ public:
     uint64_t bytes() const;
 
 private:
-    std::map<std::string, std::pair<at::Tensor, at::Tensor>> packed_;  // name -> (plain or undefined, packed)
+    // (name, packing) -> (the stored weight, or undefined where it never changes; the packed copy)
+    std::map<std::pair<std::string, Packing>, std::pair<at::Tensor, at::Tensor>> packed_;
 };
 
 // Whether this host's aten CPU int4 kernel reads "blocks64" weights as stored: its packing of a weight's

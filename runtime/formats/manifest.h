@@ -74,9 +74,9 @@ struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
     // inference graphs: their linears' form, "mm", "reduction", "onednn", "kernel" (the kernel library's linear),
-    // "int8pack", "blocked" or "int4pack"
+    // "panels" (the same on bf16 weights packed in panels), "int8pack", "blocked" or "int4pack"
     std::string linear;
-    // onednn and int4pack forms: the weights bound packed for the form's kernel (runtime/exec/packed_weights.h)
+    // onednn, panels and int4pack forms: the weights bound packed for the form's kernel (exec/packed_weights.h)
     std::set<std::string> packed;
 };
 

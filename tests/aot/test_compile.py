@@ -320,7 +320,7 @@ def test_decode_attention_is_measured_on_the_compiled_decode_graph_against_math(
 def test_linear_forms_compute_the_same_product(fixtures):
     from gpt_aot.model.linear import LINEAR_FORMS, Linear, packed_linear_weights
 
-    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "kernel", "int8pack", "blocked", "int4pack"}
+    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack"}
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):
@@ -339,7 +339,8 @@ def test_linear_forms_compute_the_same_product(fixtures):
     expected, _ = model(x)
     model.set_linear_form("onednn")
     with packed_linear_weights(model):
-        assert all(m.packed.is_mkldnn for m in model.modules() if isinstance(m, Linear))
+        assert all(set(m.packed) == {"onednn"} for m in model.modules() if isinstance(m, Linear))  # fp32: no panels
+        assert all(m.packed["onednn"].is_mkldnn for m in model.modules() if isinstance(m, Linear))
         packed, _ = model(x)
     assert all(m.packed is None for m in model.modules() if isinstance(m, Linear))
     torch.testing.assert_close(packed, expected, atol=1e-5, rtol=1e-5)
@@ -349,7 +350,10 @@ def test_linear_forms_compute_the_same_product(fixtures):
 
 def test_decode_linear_form_is_measured_against_mm(fixtures):
     model = fixtures.tiny_model("math")
-    for rows, forms in ((1, linear_pick.DECODE_ONE_LINEAR_FORMS[None]), (3, linear_pick.BATCHED_LINEAR_FORMS[None])):
+    # fp32 weights: every float form but panels (bf16 only: tests/aot/test_panels.py).
+    for rows, graph in ((1, "decode_one"), (3, "decode")):
+        forms = linear_pick.graph_linear_forms(model, graph)
+        assert "panels" not in forms and set(forms) < set(linear_pick.BATCHED_LINEAR_FORMS[None]) | {"reduction"}
         candidates = linear_pick.measure_decode_linear(model, forms, rows)
         assert set(candidates) == set(forms)
         assert candidates["mm"]["max_abs_err"] == 0.0

@@ -179,7 +179,7 @@ TEST_CASE("a manifest's int4 quantization must be whole and agree with the linea
     }
     SECTION("the int4 kernel over float weights") {
         m["weights"].erase("quantization");
-        mention = "must be mm, reduction, onednn or kernel";
+        mention = "must be mm, reduction, onednn, kernel or panels";
     }
     art.write_manifest(m);
     gpt_model *model = nullptr;

@@ -40,8 +40,9 @@ class ArtifactGraphs:
             graph = torch._inductor.aoti_load_package(str(directory / spec["file"]))
             bound = dict(self.weights)
             for fqn in linear.get("packed", []):
-                # The onednn form's oneDNN layout, or the int4pack form's packing of this host's int4 kernel.
-                bound[fqn] = packed.setdefault(fqn, pack_linear_weight(self.weights[fqn]))
+                # The onednn form's oneDNN layout, the panels form's, or the int4pack form's packing of this host.
+                key = (linear["form"], fqn)
+                bound[fqn] = packed.setdefault(key, pack_linear_weight(self.weights[fqn], linear["form"]))
             graph.load_constants(
                 {fqn: bound[fqn] for fqn in graph.get_constant_fqns()},
                 check_full_update=True,

@@ -178,7 +178,8 @@ def export_graphs(
                 continue
             gpt.set_attention(kind)
             gpt.set_linear_form(form)
-            with attention_context(kind), untied_lm_head(gpt) if form in PACKED_FORMS else nullcontext():
+            untie = gpt.lm_head.form in PACKED_FORMS  # panels leave a tied head unpacked (GPT.set_linear_form)
+            with attention_context(kind), untied_lm_head(gpt) if untie else nullcontext():
                 programs[name] = torch.export.export(graph(gpt), args, dynamic_shapes=dims)
     gpt.set_linear_form("mm")
     gpt.set_attention(attention["decode"] if {"decode_one", "extend"} & set(linear) else attention["prefill"])

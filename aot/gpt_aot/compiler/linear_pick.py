@@ -10,7 +10,13 @@ from gpt_aot.compiler.measure import each_choice, each_choice_decoding, pick, to
 from gpt_aot.compiler.target import Target
 from gpt_aot.model.attention import attention_context
 from gpt_aot.model.gpt import GPT
-from gpt_aot.model.linear import PACKED_FORMS, linear_form_runs_on, linear_weight_names, packed_linear_weights
+from gpt_aot.model.linear import (
+    PACKED_FORMS,
+    Linear,
+    linear_form_runs_on,
+    linear_weight_names,
+    packed_linear_weights,
+)
 from gpt_aot.model.quantize import INT8_LAYOUTS, set_int8_layout
 
 # Each graph's linear forms, by its weights' layout (GPT.weight_layout): float
@@ -21,7 +27,7 @@ from gpt_aot.model.quantize import INT8_LAYOUTS, set_int8_layout
 # (measure_decode_linear), the reductions only compiled; the kernel library's
 # linear has a loop of its own for one row.
 DECODE_ONE_LINEAR_FORMS = {
-    None: ("mm", "reduction", "kernel"),
+    None: ("mm", "reduction", "kernel", "panels"),
     "rows": ("mm", "reduction", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
@@ -34,7 +40,7 @@ DECODE_ONE_LINEAR_FORMS = {
 # prompt of PREFILL_TOKENS (int8 weights favour different kernels at 8 rows and
 # at 128).
 BATCHED_LINEAR_FORMS = {
-    None: ("mm", "onednn", "kernel"),
+    None: ("mm", "onednn", "kernel", "panels"),
     "rows": ("mm", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
@@ -56,7 +62,7 @@ def measure_decode_linear(model: GPT, forms: tuple, rows: int = 1, steps: int = 
     compiled = any(f in COMPILED_FORMS for f in forms)
     if compiled and "onednn" in forms:
         raise ValueError("the reductions are measured compiled and oneDNN's linear eagerly: measure them apart")
-    with packed_linear_weights(model) if set(forms) & set(PACKED_FORMS) else nullcontext():
+    with packed_linear_weights(model, forms) if set(forms) & set(PACKED_FORMS) else nullcontext():
         return each_choice_decoding(model, "linear_form", forms, "mm", steps, repeats, rows, compiled)
 
 
@@ -75,7 +81,7 @@ def measure_prefill_linear(model: GPT, forms: tuple, seq: int = PREFILL_TOKENS, 
         with attention_context(m.attention):
             return [prefill(idx, kv)]
 
-    with torch.no_grad(), packed_linear_weights(model) if set(forms) & set(PACKED_FORMS) else nullcontext():
+    with torch.no_grad(), packed_linear_weights(model, forms) if set(forms) & set(PACKED_FORMS) else nullcontext():
         try:
             return each_choice(model, "linear_form", forms, "mm", run, repeats)
         finally:
@@ -85,12 +91,14 @@ def measure_prefill_linear(model: GPT, forms: tuple, seq: int = PREFILL_TOKENS, 
 def graph_linear_forms(model: GPT, graph: str) -> tuple:
     """The forms `graph` may run on the model's weights: decode_one of an int8
     model has every layout's (its pick sets the layout), the others the forms
-    of the weights' current layout."""
+    of the weights' current layout (panels for bf16 weights only)."""
     if graph not in GRAPHS:
         raise ValueError(f"graph {graph!r} is not one of {', '.join(GRAPHS)}")
     if graph == "decode_one" and model.quantization == "int8":
         return tuple(dict.fromkeys(f for layout in INT8_LAYOUTS for f in DECODE_ONE_LINEAR_FORMS[layout]))
-    return (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.weight_layout]
+    forms = (DECODE_ONE_LINEAR_FORMS if graph == "decode_one" else BATCHED_LINEAR_FORMS)[model.weight_layout]
+    # panels packs bf16 weights only: on others it would be the kernel form again.
+    return tuple(f for f in forms if f != "panels" or model.lm_head.weight.dtype == torch.bfloat16)
 
 
 def int8_layout_for(decode_one_form: str) -> str:
@@ -142,4 +150,12 @@ def choose_linear(
 
 def with_packed_weights(choice: dict, model: GPT) -> dict:
     """A packed form's record (PACKED_FORMS) names the weights the runtime binds packed."""
-    return {**choice, "packed": linear_weight_names(model)} if choice["form"] in PACKED_FORMS else choice
+    if choice["form"] not in PACKED_FORMS:
+        return choice
+    saved = {m: m.form for m in model.modules() if isinstance(m, Linear)}
+    model.set_linear_form(choice["form"])  # the names depend on which linears the form packs
+    try:
+        return {**choice, "packed": linear_weight_names(model, choice["form"])}
+    finally:
+        for module, form in saved.items():
+            module.form = form

@@ -272,11 +272,14 @@ class GPT(nn.Module):
     def set_linear_form(self, form: str):
         if form not in self.linear_forms:
             raise ValueError(f"linear form {form!r} is not one of {self.linear_forms}")
-        if form == "kernel":
+        if form in ("kernel", "panels"):
             kernels.load()  # the form calls the library's operators: registered here before any forward
         for module in self.modules():
             if isinstance(module, Linear):
                 module.form = form
+        if form == "panels" and self.lm_head.weight is self.transformer.wte.weight:
+            # A tied head reads the embedding's rows as stored: a packed copy would add the head's bytes again.
+            self.lm_head.form = "kernel"
 
     # One position more than the context, never used: a graph's cache views hold
     # positions [0, span), and with the spare their stride, (block_size + 1) *

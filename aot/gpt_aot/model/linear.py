@@ -20,14 +20,15 @@ from torch.nn import functional as F
 
 from gpt_aot.model import kernels
 
-LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "int8pack", "blocked", "int4pack")
+LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack")
 # The forms each weight layout allows: oneDNN's reads float weights; the kernel library's (kernels/cpu/linear.h:
 # weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) float weights and
 # int8 "rows"; int8 weights by their layout (quantize.py): aten's int8 kernel and the reduction over rows read
 # "rows", the blocked reduction "blocks32"; aten's int4 kernel and the kernel library's linear_int4 read int4
-# "blocks64"; mm reads any.
+# "blocks64"; mm reads any. "panels" is the kernel library's product over bf16 weights packed in panels where they
+# run (pack_for_panels), weights of other shapes (and a tied head) read by its `kernel` form as stored.
 LAYOUT_LINEAR_FORMS = {
-    None: ("mm", "reduction", "onednn", "kernel"),
+    None: ("mm", "reduction", "onednn", "kernel", "panels"),
     "rows": ("mm", "reduction", "int8pack", "kernel"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
@@ -35,10 +36,11 @@ LAYOUT_LINEAR_FORMS = {
 WEIGHT_LAYOUTS = tuple(LAYOUT_LINEAR_FORMS)
 BLOCK_ROWS = 32  # output rows per block of the int8 "blocks32" layout
 INT4_BLOCK_ROWS = 64  # output rows per block of the int4 "blocks64" layout
+PANEL_ROWS = 16  # output rows per panel of the panels form's packing (kernels/cpu/linear.h)
 INT4_ZERO = 8  # an int4 weight q (0..15) stands for (q - 8) * scale + zero (aten's int4 kernels' convention)
 # The forms whose graphs read copies of the linear weights packed where they run (the runtime's
 # exec/packed_weights.cpp, ArtifactGraphs, packed_linear_weights): the graph names the stored weight.
-PACKED_FORMS = ("onednn", "int4pack")
+PACKED_FORMS = ("onednn", "int4pack", "panels")
 
 
 def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
@@ -139,6 +141,8 @@ def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dty
         return device.type == "cpu"
     if form == "kernel":
         return device.type == "cpu" and kernels.available()
+    if form == "panels":
+        return device.type == "cpu" and kernels.available() and weight_dtype == torch.bfloat16
     if form != "onednn":
         return True
     # oneDNN's reduced-precision linear needs instructions some CPUs lack (bf16: AVX512-BW/VL/DQ or
@@ -194,7 +198,7 @@ class Linear(nn.Linear):
     """
 
     form = "mm"
-    packed = None  # the weight packed for its form (PACKED_FORMS), for the form run eagerly
+    packed = None  # {form: the weight packed for it} (PACKED_FORMS), for the forms run eagerly
 
     def forward(self, x):
         if self.weight.dtype == torch.int8:
@@ -203,10 +207,12 @@ class Linear(nn.Linear):
             return self._forward_int4(x)
         if self.form == "mm":
             return super().forward(x)
-        if self.form == "kernel":
+        if self.form == "kernel" or (self.form == "panels" and not fits_panels(self.weight)):
             return torch.ops.gpt_kernels.linear(x, self.weight, self.bias)
+        if self.form == "panels":
+            return torch.ops.gpt_kernels.linear_panels(x, self._packed_for("panels"), self.bias)
         if self.form == "onednn":
-            weight = self.weight if self.packed is None else self.packed
+            weight = self.weight if self.packed is None else self.packed["onednn"]
             return torch.ops.mkldnn._linear_pointwise(x, weight, self.bias, "none", [], "")
         # as_strided pins x as a stored buffer; otherwise Inductor inlines x's
         # producer (layer norm, GELU) and recomputes it for every output row.
@@ -251,10 +257,7 @@ class Linear(nn.Linear):
     def _forward_int4(self, x):
         if self.form == "int4pack":
             rows = x.reshape(-1, x.shape[-1])
-            if torch.compiler.is_exporting():
-                weight = self.weight  # the graph names the stored weight; the runtime binds it packed
-            else:
-                weight = self.packed if self.packed is not None else pack_for_int4pack(self.weight)
+            weight = self._packed_for("int4pack")
             y = torch.ops.quantized.int4mm_packed_weight_cpu(
                 rows, weight, self.weight_group_size, self.weight_scale_zero
             )
@@ -269,6 +272,26 @@ class Linear(nn.Linear):
             raise ValueError(f"linear form {self.form!r} has no kernel for int4 weights")
         return y if self.bias is None else y + self.bias
 
+    def _packed_for(self, form: str) -> torch.Tensor:
+        """The weight `form` reads: in an exported graph the stored one, which the runtime binds packed; eagerly
+        the packed copy of packed_linear_weights, or one packed for this call."""
+        if torch.compiler.is_exporting():
+            return self.weight
+        if self.packed is not None and form in self.packed:
+            return self.packed[form]
+        return pack_linear_weight(self.weight, form)
+
+
+def fits_panels(weight: torch.Tensor) -> bool:
+    """Whether the panels form packs `weight`: bf16 with its rows a multiple of a panel's 16."""
+    return weight.dtype == torch.bfloat16 and weight.dim() == 2 and weight.shape[0] % PANEL_ROWS == 0
+
+
+def pack_for_panels(weight: torch.Tensor) -> torch.Tensor:
+    """A bf16 linear weight in the kernel library's panels (the same shape and dtype, its bytes reordered), as
+    runtime/exec/packed_weights.cpp packs it."""
+    return torch.ops.gpt_kernels.pack_linear_panels(weight.detach())
+
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
     """A linear's weight in the layout oneDNN's product reads fastest (opaque,
@@ -276,18 +299,27 @@ def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
-def pack_linear_weight(weight: torch.Tensor) -> torch.Tensor:
-    """The copy of a linear's weight that its packed form (PACKED_FORMS) reads:
-    for int4 weights the int4pack form's, for float ones the onednn form's."""
-    return pack_for_int4pack(weight) if weight.dtype == torch.uint8 else pack_for_onednn(weight)
+def pack_linear_weight(weight: torch.Tensor, form: str) -> torch.Tensor:
+    """The copy of a linear's weight that the packed form `form` (PACKED_FORMS) reads."""
+    packers = {"int4pack": pack_for_int4pack, "onednn": pack_for_onednn, "panels": pack_for_panels}
+    if form not in packers:
+        raise ValueError(f"linear form {form!r} reads no packed weight")
+    return packers[form](weight)
 
 
 @contextmanager
-def packed_linear_weights(gpt: nn.Module):
-    """Runs the packed forms (PACKED_FORMS) on packed weights, as the runtime's graphs do."""
+def packed_linear_weights(gpt: nn.Module, forms: tuple = PACKED_FORMS):
+    """Runs the packed forms among `forms` (PACKED_FORMS) on packed weights, as the runtime's graphs do: each
+    linear's weight packed for each of them that reads it."""
     linears = [m for m in gpt.modules() if isinstance(m, Linear)]
+    int4 = {"int4pack"}
     for linear in linears:
-        linear.packed = pack_linear_weight(linear.weight)
+        reads = (
+            int4
+            if linear.weight.dtype == torch.uint8
+            else {"onednn"} | ({"panels"} & {f for f in forms if fits_panels(linear.weight)})
+        )
+        linear.packed = {form: pack_linear_weight(linear.weight, form) for form in forms if form in reads}
     try:
         yield
     finally:
@@ -295,6 +327,11 @@ def packed_linear_weights(gpt: nn.Module):
             linear.packed = None
 
 
-def linear_weight_names(gpt: nn.Module) -> list[str]:
-    """Names of the weights the linears read: those the runtime packs for a packed form (PACKED_FORMS)."""
-    return [f"{name}.weight" for name, m in gpt.named_modules() if isinstance(m, Linear)]
+def linear_weight_names(gpt: nn.Module, form: str) -> list[str]:
+    """Names of the weights the runtime packs for the packed form `form` (PACKED_FORMS): every linear's, but for
+    panels those it packs (fits_panels) of linears in that form (a tied head reads the embedding's rows as stored)."""
+    return [
+        f"{name}.weight"
+        for name, m in gpt.named_modules()
+        if isinstance(m, Linear) and (form != "panels" or (m.form == "panels" and fits_panels(m.weight)))
+    ]
