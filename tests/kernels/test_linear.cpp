@@ -13,34 +13,14 @@
 #include "cpu/isa.h"
 #include "cpu/linear.h"
 #include "cpu/threads.h"
+#include "linear_checks.h"
 #include "paths_here.h"
 
 using gpt::kernels::Isa;
 
-namespace {
-
-// What the kernel computes, in float64: x as it reads it (fp32) times the weight's values.
-at::Tensor reference(const at::Tensor &x, const at::Tensor &w, const std::optional<at::Tensor> &bias) {
-    const at::Tensor b = bias ? bias->to(at::kDouble) : at::Tensor();
-    return at::linear(x.to(at::kFloat).to(at::kDouble), w.to(at::kDouble), b);
-}
-
-// fp32 sums over k terms of size about |x|·|w| ≈ 1 drift by about k·2⁻²⁴ each; the result is then rounded to
-// x's dtype (bf16: 8 bits of mantissa, half: 11).
-double tolerance(int64_t k, at::ScalarType out) {
-    const double sums = 1e-6 * static_cast<double>(k);
-    if (out == at::kBFloat16) return sums + 1.6e-2;
-    if (out == at::kHalf) return sums + 2e-3;
-    return sums + 1e-6;
-}
-
-// The largest error relative to max(1, |reference|).
-double error(const at::Tensor &got, const at::Tensor &want) {
-    const at::Tensor g = got.to(at::kDouble);
-    return ((g - want).abs() / want.abs().clamp_min(1.0)).max().item<double>();
-}
-
-}  // namespace
+using linear_checks::error;
+using linear_checks::reference;
+using linear_checks::tolerance;
 
 TEST_CASE("the linear kernel equals PyTorch's linear on every path, dtype and block edge") {
     at::manual_seed(7);
@@ -74,31 +54,24 @@ TEST_CASE("the linear kernel equals PyTorch's linear on every path, dtype and bl
 
 TEST_CASE("the int8 linear equals PyTorch's linear on the dequantised rows on every path and dtype") {
     at::manual_seed(10);
-    const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
-    struct Shape {
-        int64_t m, n, k;
-    };
     // As above: one row's loop (whole unrolled steps, one more vector, a tail), the blocks and their edges.
-    const std::vector<Shape> shapes = {{1, 1, 1},    {1, 5, 7},   {3, 64, 64}, {4, 67, 77},   {16, 131, 96},
-                                       {33, 70, 33}, {1, 9, 136}, {1, 3, 203}, {1, 70, 1031}, {2, 300, 768}};
-    for (const Isa isa : paths_here())
-        for (const at::ScalarType xtype : dtypes)
-            for (const Shape &s : shapes)
-                for (const bool with_bias : {false, true}) {
-                    CAPTURE(gpt::kernels::isa_name(isa), c10::toString(xtype), s.m, s.n, s.k, with_bias);
-                    const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
-                    const at::Tensor w = at::randint(-127, 128, {s.n, s.k}).to(at::kChar);
-                    // Scales as quantize.py's (absmax / 127 of rows of about unit-norm weights), in x's dtype.
-                    const at::Tensor scale =
-                        (at::rand({s.n}) / (127.0 * std::sqrt(static_cast<double>(s.k)))).to(xtype);
-                    const std::optional<at::Tensor> bias =
-                        with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
-                    const at::Tensor got = gpt::kernels::linear_int8(x, w, scale, bias, isa);
-                    REQUIRE(got.scalar_type() == xtype);
-                    REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
-                    const at::Tensor dequantised = w.to(at::kDouble) * scale.to(at::kDouble).unsqueeze(1);
-                    CHECK(error(got, reference(x, dequantised, bias)) < tolerance(s.k, xtype));
-                }
+    const std::vector<linear_checks::Shape> shapes = {{1, 1, 1},     {1, 5, 7},    {3, 64, 64}, {4, 67, 77},
+                                                      {16, 131, 96}, {33, 70, 33}, {1, 9, 136}, {1, 3, 203},
+                                                      {1, 70, 1031}, {2, 300, 768}};
+    linear_checks::for_each_case(
+        shapes, [](Isa isa, at::ScalarType xtype, const linear_checks::Shape &s, bool with_bias) {
+            const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
+            const at::Tensor w = at::randint(-127, 128, {s.n, s.k}).to(at::kChar);
+            // Scales as quantize.py's (absmax / 127 of rows of about unit-norm weights), in x's dtype.
+            const at::Tensor scale = (at::rand({s.n}) / (127.0 * std::sqrt(static_cast<double>(s.k)))).to(xtype);
+            const std::optional<at::Tensor> bias =
+                with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+            const at::Tensor got = gpt::kernels::linear_int8(x, w, scale, bias, isa);
+            REQUIRE(got.scalar_type() == xtype);
+            REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+            const at::Tensor dequantised = w.to(at::kDouble) * scale.to(at::kDouble).unsqueeze(1);
+            CHECK(error(got, reference(x, dequantised, bias)) < tolerance(s.k, xtype));
+        });
 }
 
 // (rows padded to 64, k) int4 values as the "blocks64" bytes linear_int4 reads (aot/gpt_aot/model/linear.py's

@@ -10,7 +10,7 @@
 
 #include "cpu/isa.h"
 #include "cpu/linear.h"
-#include "paths_here.h"
+#include "linear_checks.h"
 
 using gpt::kernels::Isa;
 
@@ -31,42 +31,25 @@ TEST_CASE("panel packing puts input l's weights of outputs j and j + 8 of each 1
 
 TEST_CASE("the panel linear equals PyTorch's linear and the row kernel on every path, rows and edges") {
     at::manual_seed(12);
-    const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
-    struct Shape {
-        int64_t m, n, k;
-    };
     // m: one row (its own loop: k of whole unrolled steps and a tail), the 4-row blocks and remainders 1..3, a batch
     // of 16, an extend of 33; n: one panel, a tile of 64, more than a tile with a partial last tile; k: 1, odd, long.
-    const std::vector<Shape> shapes = {{1, 16, 1},    {1, 16, 8},   {1, 80, 203}, {2, 16, 3},
-                                       {3, 64, 64},   {4, 64, 77},  {5, 144, 7},  {7, 80, 768},
-                                       {16, 208, 96}, {33, 96, 33}, {1, 320, 768}};
-    for (const Isa isa : paths_here())
-        for (const at::ScalarType xtype : dtypes)
-            for (const Shape &s : shapes)
-                for (const bool with_bias : {false, true}) {
-                    CAPTURE(gpt::kernels::isa_name(isa), c10::toString(xtype), s.m, s.n, s.k, with_bias);
-                    const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
-                    const at::Tensor w =
-                        (at::randn({s.n, s.k}) / std::sqrt(static_cast<double>(s.k))).to(at::kBFloat16);
-                    const std::optional<at::Tensor> bias =
-                        with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
-                    const at::Tensor got =
-                        gpt::kernels::linear_panels(x, gpt::kernels::pack_linear_panels(w), bias, isa);
-                    REQUIRE(got.scalar_type() == xtype);
-                    REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
-                    // fp32 sums of k terms of about unit size drift by about k·2⁻²⁴; then one rounding to x's dtype.
-                    const double tolerance = 1e-6 * static_cast<double>(s.k) + (xtype == at::kBFloat16 ? 1.6e-2
-                                                                                : xtype == at::kHalf   ? 2e-3
-                                                                                                       : 1e-6);
-                    const at::Tensor b = bias ? bias->to(at::kDouble) : at::Tensor();
-                    const at::Tensor want = at::linear(x.to(at::kFloat).to(at::kDouble), w.to(at::kDouble), b);
-                    const auto error = [&](const at::Tensor &reference) {
-                        const at::Tensor r = reference.to(at::kDouble);
-                        return ((got.to(at::kDouble) - r).abs() / r.abs().clamp_min(1.0)).max().item<double>();
-                    };
-                    CHECK(error(want) < tolerance);
-                    CHECK(error(gpt::kernels::linear(x, w, bias, isa)) < 2 * tolerance);
-                }
+    const std::vector<linear_checks::Shape> shapes = {{1, 16, 1},    {1, 16, 8},   {1, 80, 203}, {2, 16, 3},
+                                                      {3, 64, 64},   {4, 64, 77},  {5, 144, 7},  {7, 80, 768},
+                                                      {16, 208, 96}, {33, 96, 33}, {1, 320, 768}};
+    linear_checks::for_each_case(
+        shapes, [](Isa isa, at::ScalarType xtype, const linear_checks::Shape &s, bool with_bias) {
+            const at::Tensor x = at::randn({s.m, s.k}).to(xtype);
+            const at::Tensor w = (at::randn({s.n, s.k}) / std::sqrt(static_cast<double>(s.k))).to(at::kBFloat16);
+            const std::optional<at::Tensor> bias =
+                with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+            const at::Tensor got = gpt::kernels::linear_panels(x, gpt::kernels::pack_linear_panels(w), bias, isa);
+            REQUIRE(got.scalar_type() == xtype);
+            REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+            const double tolerance = linear_checks::tolerance(s.k, xtype);
+            CHECK(linear_checks::error(got, linear_checks::reference(x, w, bias)) < tolerance);
+            // The row kernel's sums run in another order: both within the tolerance of the exact product.
+            CHECK(linear_checks::error(got, gpt::kernels::linear(x, w, bias, isa)) < 2 * tolerance);
+        });
 }
 
 TEST_CASE("the panel linear keeps x's leading sizes and refuses what it cannot multiply, naming why") {
