@@ -5,7 +5,7 @@ Q8_0, Q4_0, Q4_K_M (and bf16) and CTranslate2's int8, GPT-2 124M on the same wei
         .venv/bin/python bench/int8_weights.py           # the peers' weights (bench/work/int8/)
     scripts/build.sh --target runtime_bench
     .venv/bin/python bench/int8_bench.py [--threads 2] [--batches 1 8] [--contexts 128 1024] [--gen 32]
-        [--reps 5] [--rounds 2] [--out DIR]
+        [--reps 5] [--rounds 2] [--size 124m] [--out DIR]
 
 Our artifacts are compiled here once, those the run names (bench/work/int8/gpt2-124m-{bf16,bf16math,int8,int4}/cpu,
 from the Hugging Face layout safetensors the peers convert, `--dtype bf16`, int4 in groups of 32; the prefill's
@@ -25,6 +25,9 @@ Roofline: a step must read every weight once (the position table but one row) an
 up to its position; each row's weights are its own (int8 + scales, Q8_0's blocks, bf16), over the read
 bandwidth measured at the start (bench/suite.py's read_bandwidth).
 Output: results.json, results.md in bench/results/cpu-<date>-int8/ (-2, -3, ... after the day's first; or --out).
+
+`--size 355m` runs GPT-2 355M instead (bench/gpt2_sizes.py; its weights from `bench/server_weights.py --size
+355m` and `bench/int8_weights.py --size 355m`, our artifacts bench/work/int8/gpt2-355m-*/).
 """
 
 import argparse
@@ -43,6 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import int8_peers  # noqa: E402
 import suite  # noqa: E402
+from gpt2_sizes import SIZES, Files, config  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "aot"))
 from gpt_aot.artifact.manifest import FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION  # noqa: E402
@@ -50,20 +54,9 @@ from gpt_aot.artifact.manifest import FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VER
 FORMAT_VERSIONS = (FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
 
 PY = sys.executable
-WORK = ROOT / "bench" / "work" / "int8"
-HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
-ARTIFACTS = {
-    "int8": WORK / "gpt2-124m-int8",
-    "int4": WORK / "gpt2-124m-int4",
-    "bf16": WORK / "gpt2-124m-bf16",
-    "bf16math": WORK / "gpt2-124m-bf16math",
-    "bf16chunked": WORK / "gpt2-124m-bf16chunked",
-    "bf16kernel": WORK / "gpt2-124m-bf16kernel",
-    "bf16panels": WORK / "gpt2-124m-bf16panels",
-    "bf16kernelchunked": WORK / "gpt2-124m-bf16kernelchunked",
-    "int8kernel": WORK / "gpt2-124m-int8kernel",
-    "int4kernel": WORK / "gpt2-124m-int4kernel",
-}
+# Our artifacts, each at Files(size).artifact(name).
+ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
+             "int8kernel", "int4kernel")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
 DECODE_ATTENTION = {
@@ -83,26 +76,25 @@ PANELS_LINEAR = ("bf16panels",)
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int4kernel": "int4"}
 QUANTIZED = tuple(QUANTIZE)  # ours: the ratio sections compare every other row with these
-GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257)
 
 
-def compile_ours(weights: str) -> float | None:
+def compile_ours(files: Files, weights: str) -> float | None:
     """Our artifact of the shared weights (kept once compiled in the current format); its compile seconds
     when compiled now."""
-    out = ARTIFACTS[weights]
+    out = files.artifact(weights)
     manifest = out / "cpu" / "manifest.json"
     if manifest.exists() and json.loads(manifest.read_text())["format_version"] in FORMAT_VERSIONS:
         return None
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
-    cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(HF_DIR / "model.safetensors"), "--set", "n_head=12"]
-    cmd += ["--tokenizer", str(HF_DIR / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
+    cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(files.hf_dir / "model.safetensors")]
+    cmd += ["--tokenizer", str(files.hf_dir / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
     cmd += ["--decode-attention", DECODE_ATTENTION.get(weights, "auto")]
     if weights in KERNEL_LINEAR:
         cmd += ["--decode-linear", "kernel", "--batched-linear", "kernel"]
     elif weights in PANELS_LINEAR:
         cmd += ["--decode-linear", "panels", "--batched-linear", "panels"]
     elif weights in DECODE_ATTENTION:
-        picked = json.loads((ARTIFACTS["bf16"] / "cpu" / "manifest.json").read_text())["graphs"]
+        picked = json.loads((files.artifact("bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
         cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
     cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", QUANTIZE[weights]] if weights in QUANTIZE else [])
@@ -111,8 +103,8 @@ def compile_ours(weights: str) -> float | None:
     return time.perf_counter() - start
 
 
-def our_rows(weights: str, threads: int, batches, contexts, gen: int, reps: int) -> list[dict]:
-    art = ARTIFACTS[weights] / "cpu"
+def our_rows(files: Files, weights: str, threads: int, batches, contexts, gen: int, reps: int) -> list[dict]:
+    art = files.artifact(weights) / "cpu"
     rows = []
     for batch in batches:
         for context in contexts:
@@ -127,43 +119,45 @@ def our_rows(weights: str, threads: int, batches, contexts, gen: int, reps: int)
     return rows
 
 
-def weight_bytes(impl: str, weights: str) -> int:
+def weight_bytes(files: Files, impl: str, weights: str) -> int:
     """Bytes of the weights one decode step reads: all but the position table's other rows."""
     if impl == "ours":
-        manifest = json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())
+        manifest = json.loads((files.artifact(weights) / "cpu" / "manifest.json").read_text())
         quantization = manifest["weights"].get("quantization")
         total = quantization["weight_bytes"] if quantization else manifest["files"]["weights.safetensors"]["size"]
     elif impl == "llama.cpp":
-        total = int8_peers.GGUFS[weights].stat().st_size
+        total = files.gguf(weights).stat().st_size
     else:
-        total = (int8_peers.CT2_DIR / "model.bin").stat().st_size
-    return total - (GPT2["block_size"] - 1) * GPT2["n_embd"] * 2  # the position table's unread rows, bf16
+        total = (files.ct2_dir / "model.bin").stat().st_size
+    shape = config(files.size)
+    return total - (shape["block_size"] - 1) * shape["n_embd"] * 2  # the position table's unread rows, bf16
 
 
-def linear_picks(weights: str) -> dict:
+def linear_picks(files: Files, weights: str) -> dict:
     """Each graph's linear pick as our artifact's manifest records it (form, candidates' ms), and the weights'
     layout."""
-    manifest = json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())
+    manifest = json.loads((files.artifact(weights) / "cpu" / "manifest.json").read_text())
     picks = {graph: manifest["graphs"][graph]["linear"] for graph in ("prefill", "decode", "decode_one")}
     return {"layout": manifest["weights"].get("quantization", {}).get("layout"), **picks}
 
 
-def attention_pick_of(weights: str) -> dict:
+def attention_pick_of(files: Files, weights: str) -> dict:
     """Decode's attention kernel as our artifact's manifest records it: pinned, or each candidate's times on
     the compiled decode graph."""
-    return json.loads((ARTIFACTS[weights] / "cpu" / "manifest.json").read_text())["attention"]["decode"]
+    return json.loads((files.artifact(weights) / "cpu" / "manifest.json").read_text())["attention"]["decode"]
 
 
-def cache_bytes(batch: int, positions: float, element: int) -> float:
-    return 2 * GPT2["n_layer"] * batch * positions * GPT2["n_embd"] * element
+def cache_bytes(files: Files, batch: int, positions: float, element: int) -> float:
+    shape = config(files.size)
+    return 2 * shape["n_layer"] * batch * positions * shape["n_embd"] * element
 
 
-def summarize(cells: dict, gen: int, bandwidth: float) -> list[dict]:
+def summarize(files: Files, cells: dict, gen: int, bandwidth: float) -> list[dict]:
     rows = []
     for (impl, weights, batch, context), cell in cells.items():
         ms = statistics.median(cell["steps_ms"])
         cache_element = 4 if impl == "CTranslate2" else 2  # CTranslate2's int8 keeps its cache in fp32
-        read = weight_bytes(impl, weights) + cache_bytes(batch, context - (gen - 1) / 2, cache_element)
+        read = weight_bytes(files, impl, weights) + cache_bytes(files, batch, context - (gen - 1) / 2, cache_element)
         rows.append({"impl": impl, "weights": weights, "batch": batch, "context": context, "ms_per_step": ms,
                      "min_ms": min(cell["steps_ms"]), "max_ms": max(cell["steps_ms"]),
                      "tokens_per_s": batch / (ms / 1e3), "bytes_per_step": read,
@@ -177,7 +171,8 @@ def report(out: Path, result: dict) -> None:
     impls = sorted({(r["impl"], r["weights"]) for r in result["rows"]}, key=lambda k: (k[0] != "ours", k))
     cols = [(b, c) for b in result["batches"] for c in result["contexts"]]
     lines = [
-        f"# int8 and int4 decode, GPT-2 124M, {result['threads']} threads ({result['machine']['cpu']})",
+        f"# int8 and int4 decode, GPT-2 {result.get('size', '124m').upper()}, {result['threads']} threads "
+        f"({result['machine']['cpu']})",
         "",
         f"{result['date']}, commit {result['machine']['commit']}, torch {result['machine']['torch']}, llama.cpp "
         f"{result['llama_version']}, CTranslate2 {result['ct2_version']}; read bandwidth "
@@ -243,13 +238,16 @@ def main() -> int:
         default=["ours-int8", "ours-int4", "ours-bf16", "llama-q8_0", "llama-q4_0", "llama-q4_k_m", "llama-bf16",
                  "ct2-int8"],
     )  # fmt: skip
+    ap.add_argument("--size", choices=SIZES, default="124m", help="GPT-2's size (bench/gpt2_sizes.py)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    files = Files(args.size)
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
     if any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR for w in ours) and "bf16" not in ours:
         ours.insert(0, "bf16")  # the pinned ones take its linear forms
-    compile_s = {w: compile_ours(w) for w in ours}
+    compile_s = {w: compile_ours(files, w) for w in ours}
+    ref = int8_peers.reference(files) if any(not i.startswith("ours") for i in args.impls) else None
     torch.set_num_threads(args.threads)
     bandwidth = suite.read_bandwidth("cpu")
     shape = (args.batches, args.contexts, args.gen, args.reps)
@@ -259,12 +257,12 @@ def main() -> int:
             print(f"round {round_ + 1}: {impl}", flush=True)
             name, weights = impl.split("-")
             if name == "ours":
-                rows = our_rows(weights, args.threads, *shape)
+                rows = our_rows(files, weights, args.threads, *shape)
             elif name == "llama":
-                rows = int8_peers.llama_rows(int8_peers.GGUFS[weights], args.threads, *shape, weights=weights,
-                                             check=round_ == 0)  # fmt: skip
+                rows = int8_peers.llama_rows(files.gguf(weights), args.threads, *shape, weights=weights,
+                                             ref=ref if round_ == 0 else None)  # fmt: skip
             else:
-                rows = int8_peers.ct2_rows(int8_peers.CT2_DIR, args.threads, *shape, check=round_ == 0)
+                rows = int8_peers.ct2_rows(files.ct2_dir, args.threads, *shape, ref=ref if round_ == 0 else None)
             for row in rows:
                 impl_name = {"ours": "ours", "llama": "llama.cpp", "ct2": "CTranslate2"}[name]
                 key = (impl_name, weights, row["batch"], row["context"])
@@ -274,6 +272,7 @@ def main() -> int:
     result = {
         "machine": suite.machine(),
         "date": datetime.date.today().isoformat(),
+        "size": args.size,
         "threads": args.threads,
         "batches": args.batches,
         "contexts": args.contexts,
@@ -282,11 +281,11 @@ def main() -> int:
         "rounds": args.rounds,
         "read_bandwidth": bandwidth,
         "compile_s": compile_s,
-        "linear_picks": {w: linear_picks(w) for w in ours},
-        "decode_attention_picks": {w: attention_pick_of(w) for w in ours},
+        "linear_picks": {w: linear_picks(files, w) for w in ours},
+        "decode_attention_picks": {w: attention_pick_of(files, w) for w in ours},
         "llama_version": int8_peers.llama_version(),
         "ct2_version": __import__("ctranslate2").__version__ if any(i.startswith("ct2") for i in args.impls) else None,
-        "rows": summarize(cells, args.gen, bandwidth),
+        "rows": summarize(files, cells, args.gen, bandwidth),
     }
     out = args.out or ROOT / "bench" / "results" / f"cpu-{result['date']}-int8"
     if args.out is None:  # never over an earlier run of the same day

@@ -3,7 +3,7 @@ timing greedy decode of GPT-2 124M on the same weights (bench/int8_weights.py ma
 builds llama.cpp).
 
     .venv/bin/python bench/int8_peers.py [--peer llama ct2] [--llama-weights q8_0 q4_0 q4_k_m bf16] [--threads 2]
-        [--batches 1 8] [--contexts 128 1024] [--gen 32] [--reps 3] [--no-check] [--out FILE]
+        [--batches 1 8] [--contexts 128 1024] [--gen 32] [--reps 3] [--no-check] [--size 124m] [--out FILE]
 
 Prints the rows as JSON (and writes them to --out): one per implementation, weights, batch B and context C,
 {"impl", "weights", "batch", "context", "ms_per_token", "tokens_per_s", "reps", "details"}.
@@ -27,7 +27,8 @@ Prints the rows as JSON (and writes them to --out): one per implementation, weig
   callback): the steps alone, without the noise of two prefills that the difference carries.
 - Same weights, shown: each peer completes the reference prompt (bench/work/server/reference.json:
   bench/server_weights.py's check prompt ids and PyTorch's greedy tokens, transformers' GPT2LMHeadModel in
-  fp32 math on the bf16 weights) greedily for 32 tokens; details.check counts the tokens equal to
+  fp32 math on the bf16 weights; for another --size, fixed prompt ids computed the same way) greedily for 32
+  tokens; details.check counts the tokens equal to
   PyTorch's (position by position) and the length of the common prefix. Random weights leave small
   margins between the top two logits, so the int8 rows can diverge early; it is reported, not enforced.
   llama.cpp's completion comes from llama-server (POST /completion with the prompt's token ids).
@@ -45,19 +46,14 @@ import sys
 import time
 from pathlib import Path
 
+from gpt2_sizes import SIZES, Files  # bench/ is on the path of a bench script
+
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = ROOT / "bench" / "work" / "llama"
 BATCHED_BENCH = LLAMA / "bin" / "llama-batched-bench"
 LLAMA_SERVER = LLAMA / "bin" / "llama-server"
 INT8 = ROOT / "bench" / "work" / "int8"
-GGUFS = {
-    "q8_0": INT8 / "gpt2-124m-q8_0.gguf",
-    "q4_0": INT8 / "gpt2-124m-q4_0.gguf",
-    "q4_k_m": INT8 / "gpt2-124m-q4_k_m.gguf",
-    "bf16": ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf",
-}
-CT2_DIR = INT8 / "ct2-gpt2-124m-int8"
-HF_DIR = ROOT / "bench" / "work" / "server" / "hf-gpt2-124m"
+GGUF_KINDS = ("q8_0", "q4_0", "q4_k_m", "bf16")
 REFERENCE = ROOT / "bench" / "work" / "server" / "reference.json"
 LOGS = INT8 / "logs"
 VOCAB = 50257
@@ -103,17 +99,18 @@ def prompt_length(context: int, gen: int) -> int:
 # --- the greedy check --------------------------------------------------------------------------------------
 
 
-def reference() -> dict:
-    """PyTorch's greedy tokens for the check prompt: bench/server_weights.py's reference.json, computed here
-    the same way (transformers' GPT2LMHeadModel, fp32 math on the bf16 weights) when it is missing."""
-    if REFERENCE.exists():
+def reference(files: Files) -> dict:
+    """PyTorch's greedy tokens for the check prompt: bench/server_weights.py's reference.json for 124M, computed
+    here the same way (transformers' GPT2LMHeadModel, fp32 math on the bf16 weights) for fixed prompt ids
+    when it is missing or for another size."""
+    if files.size == "124m" and REFERENCE.exists():
         ref = json.loads(REFERENCE.read_text())
         return {"prompt_ids": ref["prompt_ids"], "tokens": ref["tokens"][:CHECK_TOKENS], "margins": ref["top2_margins"]}
     sys.path.insert(0, str(ROOT / "bench"))
     from server_weights import pytorch_greedy
 
     prompt = [(i * 7 + 3) % VOCAB for i in range(11)]
-    tokens, margins = pytorch_greedy(prompt, CHECK_TOKENS)
+    tokens, margins = pytorch_greedy(prompt, CHECK_TOKENS, files.hf_dir)
     return {"prompt_ids": prompt, "tokens": tokens, "margins": margins}
 
 
@@ -199,15 +196,15 @@ def llama_version() -> str:
     return sdist + " ".join((out.stdout + out.stderr).strip().split("\n")[:2])
 
 
-def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps=3, weights=None, check=True):
-    """llama-batched-bench rows for one GGUF: for each context one process, rows for every batch."""
+def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps=3, weights=None, ref=None):
+    """llama-batched-bench rows for one GGUF: for each context one process, rows for every batch; with `ref`
+    (reference()), its greedy completion checked against PyTorch's first."""
     gguf = Path(gguf)
     weights = weights or gguf.stem.rsplit("-", 1)[-1]
     if not BATCHED_BENCH.exists():
         raise SystemExit(f"{BATCHED_BENCH} missing: run bench/llama_setup.sh first")
-    ref = reference() if check else None
     common = {"version": llama_version(), "threads": threads, "gguf": str(gguf), "gguf_bytes": gguf.stat().st_size}
-    if check:
+    if ref:
         common["check"] = llama_check(gguf, threads, ref)
     rows = []
     LOGS.mkdir(parents=True, exist_ok=True)
@@ -252,8 +249,8 @@ def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps
 # --- CTranslate2 -------------------------------------------------------------------------------------------
 
 
-def ct2_rows(model_dir, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps=3, check=True):
-    """CTranslate2 int8 rows: one Generator, every batch and context in turn."""
+def ct2_rows(model_dir, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps=3, ref=None):
+    """CTranslate2 int8 rows: one Generator, every batch and context in turn; `ref` as llama_rows'."""
     # CT2_VERBOSE=1 (read when the library loads): it logs its CPU, the ISA and GEMM backends it picked and
     # the compute type on stderr (file descriptor 2, from C++) as the model loads: kept in details.
     os.environ["CT2_VERBOSE"] = "1"
@@ -276,8 +273,8 @@ def ct2_rows(model_dir, threads, batches=(1, 8), contexts=(128, 1024), gen=32, r
     load_log = [line.split("] ", 3)[-1] for line in log.read_text().splitlines() if "[ctranslate2]" in line]
     common = {"version": f"ctranslate2 {ctranslate2.__version__}", "threads": threads, "model_dir": str(model_dir),
               "model_bytes": (model_dir / "model.bin").stat().st_size, "load_log": load_log}  # fmt: skip
-    if check:
-        common["check"] = ct2_check(generator, vocab, reference())
+    if ref:
+        common["check"] = ct2_check(generator, vocab, ref)
 
     def generate(starts: list[list[str]], max_length: int) -> tuple[float, float | None]:
         """Seconds of the call, and seconds from the last sequence's first token to its last (None for one token)."""
@@ -326,22 +323,25 @@ def ct2_rows(model_dir, threads, batches=(1, 8), contexts=(128, 1024), gen=32, r
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peer", nargs="+", choices=("llama", "ct2"), default=["llama", "ct2"])
-    ap.add_argument("--llama-weights", nargs="+", choices=tuple(GGUFS), default=list(GGUFS))
+    ap.add_argument("--llama-weights", nargs="+", choices=GGUF_KINDS, default=list(GGUF_KINDS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
     ap.add_argument("--contexts", type=int, nargs="+", default=[128, 1024])
     ap.add_argument("--gen", type=int, default=32)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--no-check", action="store_true", help="skip the greedy completion against PyTorch")
+    ap.add_argument("--size", choices=SIZES, default="124m", help="GPT-2's size (bench/gpt2_sizes.py)")
     ap.add_argument("--out", type=Path, help="also write the rows here")
     args = ap.parse_args()
+    files = Files(args.size)
     sizes = {"batches": tuple(args.batches), "contexts": tuple(args.contexts), "gen": args.gen, "reps": args.reps}
+    ref = None if args.no_check else reference(files)
     rows = []
     if "llama" in args.peer:
         for weights in args.llama_weights:
-            rows += llama_rows(GGUFS[weights], args.threads, **sizes, weights=weights, check=not args.no_check)
+            rows += llama_rows(files.gguf(weights), args.threads, **sizes, weights=weights, ref=ref)
     if "ct2" in args.peer:
-        rows += ct2_rows(CT2_DIR, args.threads, **sizes, check=not args.no_check)
+        rows += ct2_rows(files.ct2_dir, args.threads, **sizes, ref=ref)
     text = json.dumps(rows, indent=1)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """The int8 decode peers' weights (bench/int8_peers.py): the server benchmark's, quantized by each peer's own tool.
 
-    .venv/bin/python bench/int8_weights.py
+    .venv/bin/python bench/int8_weights.py [--size 124m]
 
 From bench/work/server/hf-gpt2-124m/ (bench/server_weights.py: GPT-2 124M, nanoGPT's init from seed 1337,
 Hugging Face layout, bf16), so every implementation starts from the very same bits:
@@ -25,7 +25,8 @@ Hugging Face layout, bf16), so every implementation starts from the very same bi
 The bf16 reference row's GGUF is bench/work/server/gpt2-124m-bf16.gguf (bench/server_weights.py); it is
 listed in weights.json too. Both converters read the bf16 safetensors as they are (no fp32 copy): each
 quantizes the fp32 value of every bf16 weight. Each output is skipped when it exists; delete it to make it
-again.
+again. `--size 355m` converts bench/work/server/hf-gpt2-355m/ the same way (gpt2-355m-*.gguf,
+ct2-gpt2-355m-int8/, weights-355m.json; bench/gpt2_sizes.py names them).
 """
 
 import argparse
@@ -37,36 +38,33 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from server_weights import HF_DIR, LLAMA_SRC, convert_gguf  # bench/ is on the path of a bench script
+from gpt2_sizes import SIZES, Files  # bench/ is on the path of a bench script
+from server_weights import LLAMA_SRC, convert_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
-BF16_GGUF = ROOT / "bench" / "work" / "server" / "gpt2-124m-bf16.gguf"
 WORK = ROOT / "bench" / "work" / "int8"
-Q8_GGUF = WORK / "gpt2-124m-q8_0.gguf"
-CT2_DIR = WORK / "ct2-gpt2-124m-int8"
 QUANTIZE = ROOT / "bench" / "work" / "llama" / "bin" / "llama-quantize"
-# llama-quantize's outputs: GGUF type name -> file
-LLAMA_QUANTIZED = {"Q4_0": WORK / "gpt2-124m-q4_0.gguf", "Q4_K_M": WORK / "gpt2-124m-q4_k_m.gguf"}
-SUMMARY = WORK / "weights.json"
+LLAMA_QUANTIZED = ("Q4_0", "Q4_K_M")  # llama-quantize's types, of the bf16 GGUF
 CT2_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # ctranslate2.specs.model_spec's order
 
 
-def quantize_gguf(kind: str, out: Path) -> None:
+def quantize_gguf(files: Files, kind: str) -> None:
     if not QUANTIZE.exists():
         raise SystemExit(f"{QUANTIZE} missing: run bench/llama_setup.sh first")
+    out = files.gguf(kind.lower())
     partial = out.with_suffix(".partial")
-    subprocess.run([str(QUANTIZE), str(BF16_GGUF), str(partial), kind, "2"], check=True)
+    subprocess.run([str(QUANTIZE), str(files.bf16_gguf), str(partial), kind, "2"], check=True)
     partial.replace(out)
 
 
-def convert_ct2() -> None:
+def convert_ct2(files: Files) -> None:
     from ctranslate2.converters import TransformersConverter
 
-    partial = CT2_DIR.with_name(CT2_DIR.name + ".partial")
+    partial = files.ct2_dir.with_name(files.ct2_dir.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    TransformersConverter(str(HF_DIR)).convert(str(partial), quantization="int8", force=True)
-    partial.rename(CT2_DIR)
+    TransformersConverter(str(files.hf_dir)).convert(str(partial), quantization="int8", force=True)
+    partial.rename(files.ct2_dir)
 
 
 def gguf_tensors(path: Path) -> list[tuple[str, str, int]]:
@@ -102,7 +100,7 @@ def ct2_tensors(path: Path) -> tuple[list[tuple[str, str, int]], dict[str, str]]
     return tensors, aliases
 
 
-def summary() -> dict:
+def summary(files: Files) -> dict:
     def by_type(tensors):
         counts = Counter()
         for _, kind, size in tensors:
@@ -110,8 +108,8 @@ def summary() -> dict:
         return dict(counts)
 
     out = {}
-    ggufs = [("q8_0", Q8_GGUF), ("bf16", BF16_GGUF)] + [(k.lower(), p) for k, p in LLAMA_QUANTIZED.items()]
-    for name, path in ggufs:
+    for name in ("q8_0", "bf16", *(k.lower() for k in LLAMA_QUANTIZED)):
+        path = files.gguf(name)
         if path.exists():
             tensors = gguf_tensors(path)
             kinds = {n: k for n, k, _ in tensors}
@@ -123,7 +121,7 @@ def summary() -> dict:
                 "token_embd": kinds["token_embd.weight"],
                 "output": kinds.get("output.weight", "none: tied to token_embd"),
             }
-    model = CT2_DIR / "model.bin"
+    model = files.ct2_dir / "model.bin"
     if model.exists():
         tensors, aliases = ct2_tensors(model)
         kinds = {n: k for n, k, _ in tensors}
@@ -141,22 +139,23 @@ def summary() -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.parse_args()
-    if not (HF_DIR / "model.safetensors").exists():
-        raise SystemExit(f"{HF_DIR} missing: run bench/server_weights.py first")
+    ap.add_argument("--size", choices=SIZES, default="124m", help="GPT-2's size (bench/gpt2_sizes.py)")
+    files = Files(ap.parse_args().size)
+    if not (files.hf_dir / "model.safetensors").exists() or not files.bf16_gguf.exists():
+        raise SystemExit(f"{files.hf_dir} or {files.bf16_gguf} missing: run bench/server_weights.py first")
     WORK.mkdir(parents=True, exist_ok=True)
-    if not Q8_GGUF.exists():
-        convert_gguf("q8_0", Q8_GGUF)
-        print(f"wrote {Q8_GGUF}", flush=True)
-    for kind, path in LLAMA_QUANTIZED.items():
-        if not path.exists():
-            quantize_gguf(kind, path)
-            print(f"wrote {path}", flush=True)
-    if not (CT2_DIR / "model.bin").exists():
-        convert_ct2()
-        print(f"wrote {CT2_DIR}", flush=True)
-    SUMMARY.write_text(json.dumps(summary(), indent=1))
-    print(SUMMARY.read_text())
+    if not files.gguf("q8_0").exists():
+        convert_gguf("q8_0", files.gguf("q8_0"), files.hf_dir)
+        print(f"wrote {files.gguf('q8_0')}", flush=True)
+    for kind in LLAMA_QUANTIZED:
+        if not files.gguf(kind.lower()).exists():
+            quantize_gguf(files, kind)
+            print(f"wrote {files.gguf(kind.lower())}", flush=True)
+    if not (files.ct2_dir / "model.bin").exists():
+        convert_ct2(files)
+        print(f"wrote {files.ct2_dir}", flush=True)
+    files.summary.write_text(json.dumps(summary(files), indent=1))
+    print(files.summary.read_text())
     return 0
 
 

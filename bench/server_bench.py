@@ -394,6 +394,8 @@ def main() -> int:
                     load = os.getloadavg()[0]
                     requests, window, cpu = run_clients(server, c, prompts, args)
                     rec = {"server": name, "concurrency": c, "round": rnd, "window": [0.0, window[1] - window[0]]}
+                    # The window's start on the monotonic clock (perf_counter): lines up with server-side traces.
+                    rec["clock_origin"] = round(window[0], 6)
                     rec |= {"loadavg": load, "server_cpu_s": cpu, "requests": relative(requests, window)}
                     result["rounds"].append(rec)
                     row = summarize([rec])

@@ -1,6 +1,6 @@
 """The server benchmark's one set of weights, in both servers' forms (issue #26).
 
-    .venv/bin/python bench/server_weights.py [--seed 1337] [--skip-compile] [--skip-gguf]
+    .venv/bin/python bench/server_weights.py [--seed 1337] [--skip-compile] [--skip-gguf] [--size 124m]
 
 GPT-2 124M (12 layers, 12 heads, 768 wide, vocab 50257, context 1024) initialised as nanoGPT does
 from --seed (gpt_aot's init_weights, as bench/suite.py's GPT-2 rows), written once in Hugging Face
@@ -18,6 +18,10 @@ layout and in bf16, so both servers read the very same bits:
 
 The MLP is GPT-2's tanh GELU on both sides (Hugging Face layout: `gelu_new`; llama.cpp's GPT-2 graph).
 Each step is skipped when its output exists; delete bench/work/server/ to start over.
+
+`--size 355m` (bench/gpt2_sizes.py) writes GPT-2 355M's weights the same way, hf-gpt2-355m/ and
+gpt2-355m-bf16.gguf, for the decode benchmark (bench/int8_bench.py --size 355m); the server's artifact and
+reference are 124M's alone.
 """
 
 import argparse
@@ -28,16 +32,17 @@ import time
 from pathlib import Path
 
 import torch
+from gpt2_sizes import SIZES, Files, config  # bench/ is on the path of a bench script
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 WORK = ROOT / "bench" / "work" / "server"
-HF_DIR = WORK / "hf-gpt2-124m"
+HF_DIR = Files("124m").hf_dir
 ARTIFACT = WORK / "gpt2-124m"
-GGUF = WORK / "gpt2-124m-bf16.gguf"
+GGUF = Files("124m").bf16_gguf
 REFERENCE = WORK / "reference.json"
 LLAMA_SRC = ROOT / "bench" / "work" / "llama" / "src"
-GPT2 = dict(block_size=1024, n_layer=12, n_head=12, n_embd=768, bias=True, vocab_size=50257, gelu="tanh")
+GPT2 = config("124m")
 EOT = "<|endoftext|>"
 CHECK_PROMPT = "In the beginning God created the heaven and the earth."
 CHECK_TOKENS = 32
@@ -69,23 +74,24 @@ def write_hf_tokenizer(tokenizer: dict, out: Path) -> None:
     (out / "merges.txt").write_text("#version: 0.2\n" + "\n".join(lines) + "\n", encoding="utf-8")
 
 
-def write_hf_model(seed: int, out: Path):
-    """nanoGPT's init from `seed`, saved as transformers' GPT2LMHeadModel in bf16; returns that model."""
+def write_hf_model(seed: int, out: Path, shape: dict = GPT2):
+    """nanoGPT's init from `seed` of a model of `shape` (gpt2_sizes.config), saved as transformers'
+    GPT2LMHeadModel in bf16; returns that model."""
     import transformers
 
     from gpt_aot.model.gpt import GPT, GPTConfig
 
-    ours = GPT(GPTConfig(**GPT2)).init_weights(seed)
+    ours = GPT(GPTConfig(**shape)).init_weights(seed)
     state = {}
     for name, value in ours.state_dict().items():
         if name == "lm_head.weight":
             continue  # tied to wte
         if name == "transformer.wte.weight":
-            value = value[: GPT2["vocab_size"]]  # the rows past the vocabulary are padding
+            value = value[: shape["vocab_size"]]  # the rows past the vocabulary are padding
         state[name] = value.t().contiguous() if name.endswith(CONV1D) else value
     config = transformers.GPT2Config(
-        vocab_size=GPT2["vocab_size"], n_positions=GPT2["block_size"], n_embd=GPT2["n_embd"],
-        n_layer=GPT2["n_layer"], n_head=GPT2["n_head"], activation_function="gelu_new",
+        vocab_size=shape["vocab_size"], n_positions=shape["block_size"], n_embd=shape["n_embd"],
+        n_layer=shape["n_layer"], n_head=shape["n_head"], activation_function="gelu_new",
         bos_token_id=50256, eos_token_id=50256,
     )  # fmt: skip
     model = transformers.GPT2LMHeadModel(config).eval()
@@ -97,16 +103,16 @@ def write_hf_model(seed: int, out: Path):
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     # GPT-2's own config.json also says n_ctx, which convert_hf_to_gguf.py reads; transformers 5 leaves it out.
     config_file = out / "config.json"
-    config_file.write_text(json.dumps(json.loads(config_file.read_text()) | {"n_ctx": GPT2["block_size"]}, indent=2))
+    config_file.write_text(json.dumps(json.loads(config_file.read_text()) | {"n_ctx": shape["block_size"]}, indent=2))
     return model
 
 
-def pytorch_greedy(prompt: list[int], n: int) -> tuple[list[int], list[float]]:
-    """n greedy tokens after `prompt` from the saved bf16 weights, computed in fp32 by transformers, and
-    the logit gap between the first and second choice at each step."""
+def pytorch_greedy(prompt: list[int], n: int, hf_dir: Path = HF_DIR) -> tuple[list[int], list[float]]:
+    """n greedy tokens after `prompt` from the saved bf16 weights in `hf_dir`, computed in fp32 by
+    transformers, and the logit gap between the first and second choice at each step."""
     import transformers
 
-    model = transformers.GPT2LMHeadModel.from_pretrained(HF_DIR, dtype=torch.float32).eval()
+    model = transformers.GPT2LMHeadModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
     ids, margins = torch.tensor([prompt]), []
     with torch.no_grad():
         for _ in range(n):
@@ -143,14 +149,31 @@ def compile_ours() -> float:
     return time.perf_counter() - t0
 
 
-def convert_gguf(outtype: str = "bf16", out: Path = GGUF) -> None:
-    """HF_DIR as a GGUF of `outtype` at `out`, by llama.cpp's own converter; whole or not at all."""
+def convert_gguf(outtype: str = "bf16", out: Path = GGUF, hf_dir: Path = HF_DIR) -> None:
+    """`hf_dir` as a GGUF of `outtype` at `out`, by llama.cpp's own converter; whole or not at all."""
     converter = LLAMA_SRC / "convert_hf_to_gguf.py"
     if not converter.exists():
         raise SystemExit(f"{converter} missing: run bench/llama_setup.sh first")
     partial = out.with_suffix(".partial")
-    subprocess.run([PY, str(converter), str(HF_DIR), "--outtype", outtype, "--outfile", str(partial)], check=True)
+    subprocess.run([PY, str(converter), str(hf_dir), "--outtype", outtype, "--outfile", str(partial)], check=True)
     partial.replace(out)
+
+
+def write_size(size: str, seed: int, tokenizer: dict, gguf: bool) -> int:
+    """Another size's weights (and its bf16 GGUF), each skipped when it exists."""
+    files = Files(size)
+    if not (files.hf_dir / "model.safetensors").exists():
+        partial = files.hf_dir.with_name(files.hf_dir.name + ".partial")
+        partial.mkdir(parents=True, exist_ok=True)
+        write_hf_tokenizer(tokenizer, partial)
+        write_hf_model(seed, partial, config(size))
+        (partial / "seed.json").write_text(json.dumps({"seed": seed, "config": config(size)}))
+        partial.rename(files.hf_dir)
+        print(f"wrote {files.hf_dir}", flush=True)
+    if gguf and not files.bf16_gguf.exists():
+        convert_gguf("bf16", files.bf16_gguf, files.hf_dir)
+        print(f"wrote {files.bf16_gguf}", flush=True)
+    return 0
 
 
 def main() -> int:
@@ -158,9 +181,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--skip-compile", action="store_true", help="leave our artifact out")
     ap.add_argument("--skip-gguf", action="store_true", help="leave the GGUF out")
+    ap.add_argument("--size", choices=SIZES, default="124m", help="GPT-2's size (other than 124m: weights and GGUF)")
     args = ap.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     tokenizer = gpt2_tokenizer()
+    if args.size != "124m":
+        return write_size(args.size, args.seed, tokenizer, gguf=not args.skip_gguf)
     if not (HF_DIR / "model.safetensors").exists():
         HF_DIR.mkdir(parents=True, exist_ok=True)
         write_hf_tokenizer(tokenizer, HF_DIR)

@@ -27,9 +27,10 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
                    "requests decoded together in one batch (slots); at most the artifact's max_batch")
         ->check(CLI::PositiveNumber);
     app.add_option("--prefill-budget", o->prefill_budget,
-                   "prompt tokens prefilled between two decode steps (a longer prompt is prefilled in pieces, one "
-                   "a round)")
-        ->check(CLI::PositiveNumber);
+                   "prompt tokens prefilled between two decode steps while a stream waits for its next token (a "
+                   "longer prompt is prefilled in pieces, one a round); 0 = the device's default: 16 on a CPU, 512 "
+                   "on a GPU")
+        ->check(CLI::NonNegativeNumber);
     app.add_flag("--no-prefix-cache", o->no_prefix_cache,
                  "prefill every prompt whole, instead of reusing the cache of a prefix another request left");
     app.add_option("--max-queue", o->max_queue, "generations waiting for a slot (then 429)")

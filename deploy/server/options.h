@@ -16,7 +16,7 @@ struct Options {
     int threads = 0;                          // intra-op CPU threads for the model, 0 = default
     bool no_cuda_graphs = false;              // decode steps as plain kernel launches on a GPU
     int parallel = 4;                         // requests decoded together (slots); <= the artifact's max_batch
-    int prefill_budget = 512;                 // prompt tokens prefilled between two decode steps
+    int prefill_budget = 0;                   // prompt tokens between two decode steps; 0: the device's default
     bool no_prefix_cache = false;             // prefill every prompt whole (no reuse of a cached prefix)
     int max_queue = 16;                       // generations waiting for a slot; beyond: 429
     double request_timeout = 60;              // seconds, queue wait included

@@ -1,10 +1,12 @@
 """gpt-server's prompt cache and chunked prefill over real HTTP: a prompt whose prefix a slot holds
 reuses its cache (usage.prompt_tokens_details.cached_tokens) and completes as a whole prefill does,
-greedy and seeded; a long prompt prefilled in pieces between decode steps completes as one prefilled
-whole; a prompt extended after a cached prefix or in pieces has its last token stepped with the decode
-(gpt_prompt_tokens_total counts each way); and a warm 900-token prefix answers its first token at least
-5 times sooner than a cold one."""
+greedy and seeded; a long prompt prefilled in pieces between decode steps while another stream runs
+completes as one prefilled whole, and with no stream running it is prefilled whole; a prompt extended
+after a cached prefix or in pieces has its last token stepped with the decode (gpt_prompt_tokens_total
+counts each way); and a warm 900-token prefix answers its first token at least 5 times sooner than a
+cold one."""
 
+import contextlib
 import http.client
 import json
 import random
@@ -46,6 +48,20 @@ def prompt_tokens(server) -> dict[str, int]:
     found = dict(re.findall(r'^gpt_prompt_tokens_total\{how="(\w+)"\} (\d+)$', text_, re.MULTILINE))
     assert set(found) == {"cached", "prefill", "extend", "step"}, text_
     return {how: int(n) for how, n in found.items()}
+
+
+@contextlib.contextmanager
+def running_stream(server, prompt: str):
+    """A streamed greedy completion of 400 tokens, running (its first chunk read) until the block ends."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
+    body = {"model": "long-context", "prompt": prompt, "max_tokens": 400, "stream": True, "ignore_eos": True}
+    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.readline()
+    try:
+        yield
+    finally:
+        conn.close()
 
 
 def first_token_seconds(server, prompt: str) -> float:
@@ -97,16 +113,10 @@ def test_a_prefix_held_by_a_busy_slot_is_copied_into_a_free_one(serve, long_cont
     shared = text(4, 200)
     server = serve(long_context, "--parallel", "2")
     complete(server, prompt=shared + "a", max_tokens=2)  # slot 0 now holds the shared prefix
-    # A long generation keeps slot 0 busy while a second prompt with the same prefix arrives.
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=120)
-    body = {"model": "long-context", "prompt": shared + "b", "max_tokens": 400, "stream": True, "ignore_eos": True}
-    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    assert resp.status == 200 and resp.readline()  # its first chunk: it is running
     greedy = dict(max_tokens=16, temperature=0.0, ignore_eos=True)
-    got, usage = complete(server, prompt=shared + "c", **greedy)
-    resp.read()
-    conn.close()
+    # A long generation keeps slot 0 busy while a second prompt with the same prefix arrives.
+    with running_stream(server, shared + "b"):
+        got, usage = complete(server, prompt=shared + "c", **greedy)
     assert usage["prompt_tokens_details"]["cached_tokens"] == len(shared)
     assert "event=prefix_reused seq=1 source=0" in server.log_text()  # copied from the running slot
     whole = serve(long_context, "--parallel", "2", "--no-prefix-cache")
@@ -114,14 +124,19 @@ def test_a_prefix_held_by_a_busy_slot_is_copied_into_a_free_one(serve, long_cont
 
 
 @pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=1.0, seed=5)])
-def test_a_long_prompt_prefilled_in_pieces_completes_as_one_prefilled_whole(serve, long_context, sampling):
-    prompt = text(6, 700)
+def test_a_long_prompt_prefilled_in_pieces_beside_a_stream_completes_as_one_prefilled_whole(
+    serve, long_context, sampling
+):
+    prompt, running = text(6, 700), text(7, 30)
     params = dict(prompt=prompt, max_tokens=20, ignore_eos=True, **sampling)
-    pieces = serve(long_context, "--no-prefix-cache", "--prefill-budget", "96")
-    whole = serve(long_context, "--no-prefix-cache", "--prefill-budget", "1024")
-    assert complete(pieces, **params)[0] == complete(whole, **params)[0]
-    assert prompt_tokens(pieces) == {"cached": 0, "prefill": 0, "extend": len(prompt) - 1, "step": 1}
-    assert prompt_tokens(whole) == {"cached": 0, "prefill": len(prompt), "extend": 0, "step": 0}
+    pieces = serve(long_context, "--parallel", "2", "--no-prefix-cache", "--prefill-budget", "96")
+    with running_stream(pieces, running):  # a stream waits for its next token in every round: 96 tokens a round
+        in_pieces = complete(pieces, **params)[0]
+    # With no stream running, nobody waits: the same budget prefills the prompt whole, in one call.
+    alone = serve(long_context, "--no-prefix-cache", "--prefill-budget", "96")
+    assert in_pieces == complete(alone, **params)[0]
+    assert prompt_tokens(pieces) == {"cached": 0, "prefill": len(running), "extend": len(prompt) - 1, "step": 1}
+    assert prompt_tokens(alone) == {"cached": 0, "prefill": len(prompt), "extend": 0, "step": 0}
 
 
 def test_a_warm_900_token_prefix_answers_5_times_sooner_than_a_cold_one(serve, long_context):

@@ -39,6 +39,8 @@ std::string text_of(Call call) {
 
 // ---- Scheduler -------------------------------------------------------------------------------------------
 
+int default_prefill_budget(const gpt_model_info &info) { return std::string(info.device) == "cuda" ? 512 : 16; }
+
 struct Scheduler::Slot {
     std::shared_ptr<Job> job;  // null: free
     gpt_sampler *sampler = nullptr;
@@ -56,7 +58,12 @@ struct Scheduler::Slot {
 };
 
 Scheduler::Scheduler(gpt_model *model, const gpt_model_info &info, SchedulerOptions options)
-    : model_(model), info_(info), options_(options), slots_(static_cast<size_t>(options.parallel)) {
+    : model_(model),
+      info_(info),
+      options_(options),
+      prefill_budget_(
+          static_cast<size_t>(options.prefill_budget > 0 ? options.prefill_budget : default_prefill_budget(info))),
+      slots_(static_cast<size_t>(options.parallel)) {
     if (options_.parallel < 1 || options_.parallel > info_.max_batch)
         throw std::runtime_error("--parallel " + std::to_string(options_.parallel) +
                                  " does not fit this artifact: it " + "decodes 1 to " +
@@ -274,7 +281,11 @@ void Scheduler::prefill() {
     std::vector<const gpt_token *> prompts(slots_.size(), nullptr);
     std::vector<int32_t> n_tokens(slots_.size(), 0);
     std::vector<int> whole;
-    size_t budget = static_cast<size_t>(options_.prefill_budget);
+    // Running streams wait for this round's prompts: while one does, the round takes at most the budget. With none
+    // waiting, nobody is delayed and the round takes a context's worth (a lone request's prompt in one call).
+    const bool streams_wait =
+        std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.pending != GPT_TOKEN_NONE; });
+    size_t budget = streams_wait ? prefill_budget_ : std::max(prefill_budget_, static_cast<size_t>(info_.block_size));
     for (size_t seq = 0; seq < slots_.size(); ++seq) {
         Slot &slot = slots_[seq];
         if (!slot.job || !slot.prefilling) continue;

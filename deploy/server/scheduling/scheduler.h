@@ -4,7 +4,8 @@
 //
 // Between two decode steps the scheduler takes waiting requests into free slots
 // and prefills their prompts, interleaved with the running streams: at most
-// `prefill_budget` prompt tokens between two decode steps. A longer prompt is
+// `prefill_budget` prompt tokens between two decode steps while any stream waits
+// for its next token (with none, a context's worth a round). A longer prompt is
 // prefilled in pieces, one a round (chunked prefill, gpt_session_extend_seq), so
 // it delays the others' next token by one piece, not by its whole prefill; whole
 // prompts that fit share one gpt_session_prefill_batch call. A prompt extended
@@ -37,12 +38,20 @@ namespace server {
 
 class Metrics;
 struct SchedulerOptions {
-    int parallel = 4;          // slots: sequences decoded together (<= the artifact's max_batch)
-    int prefill_budget = 512;  // prompt tokens prefilled between two decode steps (> 0)
+    int parallel = 4;  // slots: sequences decoded together (<= the artifact's max_batch)
+    // Prompt tokens prefilled between two decode steps while a stream waits; 0: the device's default
+    // (default_prefill_budget).
+    int prefill_budget = 0;
     Metrics *metrics = nullptr;
     const std::atomic<bool> *stop_all = nullptr;  // set when shutdown's grace period ends
     bool prefix_cache = true;                     // reuse the cache of a prompt's prefix that a slot holds
 };
+
+// The prefill budget a device gets by default. On a CPU a prompt's prefill costs about its tokens' share of the
+// compute (2 ms a token for GPT-2 124M on two cores), so the running streams' next token waits for every token of
+// the round: 16 keeps that wait near one decode step of 16 streams. On a GPU a prefill of hundreds of tokens
+// costs about what one of 16 does (the step is launch- and weight-bound), so pieces can be large.
+int default_prefill_budget(const gpt_model_info &info);
 
 class Scheduler {
 public:
@@ -80,6 +89,7 @@ private:
     gpt_model *const model_;
     const gpt_model_info info_;
     const SchedulerOptions options_;
+    const size_t prefill_budget_;  // options_.prefill_budget, or the device's default
     gpt_session *session_ = nullptr;
     std::vector<Slot> slots_;
     std::vector<float> logits_;  // parallel rows of vocab_size
