@@ -135,8 +135,9 @@ Model::~Model() {
 }
 
 // Float weights are packed for the onednn form's graphs, bf16 ones for the panels form's, int4 ones for the
-// int4pack form's (each a copy as large as the stored weight; the stored one is freed where every graph reads a
-// copy that needs no stored weight: int4's, and panels' of a model without training graphs).
+// int4pack form's (each a copy as large as the stored weight; the stored one is freed, as soon as it is packed,
+// where every graph reads a copy that needs no stored weight: int4's, and panels' of a model without training
+// graphs).
 void Model::bind_inference_graphs() {
     std::vector<std::pair<const char *, const GraphSpec *>> specs = {
         {"prefill", &manifest_.prefill}, {"decode", &manifest_.decode}, {"decode_one", &manifest_.decode_one}};
@@ -154,7 +155,19 @@ void Model::bind_inference_graphs() {
                      ") reads another: recompile the artifact with a gpt-aot that lists its packed weights");
     }
     const bool trains = manifest_.training.has_value();
-    packed_ = PackedWeights(weights_, wanted, trains);
+    const auto needs_no_stored = [trains](Packing p) {
+        return p == Packing::int4_for_host || (p == Packing::panels && !trains);
+    };
+    std::set<std::string> release;
+    for (const auto &entry : wanted) {
+        const std::string &name = entry.first;  // a lambda cannot capture a structured binding before C++20
+        const bool every_graph = std::all_of(specs.begin(), specs.end(), [&](const auto &named) {
+            const std::optional<Packing> reads = packing_of(named.second->linear);
+            return reads && needs_no_stored(*reads) && named.second->packed.count(name) > 0;
+        });
+        if (every_graph) release.insert(name);
+    }
+    packed_ = PackedWeights(weights_, wanted, trains, release);
     if (packed_.size() > 0) log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " linear weights");
     const auto bind = [&](Graph &graph, const GraphSpec &spec) {
         const std::optional<Packing> packing = packing_of(spec.linear);
@@ -164,19 +177,6 @@ void Model::bind_inference_graphs() {
     bind(*decode_, manifest_.decode);
     bind(*decode_one_, manifest_.decode_one);
     if (extend_) bind(*extend_, *manifest_.extend);
-    // oneDNN's copies are packed again from the stored weights after training steps, as panels' are in a model
-    // that trains: those stay.
-    for (const auto &entry : wanted) {
-        const std::string &name = entry.first;  // a lambda cannot capture a structured binding before C++20
-        const Packing packing = entry.second;
-        const bool frees = packing == Packing::int4_for_host || (packing == Packing::panels && !trains);
-        const bool every_graph = std::all_of(specs.begin(), specs.end(), [&](const auto &named) {
-            const std::optional<Packing> reads = packing_of(named.second->linear);
-            return reads && named.second->packed.count(name) > 0 && packed_.has(name, *reads) &&
-                   (*reads == Packing::int4_for_host || (*reads == Packing::panels && !trains));
-        });
-        if (frees && every_graph) weights_.erase(name);
-    }
 }
 
 // The spare position is never read or written: it makes every view's stride differ

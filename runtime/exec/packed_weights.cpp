@@ -68,10 +68,12 @@ std::optional<Packing> packing_of(const std::string &linear_form) {
     return std::nullopt;
 }
 
-PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights,
-                             const std::set<std::pair<std::string, Packing>> &wanted, bool weights_change) {
+PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
+                             const std::set<std::pair<std::string, Packing>> &wanted, bool weights_change,
+                             const std::set<std::string> &release) {
     bool onednn_failed = false;
-    for (const auto &[name, packing] : wanted) {
+    for (auto entry = wanted.begin(); entry != wanted.end(); ++entry) {
+        const auto &[name, packing] = *entry;
         auto it = weights.find(name);
         const bool found = it != weights.end() && it->second.dim() == 2 && it->second.device().is_cpu();
         switch (packing) {
@@ -107,6 +109,9 @@ PackedWeights::PackedWeights(const std::map<std::string, at::Tensor> &weights,
                 }
                 break;
         }
+        // `wanted` is ordered by name: after a name's last packing, its stored weight can go.
+        const auto next = std::next(entry);
+        if ((next == wanted.end() || next->first != name) && release.count(name) > 0) weights.erase(name);
     }
     if (onednn_failed)  // all or none: the onednn graphs read plain weights
         for (auto it = packed_.begin(); it != packed_.end();)

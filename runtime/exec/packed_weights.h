@@ -38,17 +38,15 @@ public:
     // kernel reads the stored layout only on AVX-512, so an int4 weight that cannot be packed fails the load,
     // as does a weight the panels form cannot read.
     // Copies keep a reference to their stored weight for repack() where those can change (`weights_change`: the
-    // model trains; oneDNN's always, as before); otherwise none, and the model frees a stored weight that no
-    // graph reads.
-    PackedWeights(const std::map<std::string, at::Tensor> &weights,
-                  const std::set<std::pair<std::string, Packing>> &wanted, bool weights_change);
+    // model trains; oneDNN's always, as before); otherwise none. Each weight named in `release` (one that no
+    // graph reads once packed) leaves `weights` as soon as its last copy is made, so that a load holds one
+    // weight twice at a time, not every packed one.
+    PackedWeights(std::map<std::string, at::Tensor> &weights, const std::set<std::pair<std::string, Packing>> &wanted,
+                  bool weights_change, const std::set<std::string> &release = {});
 
     // `weights` with the copies packed as `packing` in place of the weights they pack, for `names` only.
     std::map<std::string, at::Tensor> bound(const std::map<std::string, at::Tensor> &weights,
                                             const std::set<std::string> &names, Packing packing) const;
-
-    // Whether `name` has a copy packed as `packing`.
-    bool has(const std::string &name, Packing packing) const { return packed_.count({name, packing}) > 0; }
 
     // Packs the current plain weights again into the same tensors (the graphs hold them): after the weights
     // change in place. Copies without a stored weight (int4's, panels' of a model that never trains) stay.
