@@ -37,34 +37,51 @@ ChunkFn chunk_fn(Isa isa) {
     return attend_chunk_scalar;
 }
 
-// One element of a (B, H, 1, D) tensor at `index`, whatever its strides.
-const char *element_at(const at::Tensor &t, std::initializer_list<int64_t> index) {
-    int64_t offset = 0, dim = 0;
-    for (int64_t i : index) offset += i * t.stride(dim++);
-    return static_cast<const char *>(t.data_ptr()) + offset * static_cast<int64_t>(t.element_size());
+// The D elements of row (b, h) of a (B, H, 1, D) tensor start here, t.stride(3) elements apart.
+const char *row_of(const at::Tensor &t, int64_t b, int64_t h) {
+    return static_cast<const char *>(t.data_ptr()) +
+           (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
 }
 
-void copy_element(const at::Tensor &from, std::initializer_list<int64_t> index, char *to, int64_t size) {
-    std::memcpy(to, element_at(from, index), static_cast<size_t>(size));
-}
-
-float read_element(const at::Tensor &t, std::initializer_list<int64_t> index, ElementType type) {
-    const char *p = element_at(t, index);
-    switch (type) {
-        case ElementType::f32: return *reinterpret_cast<const float *>(p);
-        case ElementType::bf16: return static_cast<float>(*reinterpret_cast<const c10::BFloat16 *>(p));
-        case ElementType::f16: return static_cast<float>(*reinterpret_cast<const c10::Half *>(p));
-        case ElementType::s8:
-        case ElementType::u4: break;  // never a cache's: element_type() refuses integer tensors
+// A row's D elements, `stride` elements apart, into D contiguous ones: one copy where they are contiguous.
+void copy_row(const char *from, int64_t stride, int64_t d, int64_t element, char *to) {
+    if (stride == 1) {
+        std::memcpy(to, from, static_cast<size_t>(d * element));
+        return;
     }
-    return 0.0f;
+    for (int64_t i = 0; i < d; ++i)
+        std::memcpy(to + i * element, from + i * stride * element, static_cast<size_t>(element));
 }
 
-void write_element(char *p, float value, ElementType type) {
+template <typename T>
+void scale_row(const char *from, int64_t stride, int64_t d, float scale, float *to) {
+    const auto *x = reinterpret_cast<const T *>(from);
+    for (int64_t i = 0; i < d; ++i) to[i] = static_cast<float>(x[i * stride]) * scale;
+}
+
+// A row's D elements as fp32, times `scale`.
+void scaled_row(const char *from, int64_t stride, ElementType type, int64_t d, float scale, float *to) {
     switch (type) {
-        case ElementType::f32: *reinterpret_cast<float *>(p) = value; return;
-        case ElementType::bf16: *reinterpret_cast<c10::BFloat16 *>(p) = c10::BFloat16(value); return;
-        case ElementType::f16: *reinterpret_cast<c10::Half *>(p) = c10::Half(value); return;
+        case ElementType::f32: return scale_row<float>(from, stride, d, scale, to);
+        case ElementType::bf16: return scale_row<c10::BFloat16>(from, stride, d, scale, to);
+        case ElementType::f16: return scale_row<c10::Half>(from, stride, d, scale, to);
+        case ElementType::s8:
+        case ElementType::u4: return;  // never a cache's: element_type() refuses integer tensors
+    }
+}
+
+template <typename T>
+void store_row(const float *from, int64_t d, float divisor, char *to) {
+    auto *y = reinterpret_cast<T *>(to);
+    for (int64_t i = 0; i < d; ++i) y[i] = T(from[i] / divisor);
+}
+
+// D fp32 values divided by `divisor`, stored contiguous in `type`.
+void stored_row(const float *from, ElementType type, int64_t d, float divisor, char *to) {
+    switch (type) {
+        case ElementType::f32: return store_row<float>(from, d, divisor, to);
+        case ElementType::bf16: return store_row<c10::BFloat16>(from, d, divisor, to);
+        case ElementType::f16: return store_row<c10::Half>(from, d, divisor, to);
         case ElementType::s8:
         case ElementType::u4: return;  // never a cache's: element_type() refuses integer tensors
     }
@@ -98,7 +115,7 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
                                                        " is outside the cache's " + std::to_string(S) + " positions");
 
     // The new keys and values into the caches at each row's position, and the queries in fp32, scaled once: plain
-    // loops over (b, h), where torch's indexing and conversions cost more than the copies at one token a row.
+    // row copies over (b, h), where torch's indexing and conversions cost more than the copies at one token a row.
     const int64_t element = static_cast<int64_t>(k_cache.element_size());
     auto *k_data = static_cast<char *>(k_cache.data_ptr());
     auto *v_data = static_cast<char *>(v_cache.data_ptr());
@@ -109,12 +126,10 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
                 k_data + (b * k_cache.stride(0) + h * k_cache.stride(1) + pos_data[b] * k_cache.stride(2)) * element;
             char *v_row =
                 v_data + (b * v_cache.stride(0) + h * v_cache.stride(1) + pos_data[b] * v_cache.stride(2)) * element;
-            float *qf = q_scaled.data() + (b * H + h) * D;
-            for (int64_t i = 0; i < D; ++i) {
-                copy_element(k, {b, h, 0, i}, k_row + i * element, element);
-                copy_element(v, {b, h, 0, i}, v_row + i * element, element);
-                qf[i] = read_element(q_in, {b, h, 0, i}, type) * static_cast<float>(scale);
-            }
+            copy_row(row_of(k, b, h), k.stride(3), D, element, k_row);
+            copy_row(row_of(v, b, h), v.stride(3), D, element, v_row);
+            scaled_row(row_of(q_in, b, h), q_in.stride(3), type, D, static_cast<float>(scale),
+                       q_scaled.data() + (b * H + h) * D);
         }
     }
     const int64_t chunks = (S + KV_CHUNK - 1) / KV_CHUNK;
@@ -167,8 +182,7 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
                 total += part[D + 1] * weight;
                 for (int64_t i = 0; i < D; ++i) out[static_cast<size_t>(i)] += part[i] * weight;
             }
-            for (int64_t i = 0; i < D; ++i)
-                write_element(result_data + (bh * D + i) * element, out[static_cast<size_t>(i)] / total, type);
+            stored_row(out.data(), type, D, total, result_data + bh * D * element);
         }
     });
     return result;

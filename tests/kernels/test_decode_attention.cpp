@@ -132,6 +132,30 @@ TEST_CASE("the chunks' split over threads gives the one-thread result", "[kernel
     at::set_num_threads(1);
 }
 
+TEST_CASE("q, k and v whose D elements are strided give what their contiguous copies give", "[kernels]") {
+    at::manual_seed(6);
+    const Case c{3, 4, 300, 20};
+    const at::Tensor pos = at::tensor(std::vector<int64_t>{299, 0, 141});
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        // Every other element of a row twice as wide: D elements two apart.
+        auto strided = [&] { return at::randn({c.batch, c.heads, 1, 2 * c.head_size}).to(dtype).slice(3, 0, {}, 2); };
+        const at::Tensor q = strided(), k = strided(), v = strided();
+        REQUIRE(q.stride(3) == 2);
+        const at::Tensor k_cache = cache(c, dtype), v_cache = cache(c, dtype);
+        for (Isa isa : paths_here()) {
+            INFO(gpt::kernels::isa_name(isa) << " " << c10::toString(dtype));
+            at::Tensor kc = k_cache.clone(), vc = v_cache.clone();
+            at::Tensor kc_plain = k_cache.clone(), vc_plain = v_cache.clone();
+            const at::Tensor out = gpt::kernels::decode_attention(q, k, v, kc, vc, pos, 0.2, isa);
+            const at::Tensor plain = gpt::kernels::decode_attention(q.contiguous(), k.contiguous(), v.contiguous(),
+                                                                    kc_plain, vc_plain, pos, 0.2, isa);
+            CHECK(at::equal(out, plain));
+            CHECK(at::equal(kc, kc_plain));
+            CHECK(at::equal(vc, vc_plain));
+        }
+    }
+}
+
 TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernels]") {
     const Case c{2, 2, 8, 16};
     const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
