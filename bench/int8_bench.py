@@ -14,7 +14,8 @@ attention math, decode's measured by the compile on its compiled decode graph (`
 to the kernel library's, each with the linear forms the measured bf16 artifact picked; `bf16kernel` and
 `bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured (`bf16panels` its
 linear on weights packed in panels at load); `int8kernel` its int8
-linear, `int4kernel` its int4 one (int8 activations), decode's attention math), the linear forms
+linear, `int8q8` its int8 linear with int8 activations (linear_int8_q8), `int4kernel` its int4 one (int8
+activations), decode's attention math), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
@@ -56,7 +57,7 @@ FORMAT_VERSIONS = (FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
 PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
 ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
-             "int8kernel", "int4kernel")  # fmt: skip
+             "int8kernel", "int8q8", "int4kernel")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
 DECODE_ATTENTION = {
@@ -66,6 +67,7 @@ DECODE_ATTENTION = {
     "bf16panels": "math",
     "bf16kernelchunked": "chunked",
     "int8kernel": "math",
+    "int8q8": "math",
     "int4kernel": "math",
 }
 # The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
@@ -73,8 +75,10 @@ DECODE_ATTENTION = {
 KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel")
 # Its linear on bf16 weights packed in panels at load (the tied head its row kernel), every graph.
 PANELS_LINEAR = ("bf16panels",)
+# Its int8 linear with the activations rounded to int8 blocks (linear_int8_q8), every graph.
+Q8_LINEAR = ("int8q8",)
 # --quantize of each quantized artifact
-QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int4kernel": "int4"}
+QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int4kernel": "int4"}
 QUANTIZED = tuple(QUANTIZE)  # ours: the ratio sections compare every other row with these
 
 
@@ -93,6 +97,8 @@ def compile_ours(files: Files, weights: str) -> float | None:
         cmd += ["--decode-linear", "kernel", "--batched-linear", "kernel"]
     elif weights in PANELS_LINEAR:
         cmd += ["--decode-linear", "panels", "--batched-linear", "panels"]
+    elif weights in Q8_LINEAR:
+        cmd += ["--decode-linear", "q8", "--batched-linear", "q8"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((files.artifact("bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
@@ -244,7 +250,10 @@ def main() -> int:
     files = Files(args.size)
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
-    if any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR for w in ours) and "bf16" not in ours:
+    if (
+        any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR + Q8_LINEAR for w in ours)
+        and "bf16" not in ours
+    ):
         ours.insert(0, "bf16")  # the pinned ones take its linear forms
     compile_s = {w: compile_ours(files, w) for w in ours}
     ref = int8_peers.reference(files) if any(not i.startswith("ours") for i in args.impls) else None

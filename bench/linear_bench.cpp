@@ -1,9 +1,12 @@
 // linear_bench — the kernel library's linear (kernels/cpu/linear.h) against torch's CPU linear on the same bf16
 // weights, and torch's fp32 linear on those weights widened (what an fp32 artifact would run); its int4 linear
-// against aten's CPU int4 kernel (the int4pack form) on the same int4 values, groups of 32; at GPT-2 124M's
-// linear shapes and the row counts of a decode step (1..16), an extend and a prefill. Prints one JSON object a
-// line: shape, rows, and the median milliseconds of each over --reps calls (after one warm-up call).
-//   linear_bench [--threads N] [--reps R] [--rows 1,4,16,...]
+// against aten's CPU int4 kernel (the int4pack form) on the same int4 values, groups of 32; its int8 linear against
+// aten's int8 kernel (the int8pack form) on int8 rows; at GPT-2 124M's linear shapes and the row counts of a decode
+// step (1..16), an extend and a prefill. Prints one JSON object a line: shape, rows, and the median milliseconds of
+// each over --reps calls (after one warm-up call).
+// --size 355m takes GPT-2 medium's shapes; --cold calls copies of each weight in turn, so that every call reads its
+// weight from memory (as a decode step over a model far larger than the caches does).
+//   linear_bench [--threads N] [--reps R] [--rows 1,4,16,...] [--size 124m|355m] [--cold]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -43,15 +46,50 @@ std::vector<int64_t> parse_rows(const char *list) {
     return rows;
 }
 
+constexpr int64_t INT4_GROUP = 32;        // quantize.py's default group
+constexpr int64_t COLD_BYTES = 96 << 20;  // --cold: the bf16 bytes of each shape's copies, past any cache
+
+// One (n, k) linear's weights in every form the bench runs, from the same random bf16 values.
+struct Weights {
+    at::Tensor bf16, fp32, panels;
+    at::Tensor int4_blocks, int4pack, scale_zero;  // int4 values: our blocks of 64 rows as stored, aten's packing
+    at::Tensor int8, int8_scale;                   // int8 rows with a scale each (quantize.py's "rows")
+};
+
+Weights make_weights(int64_t n, int64_t k) {
+    Weights w;
+    w.bf16 = (at::randn({n, k}) * 0.02).to(at::kBFloat16);
+    w.fp32 = w.bf16.to(at::kFloat);
+    w.panels = gpt::kernels::pack_linear_panels(w.bf16);
+    const int64_t padded = (n + 63) / 64 * 64;
+    const at::Tensor q = at::randint(0, 16, {padded, k}, at::kInt);
+    const at::Tensor halves = q.view({-1, 2, 32, k});
+    w.int4_blocks = at::bitwise_or(halves.select(1, 0), halves.select(1, 1).mul(16))
+                        .to(at::kByte)
+                        .transpose(1, 2)
+                        .contiguous()
+                        .view({padded, k / 2});
+    w.int4pack = at::_convert_weight_to_int4pack_for_cpu(q, 1);
+    w.scale_zero = (at::rand({k / INT4_GROUP, padded, 2}) * 0.01).to(at::kBFloat16);
+    w.int8 = at::randint(-127, 128, {n, k}, at::kChar);
+    w.int8_scale = (at::rand({n}) * 0.001).to(at::kBFloat16);
+    return w;
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     int threads = 2, reps = 9;
+    std::string size = "124m";
+    bool cold = false;
     std::vector<int64_t> rows = {1, 4, 8, 16, 64, 256, 900};
+    for (int i = 1; i < argc; ++i)
+        if (std::strcmp(argv[i], "--cold") == 0) cold = true;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
         if (std::strcmp(argv[i], "--reps") == 0) reps = std::atoi(argv[i + 1]);
         if (std::strcmp(argv[i], "--rows") == 0) rows = parse_rows(argv[i + 1]);
+        if (std::strcmp(argv[i], "--size") == 0) size = argv[i + 1];
     }
     at::set_num_threads(threads);
     const gpt::kernels::Isa isa = gpt::kernels::active_isa();
@@ -59,47 +97,54 @@ int main(int argc, char **argv) {
         const char *name;
         int64_t n, k;
     };
-    // GPT-2 124M's linears: attention in and out, the MLP's two, and the vocabulary head.
-    const Shape shapes[] = {{"c_attn", 2304, 768},
-                            {"attn.c_proj", 768, 768},
-                            {"c_fc", 3072, 768},
-                            {"mlp.c_proj", 768, 3072},
-                            {"lm_head", 50304, 768}};
+    // GPT-2's linears: attention in and out, the MLP's two, and the vocabulary head, at width C.
+    if (size != "124m" && size != "355m") {
+        std::fprintf(stderr, "linear_bench: --size is 124m or 355m, not %s\n", size.c_str());
+        return 2;
+    }
+    const int64_t C = size == "124m" ? 768 : 1024;
+    const Shape shapes[] = {{"c_attn", 3 * C, C},
+                            {"attn.c_proj", C, C},
+                            {"c_fc", 4 * C, C},
+                            {"mlp.c_proj", C, 4 * C},
+                            {"lm_head", 50304, C}};
     at::manual_seed(0);
     for (const Shape &s : shapes) {
-        const at::Tensor w = (at::randn({s.n, s.k}) * 0.02).to(at::kBFloat16);
-        const at::Tensor b = at::zeros({s.n}, at::kBFloat16);
-        const at::Tensor w32 = w.to(at::kFloat), b32 = b.to(at::kFloat);
-        const at::Tensor panels = gpt::kernels::pack_linear_panels(w);
-        // int4 in groups of 32 (quantize.py's default): our blocks of 64 rows as stored, aten's as it packs them.
-        const int64_t padded = (s.n + 63) / 64 * 64, group = 32;
-        const at::Tensor q = at::randint(0, 16, {padded, s.k}, at::kInt);
-        const at::Tensor halves = q.view({-1, 2, 32, s.k});
-        const at::Tensor blocks = at::bitwise_or(halves.select(1, 0), halves.select(1, 1).mul(16))
-                                      .to(at::kByte)
-                                      .transpose(1, 2)
-                                      .contiguous()
-                                      .view({padded, s.k / 2});
-        const at::Tensor int4pack = at::_convert_weight_to_int4pack_for_cpu(q, 1);
-        const at::Tensor scale_zero = (at::rand({s.k / group, padded, 2}) * 0.01).to(at::kBFloat16);
+        // --cold: enough copies of each weight, called in turn, that each call reads its weight from memory as a
+        // decode step does (a model's weights are far larger than the caches), not from the last call's cache.
+        const int64_t copies = cold ? std::max<int64_t>(1, COLD_BYTES / (s.n * s.k * 2) + 1) : 1;
+        std::vector<Weights> weights;
+        for (int64_t c = 0; c < copies; ++c) weights.push_back(make_weights(s.n, s.k));
+        const at::Tensor b = at::zeros({s.n}, at::kBFloat16), b32 = b.to(at::kFloat);
         for (const int64_t m : rows) {
             const at::Tensor x = at::randn({m, s.k}).to(at::kBFloat16);
             const at::Tensor x32 = x.to(at::kFloat);
-            const double ours = median_ms(reps, [&] { gpt::kernels::linear(x, w, b, isa); });
-            const double ours_panels = median_ms(reps, [&] { gpt::kernels::linear_panels(x, panels, b, isa); });
-            const double torch_bf16 = median_ms(reps, [&] { at::linear(x, w, b); });
-            const double torch_fp32 = median_ms(reps, [&] { at::linear(x32, w32, b32); });
+            int64_t turn = 0;
+            const auto each = [&](const std::function<void(const Weights &)> &call) {
+                return median_ms(reps, [&] { call(weights[static_cast<size_t>(turn++ % copies)]); });
+            };
+            const double ours = each([&](const Weights &w) { gpt::kernels::linear(x, w.bf16, b, isa); });
+            const double ours_panels =
+                each([&](const Weights &w) { gpt::kernels::linear_panels(x, w.panels, b, isa); });
+            const double torch_bf16 = each([&](const Weights &w) { at::linear(x, w.bf16, b); });
+            const double torch_fp32 = each([&](const Weights &w) { at::linear(x32, w.fp32, b32); });
             const double ours_int4 =
-                median_ms(reps, [&] { gpt::kernels::linear_int4(x, blocks, scale_zero, s.n, b, isa); });
-            const double torch_int4 =
-                median_ms(reps, [&] { at::_weight_int4pack_mm_for_cpu(x, int4pack, group, scale_zero); });
+                each([&](const Weights &w) { gpt::kernels::linear_int4(x, w.int4_blocks, w.scale_zero, s.n, b, isa); });
+            const double torch_int4 = each(
+                [&](const Weights &w) { at::_weight_int4pack_mm_for_cpu(x, w.int4pack, INT4_GROUP, w.scale_zero); });
+            const double ours_int8 =
+                each([&](const Weights &w) { gpt::kernels::linear_int8(x, w.int8, w.int8_scale, b, isa); });
+            const double ours_int8_q8 =
+                each([&](const Weights &w) { gpt::kernels::linear_int8_q8(x, w.int8, w.int8_scale, b, isa); });
+            const double torch_int8 = each([&](const Weights &w) { at::_weight_int8pack_mm(x, w.int8, w.int8_scale); });
             std::printf(
                 "{\"shape\": \"%s\", \"n\": %lld, \"k\": %lld, \"rows\": %lld, \"isa\": \"%s\", \"threads\": %d, "
-                "\"kernel_bf16_ms\": %.4f, \"kernel_panels_ms\": %.4f, \"torch_bf16_ms\": %.4f, \"torch_fp32_ms\": "
-                "%.4f, \"kernel_int4_ms\": %.4f, "
-                "\"torch_int4_ms\": %.4f}\n",
+                "\"cold\": %s, \"kernel_bf16_ms\": %.4f, \"kernel_panels_ms\": %.4f, \"torch_bf16_ms\": %.4f, "
+                "\"torch_fp32_ms\": %.4f, \"kernel_int4_ms\": %.4f, \"torch_int4_ms\": %.4f, \"kernel_int8_ms\": %.4f, "
+                "\"kernel_int8_q8_ms\": %.4f, \"torch_int8_ms\": %.4f}\n",
                 s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
-                gpt::kernels::isa_name(isa), threads, ours, ours_panels, torch_bf16, torch_fp32, ours_int4, torch_int4);
+                gpt::kernels::isa_name(isa), threads, cold ? "true" : "false", ours, ours_panels, torch_bf16,
+                torch_fp32, ours_int4, torch_int4, ours_int8, ours_int8_q8, torch_int8);
             std::fflush(stdout);
         }
     }

@@ -21,6 +21,7 @@ TORCH_LIBRARY(gpt_kernels, m) {
         "float scale) -> Tensor");
     m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
     m.def("linear_int8(Tensor x, Tensor weight, Tensor scale, Tensor? bias) -> Tensor");
+    m.def("linear_int8_q8(Tensor x, Tensor weight, Tensor scale, Tensor? bias) -> Tensor");
     m.def("linear_int4(Tensor x, Tensor weight, Tensor scale_zero, int rows, Tensor? bias) -> Tensor");
     m.def("linear_panels(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
     m.def("pack_linear_panels(Tensor weight) -> Tensor");
@@ -30,6 +31,7 @@ TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) {
     m.impl("decode_attention", &gpt::kernels::decode_attention_cpu);
     m.impl("linear", &gpt::kernels::linear_cpu);
     m.impl("linear_int8", &gpt::kernels::linear_int8_cpu);
+    m.impl("linear_int8_q8", &gpt::kernels::linear_int8_q8_cpu);
     m.impl("linear_int4", &gpt::kernels::linear_int4_cpu);
     m.impl("linear_panels", &gpt::kernels::linear_panels_cpu);
     m.impl("pack_linear_panels", &gpt::kernels::pack_linear_panels);
@@ -39,6 +41,7 @@ TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) {
     m.impl("decode_attention", &gpt::kernels::decode_attention_meta);
     m.impl("linear", &gpt::kernels::linear_meta);
     m.impl("linear_int8", &gpt::kernels::linear_int8_meta);
+    m.impl("linear_int8_q8", &gpt::kernels::linear_int8_meta);
     m.impl("linear_int4", &gpt::kernels::linear_int4_meta);
     m.impl("linear_panels", &gpt::kernels::linear_meta);
 }

@@ -19,6 +19,7 @@ namespace {
 
 constexpr const char *LINEAR = "gpt_kernels::linear";
 constexpr const char *LINEAR_INT8 = "gpt_kernels::linear_int8";
+constexpr const char *LINEAR_INT8_Q8 = "gpt_kernels::linear_int8_q8";
 constexpr const char *LINEAR_INT4 = "gpt_kernels::linear_int4";
 constexpr const char *LINEAR_PANELS = "gpt_kernels::linear_panels";
 constexpr const char *PACK_LINEAR_PANELS = "gpt_kernels::pack_linear_panels";
@@ -68,6 +69,7 @@ struct Weights {
     const std::optional<at::Tensor> &scale;       // s8: (n,)
     const std::optional<at::Tensor> &scale_zero;  // u4: (groups, rows padded, 2)
     bool panels = false;                          // bf16 packed in panels (pack_linear_panels)
+    bool q8 = false;                              // s8: multiplied by x quantized (linear_int8_q8)
 };
 
 // The operators' one implementation: x · Wᵀ + bias, W the weights' values (s8 rows times their scales, u4 groups
@@ -98,8 +100,9 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
     const at::Tensor scale_values = weights.scale ? weights.scale->contiguous() : at::Tensor();
     const float *scale32 = weights.scale ? as_floats(scale_values, scale_buffer) : nullptr;
     const at::Tensor &pairs = weights.scale_zero ? *weights.scale_zero : at::Tensor();
-    U4Activations quantized;  // u4 weights multiply x quantized, once for every tile
-    if (pairs.defined()) quantize_u4_activations(x32, M, K, K / pairs.size(0), quantized);
+    Q8Activations quantized;  // u4 weights and q8 rows multiply x quantized, once for every tile
+    if (pairs.defined() || weights.q8)
+        quantize_activations(x32, M, K, pairs.defined() ? K / pairs.size(0) : K, quantized);
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = N;
     at::Tensor out = at::empty(shape, x.options());  // the tiles store x's dtype: no fp32 result to convert after
@@ -123,10 +126,12 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
                 t.scale_zero_type = element_type(pairs.scalar_type(), op);
                 t.scale_zero_stride = pairs.stride(0);
                 t.group = K / pairs.size(0);
+                t.x_sum = quantized.group_sum.data();
+            }
+            if (pairs.defined() || weights.q8) {
                 t.qx = quantized.q.data();
                 t.qx_scale = quantized.scale.data();
                 t.qx_sum = quantized.q_sum.data();
-                t.x_sum = quantized.group_sum.data();
             }
             t.bias = bias32 ? bias32 + first : nullptr;
             t.out_type = out_type;
@@ -186,6 +191,17 @@ at::Tensor linear_int8(const at::Tensor &x, const at::Tensor &weight, const at::
                     bias, isa);
 }
 
+at::Tensor linear_int8_q8(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                          const std::optional<at::Tensor> &bias, Isa isa) {
+    const char *op = LINEAR_INT8_Q8;
+    check(weight.scalar_type() == at::kChar, op,
+          std::string("weight must be int8, not ") + c10::toString(weight.scalar_type()));
+    check(weight.dim() == 2, op, "weight must be (N, K)");
+    Weights weights{ElementType::s8, weight, weight.size(0), weight.size(1), scale, std::nullopt};
+    weights.q8 = true;
+    return multiply(op, x, weights, bias, isa);
+}
+
 at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
                        const std::optional<at::Tensor> &bias, Isa isa) {
     const char *op = LINEAR_INT4;
@@ -201,9 +217,9 @@ at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::
               scale_zero.is_contiguous(),
           op, "scale_zero must be contiguous (groups, weight's rows, 2)");
     element_type(scale_zero.scalar_type(), op);
-    check(scale_zero.size(0) > 0 && K % scale_zero.size(0) == 0 && K / scale_zero.size(0) % U4_QBLOCK == 0, op,
+    check(scale_zero.size(0) > 0 && K % scale_zero.size(0) == 0 && K / scale_zero.size(0) % Q8_BLOCK == 0, op,
           std::to_string(scale_zero.size(0)) + " groups do not divide K " + std::to_string(K) + " into multiples of " +
-              std::to_string(U4_QBLOCK));
+              std::to_string(Q8_BLOCK));
     return multiply(op, x, {ElementType::u4, weight, rows, K, std::nullopt, scale_zero}, bias, isa);
 }
 
@@ -227,6 +243,11 @@ at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const 
 at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &,
                             const std::optional<at::Tensor> &) {
     return shape_of(x, weight);
+}
+
+at::Tensor linear_int8_q8_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                              const std::optional<at::Tensor> &bias) {
+    return linear_int8_q8(x, weight, scale, bias, active_isa());
 }
 
 at::Tensor linear_int4_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,

@@ -37,6 +37,16 @@ at::Tensor linear_int8_cpu(const at::Tensor &x, const at::Tensor &weight, const 
 at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
                             const std::optional<at::Tensor> &bias);
 
+// The same over int8 weight rows times x quantized to int8 in blocks of 32 inputs (one scale each, as linear_int4's),
+// multiplied in integers: llama.cpp's Q8_0 × Q8_0 dot products, a block's 32 products in three instructions where
+// widening the weights to fp32 takes twelve (a last block shorter than 32 one product at a time). Its results are the
+// dequantised model's up to the activations' rounding (half a step of each block, times |w|), not only to the order of
+// sums.
+at::Tensor linear_int8_q8(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                          const std::optional<at::Tensor> &bias, Isa isa);
+at::Tensor linear_int8_q8_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                              const std::optional<at::Tensor> &bias);
+
 // The same over int4 weights in blocks of 64 rows (aot/gpt_aot/model/linear.py's "blocks64": (rows padded to a
 // multiple of 64, K / 2) bytes, the byte of input k and row j of a block holding row j's q in its low four bits
 // and row j + 32's in its high four), each weight (q − 8) · scale + zero with one (scale, zero) per group of

@@ -30,9 +30,9 @@ struct LinearTile {
     const void *scale_zero;
     ElementType scale_zero_type;
     int64_t scale_zero_stride, group;
-    // u4 weights multiply x quantized (U4Activations): row i's int8 values at qx + i * k, each block of
-    // U4_QBLOCK inputs' scale and Σ qx at qx_scale and qx_sum + i * (k / U4_QBLOCK), each group's exact Σ x at
-    // x_sum + i * (k / group)
+    // u4 weights, and s8 weights with `qx` set (linear_int8_q8), multiply x quantized (Q8Activations): row i's int8
+    // values at qx + i * k, each block of Q8_BLOCK inputs' scale and Σ qx at qx_scale and qx_sum + i * q8_blocks(k),
+    // each group's exact Σ x at x_sum + i * (k / group) (u4)
     const int8_t *qx;
     const float *qx_scale;
     const int32_t *qx_sum;
@@ -47,18 +47,20 @@ struct LinearTile {
 constexpr int64_t PANEL_ROWS = 16;     // the outputs of one panel of packed bf16 weights
 constexpr int64_t U4_BLOCK_ROWS = 64;  // the rows of one u4 block: a u4 tile's
 constexpr int64_t U4_ZERO = 8;         // the q that stands for the zero
-constexpr int64_t U4_QBLOCK = 32;      // the inputs that share one activation scale (llama.cpp's Q8_0 block)
+constexpr int64_t Q8_BLOCK = 32;       // the inputs that share one activation scale (llama.cpp's Q8_0 block)
 
-// The activations a u4 tile multiplies, quantized once a call: each block of U4_QBLOCK inputs of a row as int8
-// values q = round(x / s), s = max |x| / 127 (0 for a block of zeros: q = 0), with the block's Σ q; and each group's
-// exact Σ x, which the zeros multiply. What every path reads, so that all quantize alike.
-struct U4Activations {
+// The activations a u4 or q8 tile multiplies, quantized once a call: each block of Q8_BLOCK inputs of a row (the last
+// one shorter where k is no multiple) as int8 values q = round(x / s), s = max |x| / 127 (0 for a block of zeros:
+// q = 0), with the block's Σ q; and each group's exact Σ x, which the zeros multiply. What every path reads, so that
+// all quantize alike.
+struct Q8Activations {
     std::vector<int8_t> q;
     std::vector<float> scale;
     std::vector<int32_t> q_sum;
     std::vector<float> group_sum;
 };
-void quantize_u4_activations(const float *x, int64_t m, int64_t k, int64_t group, U4Activations &out);
+constexpr int64_t q8_blocks(int64_t k) { return (k + Q8_BLOCK - 1) / Q8_BLOCK; }  // a row's blocks, the last partial
+void quantize_activations(const float *x, int64_t m, int64_t k, int64_t group, Q8Activations &out);
 
 void linear_tile_scalar(const LinearTile &tile);  // the reference
 void linear_tile_avx2(const LinearTile &tile);    // AVX2 + FMA + F16C

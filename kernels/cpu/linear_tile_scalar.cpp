@@ -3,6 +3,8 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+
 #include "cpu/linear_tile.h"
 #include "cpu/scalar_elements.h"
 
@@ -64,15 +66,15 @@ float element_of(ElementType type, const void *base, int64_t i) {
 // scaled by the block's activation scale, each group's sum by the row's scale, plus its zero times the group's Σ x.
 void multiply_u4(const LinearTile &t) {
     const auto *block = static_cast<const uint8_t *>(t.w);
-    const int64_t blocks = t.k / U4_QBLOCK, groups = t.k / t.group;
+    const int64_t blocks = t.k / Q8_BLOCK, groups = t.k / t.group;
     for (int64_t i = 0; i < t.m; ++i)
         for (int64_t j = 0; j < t.n; ++j) {
             double sum = 0.0;
             for (int64_t g = 0; g < groups; ++g) {
                 double group_sum = 0.0;
-                for (int64_t b = g * t.group / U4_QBLOCK; b < (g + 1) * t.group / U4_QBLOCK; ++b) {
+                for (int64_t b = g * t.group / Q8_BLOCK; b < (g + 1) * t.group / Q8_BLOCK; ++b) {
                     int64_t products = 0;
-                    for (int64_t l = b * U4_QBLOCK; l < (b + 1) * U4_QBLOCK; ++l) {
+                    for (int64_t l = b * Q8_BLOCK; l < (b + 1) * Q8_BLOCK; ++l) {
                         const uint8_t byte = block[l * (U4_BLOCK_ROWS / 2) + j % (U4_BLOCK_ROWS / 2)];
                         const int q = j < U4_BLOCK_ROWS / 2 ? byte & 15 : byte >> 4;
                         products += static_cast<int64_t>(t.qx[i * t.k + l]) * (q - U4_ZERO);
@@ -89,6 +91,26 @@ void multiply_u4(const LinearTile &t) {
         }
 }
 
+// int8 rows times the quantized activations (linear_int8_q8), one product at a time: each block's Σ qx · w in
+// integers, scaled by the block's activation scale, the row's sum by the row's scale.
+void multiply_s8_q8(const LinearTile &t) {
+    const auto *w = static_cast<const int8_t *>(t.w);
+    const int64_t blocks = q8_blocks(t.k);
+    for (int64_t i = 0; i < t.m; ++i)
+        for (int64_t j = 0; j < t.n; ++j) {
+            double sum = 0.0;
+            for (int64_t b = 0; b < blocks; ++b) {
+                int64_t products = 0;
+                for (int64_t l = b * Q8_BLOCK; l < std::min((b + 1) * Q8_BLOCK, t.k); ++l)
+                    products += static_cast<int64_t>(t.qx[i * t.k + l]) * w[j * t.w_stride + l];
+                sum += static_cast<double>(t.qx_scale[i * blocks + b]) * static_cast<double>(products);
+            }
+            if (t.scale) sum *= static_cast<double>(t.scale[j]);
+            if (t.bias) sum += static_cast<double>(t.bias[j]);
+            store(t.out_type, t.out, i * t.out_stride + j, static_cast<float>(sum));
+        }
+}
+
 }  // namespace
 
 void linear_tile_scalar(const LinearTile &tile) {
@@ -97,7 +119,7 @@ void linear_tile_scalar(const LinearTile &tile) {
         case ElementType::f32: return multiply<float>(tile);
         case ElementType::bf16: return multiply<c10::BFloat16>(tile);
         case ElementType::f16: return multiply<c10::Half>(tile);
-        case ElementType::s8: return multiply<int8_t>(tile);
+        case ElementType::s8: return tile.qx ? multiply_s8_q8(tile) : multiply<int8_t>(tile);
         case ElementType::u4: return multiply_u4(tile);
     }
 }

@@ -320,7 +320,17 @@ def test_decode_attention_is_measured_on_the_compiled_decode_graph_against_math(
 def test_linear_forms_compute_the_same_product(fixtures):
     from gpt_aot.model.linear import LINEAR_FORMS, Linear, packed_linear_weights
 
-    assert set(LINEAR_FORMS) == {"mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack"}
+    assert set(LINEAR_FORMS) == {
+        "mm",
+        "reduction",
+        "onednn",
+        "kernel",
+        "panels",
+        "int8pack",
+        "blocked",
+        "int4pack",
+        "q8",
+    }
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
         for shape in ((1, 16), (3, 1, 16), (2, 5, 16)):

@@ -19,7 +19,7 @@ SOURCES = (
     "cpu/threads.cpp",
     "cpu/decode_attention.cpp",
     "cpu/linear.cpp",
-    "cpu/linear_u4_activations.cpp",
+    "cpu/linear_q8_activations.cpp",
 ) + tuple(f"cpu/{kernel}_{path}.cpp" for kernel in ("attention_chunk", "linear_tile") for path in PATHS)
 
 

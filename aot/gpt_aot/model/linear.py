@@ -20,16 +20,17 @@ from torch.nn import functional as F
 
 from gpt_aot.model import kernels
 
-LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack")
+LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack", "q8")
 # The forms each weight layout allows: oneDNN's reads float weights; the kernel library's (kernels/cpu/linear.h:
 # weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) float weights and
 # int8 "rows"; int8 weights by their layout (quantize.py): aten's int8 kernel and the reduction over rows read
 # "rows", the blocked reduction "blocks32"; aten's int4 kernel and the kernel library's linear_int4 read int4
-# "blocks64"; mm reads any. "panels" is the kernel library's product over bf16 weights packed in panels where they
-# run (pack_for_panels), weights of other shapes (and a tied head) read by its `kernel` form as stored.
+# "blocks64"; "q8", the kernel library's int8 "rows" times the activations rounded to int8 blocks, "rows"; mm
+# reads any. "panels" is the kernel library's product over bf16 weights packed in panels where they run
+# (pack_for_panels), weights of other shapes (and a tied head) read by its `kernel` form as stored.
 LAYOUT_LINEAR_FORMS = {
     None: ("mm", "reduction", "onednn", "kernel", "panels"),
-    "rows": ("mm", "reduction", "int8pack", "kernel"),
+    "rows": ("mm", "reduction", "int8pack", "kernel", "q8"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
 }
@@ -123,9 +124,9 @@ def int4_embedding(packed: torch.Tensor, scale_zero: torch.Tensor, idx: torch.Te
 
 
 def rounds_activations(form: str, weight_layout: str | None) -> bool:
-    """Whether `form` rounds its activations before the products (the int4 kernel's int8 blocks): its results lie
-    further from the dequantised reference than a reordering of sums, by the activations' rounding."""
-    return form == "kernel" and weight_layout == "blocks64"
+    """Whether `form` rounds its activations before the products (the int4 kernel's and q8's int8 blocks): its results
+    lie further from the dequantised reference than a reordering of sums, by the activations' rounding."""
+    return form == "q8" or (form == "kernel" and weight_layout == "blocks64")
 
 
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
@@ -139,7 +140,7 @@ def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dty
         return False
     if form == "int4pack":
         return device.type == "cpu"
-    if form == "kernel":
+    if form in ("kernel", "q8"):
         return device.type == "cpu" and kernels.available()
     if form == "panels":
         return device.type == "cpu" and kernels.available() and weight_dtype == torch.bfloat16
@@ -176,7 +177,11 @@ class Linear(nn.Linear):
     "int8pack" is aten's weight-only int8 product, the scale applied to its
     output rows; "kernel" the kernel library's (`gpt_kernels::linear_int8`: each
     int8 widened to fp32 in registers, a row's sum scaled once, the bias added
-    in the same pass). The scale is the buffer `weight_scale` that quantize.py adds.
+    in the same pass); "q8" the kernel library's with the activations rounded to
+    int8 in blocks of 32 and multiplied by the int8 weights in integers
+    (`gpt_kernels::linear_int8_q8`: llama.cpp's Q8_0 × Q8_0 scheme, a third of
+    the instructions a product at one row). The scale is the buffer
+    `weight_scale` that quantize.py adds.
     "blocked" reads the int8 weight laid out in blocks of 32 rows
     (to_row_blocks): the reduction runs over each block's inputs with 32
     outputs in one vector, rows of a batch inside a block, so a block is read
@@ -229,6 +234,8 @@ class Linear(nn.Linear):
             y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
         elif self.form == "kernel":
             return torch.ops.gpt_kernels.linear_int8(x, self.weight, scale, self.bias)
+        elif self.form == "q8":
+            return torch.ops.gpt_kernels.linear_int8_q8(x, self.weight, scale, self.bias)
         elif self.form == "reduction":
             x = x.as_strided(x.shape, x.stride())  # as the float reduction: x stays one stored buffer
             y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1) * scale

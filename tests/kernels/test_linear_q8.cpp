@@ -1,0 +1,91 @@
+// The int8 linear with quantized activations (kernels/cpu/linear.h's linear_int8_q8: int8 rows times x rounded to
+// int8 in blocks of 32, multiplied in integers) on every vector path this CPU runs: against the exact product on the
+// dequantised rows within the activations' rounding, and against the scalar reference, which rounds x alike.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <optional>
+#include <vector>
+
+#include "cpu/isa.h"
+#include "cpu/linear.h"
+#include "linear_checks.h"
+
+using gpt::kernels::Isa;
+
+using linear_checks::error;
+using linear_checks::reference;
+using linear_checks::tolerance;
+
+TEST_CASE("the q8 int8 linear is the dequantised linear within its activations' rounding, every path its reference") {
+    at::manual_seed(12);
+    // m: one row (its own loop: 1 to 5 blocks of 32, so whole steps of its chains and a tail), pairs of rows and a
+    // remainder, a batch of 16, an extend of 33; n: blocks of 4 weight rows and remainders 1..3, more than one tile;
+    // k: one block to GPT-2's widths, and no multiple of 32 (a last, shorter block; one shorter than a block alone).
+    const std::vector<linear_checks::Shape> shapes = {{1, 1, 32},  {1, 5, 96},    {1, 67, 128},   {1, 9, 160},
+                                                      {2, 4, 64},  {3, 70, 96},   {5, 131, 128},  {16, 66, 768},
+                                                      {33, 7, 64}, {1, 300, 768}, {2, 300, 3072}, {1, 9, 48},
+                                                      {3, 70, 77}, {1, 67, 1031}, {2, 5, 7}};
+    linear_checks::for_each_case(
+        shapes, [](Isa isa, at::ScalarType xtype, const linear_checks::Shape &s, bool with_bias) {
+            at::Tensor x = at::randn({s.m, s.k});
+            if (s.k >= 64) x.slice(1, 32, 64).zero_();  // a block of zeros: scale 0, every q 0
+            x = x.to(xtype);
+            const at::Tensor w = at::randint(-127, 128, {s.n, s.k}).to(at::kChar);
+            // Scales as quantize.py's (absmax / 127 of rows of about unit-norm weights), in x's dtype.
+            const at::Tensor scale = (at::rand({s.n}) / (127.0 * std::sqrt(static_cast<double>(s.k)))).to(xtype);
+            const std::optional<at::Tensor> bias =
+                with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+            const at::Tensor got = gpt::kernels::linear_int8_q8(x, w, scale, bias, isa);
+            REQUIRE(got.scalar_type() == xtype);
+            REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+            // Against the exact product: x rounded to int8 in blocks of 32 moves each input by at most half its
+            // block's step (max |x| / 127 / 2), so each output by at most Σ that · |w|.
+            const at::Tensor dequantised = w.to(at::kDouble) * scale.to(at::kDouble).unsqueeze(1);
+            const at::Tensor x64 = x.to(at::kFloat).to(at::kDouble);
+            const int64_t padded = (s.k + 31) / 32 * 32;
+            const at::Tensor blocks = at::constant_pad_nd(x64, {0, padded - s.k}).view({s.m, -1, 32});
+            const at::Tensor half_step = (blocks.abs().amax(-1) / 254.0).repeat_interleave(32, 1).slice(1, 0, s.k);
+            const at::Tensor bound = at::matmul(half_step, dequantised.abs().t());
+            const at::Tensor want = reference(x, dequantised, bias);
+            const at::Tensor slack = want.abs().clamp_min(1.0) * tolerance(s.k, xtype);
+            CHECK(((got.to(at::kDouble) - want).abs() - bound - slack).max().item<double>() <= 0.0);
+            // The rounding is real: the weight-only kernel, on the same values, lies within its own tolerance.
+            const at::Tensor exact = gpt::kernels::linear_int8(x, w, scale, bias, isa);
+            CHECK(error(exact, want) < tolerance(s.k, xtype));
+            // Against the scalar path, which rounds x alike and sums the same integer products.
+            const at::Tensor scalar = gpt::kernels::linear_int8_q8(x, w, scale, bias, Isa::scalar);
+            CHECK(error(got, scalar.to(at::kDouble)) < tolerance(s.k, xtype));
+        });
+}
+
+TEST_CASE("the q8 int8 linear's rounding is its activations' alone: x on its blocks' int8 grid is exact") {
+    // x whose every block is already q · s for int8 q (max |q| = 127): the rounding changes nothing, so the
+    // integer products give the dequantised linear up to the order of fp32 sums.
+    at::manual_seed(13);
+    const int64_t m = 3, n = 70, k = 256;
+    const at::Tensor q = at::randint(-126, 127, {m, k}).to(at::kFloat);
+    q.select(1, 0).fill_(127.0);  // each row's first block reaches ±127
+    for (int64_t b = 1; b < k / 32; ++b) q.select(1, b * 32).fill_(-127.0);
+    const at::Tensor steps = at::rand({m, k / 32}) + 0.5;
+    const at::Tensor x = q * steps.repeat_interleave(32, 1);
+    const at::Tensor w = at::randint(-127, 128, {n, k}).to(at::kChar);
+    const at::Tensor scale = at::rand({n}) / 2000.0;
+    const at::Tensor want = reference(x, w.to(at::kDouble) * scale.to(at::kDouble).unsqueeze(1), std::nullopt);
+    for (const Isa isa : paths_here()) {
+        CAPTURE(gpt::kernels::isa_name(isa));
+        CHECK(error(gpt::kernels::linear_int8_q8(x, w, scale, std::nullopt, isa), want) < 1e-5);
+    }
+}
+
+TEST_CASE("the q8 int8 linear refuses what it cannot multiply, naming why") {
+    const at::Tensor x = at::randn({2, 64}), q = at::randint(-127, 128, {4, 64}).to(at::kChar), scale = at::rand({4});
+    const Isa isa = Isa::scalar;
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8_q8(x, q.to(at::kFloat), scale, std::nullopt, isa),
+                      Catch::Contains("gpt_kernels::linear_int8_q8: weight must be int8, not Float"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8_q8(x, q, at::rand({5}), std::nullopt, isa),
+                      Catch::Contains("scale must be (N,)"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8_q8(at::randn({2, 32}), q, scale, std::nullopt, isa),
+                      Catch::Contains("not weight's K 64"));
+}
