@@ -14,8 +14,8 @@ attention math, decode's measured by the compile on its compiled decode graph (`
 to the kernel library's, each with the linear forms the measured bf16 artifact picked; `bf16kernel` and
 `bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured (`bf16panels` its
 linear on weights packed in panels at load); `int8kernel` its int8
-linear, `int8q8` its int8 linear with int8 activations (linear_int8_q8), `int4kernel` its int4 one (int8
-activations), decode's attention math), the linear forms
+linear, `int8q8` the same but decode_one's with int8 activations (linear_int8_q8), `int4kernel` its int4 one
+(int8 activations), decode's attention math), the linear forms
 measured by the compile). Rows: bench/runtime_bench.c
 `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
 bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
@@ -75,7 +75,9 @@ DECODE_ATTENTION = {
 KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel")
 # Its linear on bf16 weights packed in panels at load (the tied head its row kernel), every graph.
 PANELS_LINEAR = ("bf16panels",)
-# Its int8 linear with the activations rounded to int8 blocks (linear_int8_q8), every graph.
+# Its int8 linear with the activations rounded to int8 blocks (linear_int8_q8) in decode_one, where it reads the
+# weights in a third of the instructions, and its plain int8 linear in the graphs of several rows, where the two run
+# alike or q8 slower (bench/results/cpu-2026-11-28-q8/).
 Q8_LINEAR = ("int8q8",)
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int4kernel": "int4"}
@@ -98,7 +100,7 @@ def compile_ours(files: Files, weights: str) -> float | None:
     elif weights in PANELS_LINEAR:
         cmd += ["--decode-linear", "panels", "--batched-linear", "panels"]
     elif weights in Q8_LINEAR:
-        cmd += ["--decode-linear", "q8", "--batched-linear", "q8"]
+        cmd += ["--decode-linear", "q8", "--batched-linear", "kernel"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((files.artifact("bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]

@@ -75,14 +75,15 @@ std::vector<std::string> string_list(const json &obj, const char *key, const std
 // The linear forms that read each layout of weights: float ones (""), int8 rows, int8 blocks of 32 rows,
 // int4 blocks of 64 rows.
 const char *linear_forms_for(const std::string &weight_layout) {
-    if (weight_layout == "rows") return "mm, reduction, int8pack or kernel (the weights are int8 rows)";
+    if (weight_layout == "rows") return "mm, reduction, int8pack, kernel or q8 (the weights are int8 rows)";
     if (weight_layout == "blocks32") return "mm or blocked (the weights are int8 blocks of 32 rows)";
     if (weight_layout == "blocks64") return "mm, int4pack or kernel (the weights are int4 blocks of 64 rows)";
     return "mm, reduction, onednn, kernel or panels";
 }
 
 bool form_reads_weights(const std::string &form, const std::string &weight_layout) {
-    if (weight_layout == "rows") return form == "mm" || form == "reduction" || form == "int8pack" || form == "kernel";
+    if (weight_layout == "rows")
+        return form == "mm" || form == "reduction" || form == "int8pack" || form == "kernel" || form == "q8";
     if (weight_layout == "blocks32") return form == "mm" || form == "blocked";
     if (weight_layout == "blocks64") return form == "mm" || form == "int4pack" || form == "kernel";
     return form == "mm" || form == "reduction" || form == "onednn" || form == "kernel" || form == "panels";
