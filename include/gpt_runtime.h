@@ -226,6 +226,8 @@ struct gpt_model_info {
                             is for inference only */
     bool extend_graph;   /* true when the artifact has the extend graph: gpt_session_extend_seq runs each piece
                             in one pass; false for artifacts compiled before it (a decode step per token) */
+    bool mixed_graph;    /* true when the artifact has the mixed graph: gpt_session_append_sample_batch runs in
+                            one pass; false without it (extend calls and a decode step) */
 };
 GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
                                       size_t struct_size);
@@ -596,6 +598,24 @@ GPT_API gpt_status gpt_session_extend_seq_v2(struct gpt_session *session, int32_
 GPT_API gpt_status gpt_session_decode_sample_batch_v2(struct gpt_session *session, const gpt_token *tokens,
                                                       struct gpt_sampler *const *samplers, gpt_token *out_tokens,
                                                       float *logits, size_t logits_capacity);
+/* One forward over tokens of several sequences at once, the way a server folds a long prompt's
+ * pieces into its running streams' decode steps (chunked prefill without a call of its own):
+ * sequence i appends n_tokens[i] tokens of tokens[i] (0: it sits out, tokens[i] may be NULL)
+ * and, where samplers[i] is not NULL, its next token is drawn after them into out_tokens[i]
+ * (GPT_TOKEN_NONE where none is drawn); samplers may be NULL when none draws. A step of a
+ * running sequence is its one sampled token; a prompt piece is its tokens without a sampler;
+ * a prompt's last piece with one draws the first token. `logits` (NULL with capacity 0: not
+ * wanted) receives the drawn sequences' rows, n_seq rows of vocab_size floats by sequence, as
+ * gpt_session_decode_sample_batch_v2 writes them. With the artifact's mixed graph (CPU
+ * artifacts whose decode attention is the kernel library's) this is one pass that reads every
+ * weight once, and a failure changes nothing; without it, each sequence's tokens but a drawn
+ * last one go in by gpt_session_extend_seq and the drawn ones as one decode step, and a failure
+ * leaves what ran (gpt_session_get_position_seq says). Refusals before anything runs: an id
+ * outside the vocabulary, tokens past the context (GPT_ERR_OUT_OF_RANGE), two sequences with one
+ * sampler, nothing to append; a row that cannot be sampled as gpt_session_decode_sample_batch's. */
+GPT_API gpt_status gpt_session_append_sample_batch(struct gpt_session *session, const gpt_token *const *tokens,
+                                                   const int32_t *n_tokens, struct gpt_sampler *const *samplers,
+                                                   gpt_token *out_tokens, float *logits, size_t logits_capacity);
 /* gpt_sampler_sample_batch with gpt_session_decode_sample_batch's rule for a row that cannot be
  * sampled (NaN, +inf, all -inf), so that both sampling calls keep one: that row gets
  * GPT_TOKEN_NONE, its sampler does not draw and its log-probability entries are GPT_TOKEN_NONE with

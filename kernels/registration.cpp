@@ -19,6 +19,9 @@ TORCH_LIBRARY(gpt_kernels, m) {
     m.def(
         "decode_attention(Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
         "float scale) -> Tensor");
+    m.def(
+        "decode_attention_rows(Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
+        "Tensor seq, float scale) -> Tensor");
     m.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor");
     m.def("linear_int8(Tensor x, Tensor weight, Tensor scale, Tensor? bias) -> Tensor");
     m.def("linear_int8_q8(Tensor x, Tensor weight, Tensor scale, Tensor? bias) -> Tensor");
@@ -29,6 +32,7 @@ TORCH_LIBRARY(gpt_kernels, m) {
 
 TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) {
     m.impl("decode_attention", &gpt::kernels::decode_attention_cpu);
+    m.impl("decode_attention_rows", &gpt::kernels::decode_attention_rows_cpu);
     m.impl("linear", &gpt::kernels::linear_cpu);
     m.impl("linear_int8", &gpt::kernels::linear_int8_cpu);
     m.impl("linear_int8_q8", &gpt::kernels::linear_int8_q8_cpu);
@@ -39,6 +43,7 @@ TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) {
 
 TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) {
     m.impl("decode_attention", &gpt::kernels::decode_attention_meta);
+    m.impl("decode_attention_rows", &gpt::kernels::decode_attention_rows_meta);
     m.impl("linear", &gpt::kernels::linear_meta);
     m.impl("linear_int8", &gpt::kernels::linear_int8_meta);
     m.impl("linear_int8_q8", &gpt::kernels::linear_int8_meta);

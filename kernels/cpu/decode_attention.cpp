@@ -5,11 +5,15 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <numeric>
+#include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "cpu/attention_chunk.h"
@@ -38,7 +42,7 @@ ChunkFn chunk_fn(Isa isa) {
 }
 
 // The D elements of row (b, h) of a (B, H, 1, D) tensor start here, t.stride(3) elements apart.
-const char *row_of(const at::Tensor &t, int64_t b, int64_t h) {
+const char *token_row(const at::Tensor &t, int64_t b, int64_t h) {
     return static_cast<const char *>(t.data_ptr()) +
            (b * t.stride(0) + h * t.stride(1)) * static_cast<int64_t>(t.element_size());
 }
@@ -89,15 +93,21 @@ void stored_row(const float *from, ElementType type, int64_t d, float divisor, c
 
 }  // namespace
 
-at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
-                            at::Tensor &v_cache, const at::Tensor &pos_in, double scale, Isa isa) {
+namespace {
+
+// Both operators: token b's cache row is seq_in[b] where seq_in is defined, else b.
+at::Tensor attend_tokens(const at::Tensor &q_in, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                         at::Tensor &v_cache, const at::Tensor &pos_in, const at::Tensor &seq_in, double scale,
+                         Isa isa) {
     check(q_in.dim() == 4 && k.dim() == 4 && v.dim() == 4 && k_cache.dim() == 4 && v_cache.dim() == 4,
           "q, k, v and the caches must be (B, H, T, D)");
     const int64_t B = q_in.size(0), H = q_in.size(1), D = q_in.size(3), S = k_cache.size(2);
+    const int64_t rows = k_cache.size(0);
     check(q_in.size(2) == 1 && k.sizes() == q_in.sizes() && v.sizes() == q_in.sizes(),
-          "q, k and v must be (B, H, 1, D): one new token a sequence");
-    check(k_cache.sizes() == v_cache.sizes() && k_cache.size(0) == B && k_cache.size(1) == H && k_cache.size(3) == D,
-          "the caches must be (B, H, S, D) with q's B, H and D");
+          "q, k and v must be (B, H, 1, D): one new token a row");
+    check(k_cache.sizes() == v_cache.sizes() && k_cache.size(1) == H && k_cache.size(3) == D,
+          "the caches must be (rows, H, S, D) with q's H and D");
+    check(seq_in.defined() || rows == B, "the caches must have q's B rows");
     const at::ScalarType dtype = q_in.scalar_type();
     check(k.scalar_type() == dtype && v.scalar_type() == dtype && k_cache.scalar_type() == dtype &&
               v_cache.scalar_type() == dtype,
@@ -113,22 +123,42 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
     for (int64_t b = 0; b < B; ++b)
         check(pos_data[b] >= 0 && pos_data[b] < S, "pos[" + std::to_string(b) + "] = " + std::to_string(pos_data[b]) +
                                                        " is outside the cache's " + std::to_string(S) + " positions");
+    std::vector<int64_t> row_of_token(static_cast<size_t>(B));
+    if (seq_in.defined()) {
+        check(seq_in.device().is_cpu() && seq_in.dim() == 1 && seq_in.size(0) == B && seq_in.scalar_type() == at::kLong,
+              "seq must be (B,) int64 on the CPU");
+        const at::Tensor seq = seq_in.contiguous();
+        std::copy_n(seq.data_ptr<int64_t>(), B, row_of_token.begin());
+        std::set<std::pair<int64_t, int64_t>> written;
+        for (int64_t b = 0; b < B; ++b) {
+            const int64_t row = row_of_token[static_cast<size_t>(b)];
+            check(row >= 0 && row < rows, "seq[" + std::to_string(b) + "] = " + std::to_string(row) +
+                                              " is not one of the caches' " + std::to_string(rows) + " rows");
+            check(written.emplace(row, pos_data[b]).second,
+                  "two tokens go to position " + std::to_string(pos_data[b]) + " of cache row " + std::to_string(row));
+        }
+    } else {
+        std::iota(row_of_token.begin(), row_of_token.end(), int64_t{0});
+    }
+    const int64_t *row_of = row_of_token.data();
 
-    // The new keys and values into the caches at each row's position, and the queries in fp32, scaled once: plain
-    // row copies over (b, h), where torch's indexing and conversions cost more than the copies at one token a row.
+    // Every new key and value into the caches at its row's position, before any query attends (tokens of one
+    // sequence then see their earlier ones), and the queries in fp32, scaled once: plain row copies over (b, h),
+    // where torch's indexing and conversions cost more than the copies at one token a row.
     const int64_t element = static_cast<int64_t>(k_cache.element_size());
     auto *k_data = static_cast<char *>(k_cache.data_ptr());
     auto *v_data = static_cast<char *>(v_cache.data_ptr());
     std::vector<float> q_scaled(static_cast<size_t>(B * H * D));
     for (int64_t b = 0; b < B; ++b) {
+        const int64_t r = row_of[b];
         for (int64_t h = 0; h < H; ++h) {
             char *k_row =
-                k_data + (b * k_cache.stride(0) + h * k_cache.stride(1) + pos_data[b] * k_cache.stride(2)) * element;
+                k_data + (r * k_cache.stride(0) + h * k_cache.stride(1) + pos_data[b] * k_cache.stride(2)) * element;
             char *v_row =
-                v_data + (b * v_cache.stride(0) + h * v_cache.stride(1) + pos_data[b] * v_cache.stride(2)) * element;
-            copy_row(row_of(k, b, h), k.stride(3), D, element, k_row);
-            copy_row(row_of(v, b, h), v.stride(3), D, element, v_row);
-            scaled_row(row_of(q_in, b, h), q_in.stride(3), type, D, static_cast<float>(scale),
+                v_data + (r * v_cache.stride(0) + h * v_cache.stride(1) + pos_data[b] * v_cache.stride(2)) * element;
+            copy_row(token_row(k, b, h), k.stride(3), D, element, k_row);
+            copy_row(token_row(v, b, h), v.stride(3), D, element, v_row);
+            scaled_row(token_row(q_in, b, h), q_in.stride(3), type, D, static_cast<float>(scale),
                        q_scaled.data() + (b * H + h) * D);
         }
     }
@@ -151,8 +181,10 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
             AttentionChunk chunk{};
             chunk.type = type;
             chunk.q = q_data + bh * D;
-            chunk.k = k_data + (b * k_cache.stride(0) + h * k_cache.stride(1) + first * k_cache.stride(2)) * element;
-            chunk.v = v_data + (b * v_cache.stride(0) + h * v_cache.stride(1) + first * v_cache.stride(2)) * element;
+            chunk.k =
+                k_data + (row_of[b] * k_cache.stride(0) + h * k_cache.stride(1) + first * k_cache.stride(2)) * element;
+            chunk.v =
+                v_data + (row_of[b] * v_cache.stride(0) + h * v_cache.stride(1) + first * v_cache.stride(2)) * element;
             chunk.k_stride = k_cache.stride(2);
             chunk.v_stride = v_cache.stride(2);
             chunk.positions = std::min(KV_CHUNK, pos_data[b] + 1 - first);
@@ -188,9 +220,34 @@ at::Tensor decode_attention(const at::Tensor &q_in, const at::Tensor &k, const a
     return result;
 }
 
+}  // namespace
+
+at::Tensor decode_attention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                            at::Tensor &v_cache, const at::Tensor &pos, double scale, Isa isa) {
+    return attend_tokens(q, k, v, k_cache, v_cache, pos, at::Tensor(), scale, isa);
+}
+
+at::Tensor decode_attention_rows(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                                 at::Tensor &v_cache, const at::Tensor &pos, const at::Tensor &seq, double scale,
+                                 Isa isa) {
+    check(seq.defined(), "seq must be a tensor");
+    return attend_tokens(q, k, v, k_cache, v_cache, pos, seq, scale, isa);
+}
+
 at::Tensor decode_attention_cpu(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
                                 at::Tensor &v_cache, const at::Tensor &pos, double scale) {
     return decode_attention(q, k, v, k_cache, v_cache, pos, scale, active_isa());
+}
+
+at::Tensor decode_attention_rows_cpu(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                                     at::Tensor &v_cache, const at::Tensor &pos, const at::Tensor &seq, double scale) {
+    return decode_attention_rows(q, k, v, k_cache, v_cache, pos, seq, scale, active_isa());
+}
+
+at::Tensor decode_attention_rows_meta(const at::Tensor &q, const at::Tensor & /*k*/, const at::Tensor & /*v*/,
+                                      at::Tensor & /*k_cache*/, at::Tensor & /*v_cache*/, const at::Tensor & /*pos*/,
+                                      const at::Tensor & /*seq*/, double /*scale*/) {
+    return at::empty_symint(q.sym_sizes(), q.options());
 }
 
 at::Tensor decode_attention_meta(const at::Tensor &q, const at::Tensor & /*k*/, const at::Tensor & /*v*/,

@@ -23,6 +23,15 @@ namespace gpt::kernels {
 at::Tensor decode_attention(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
                             at::Tensor &v_cache, const at::Tensor &pos, double scale, Isa isa);
 
+// The same for new tokens of any sequences, several of one sequence included (a prompt's piece beside other
+// sequences' decode steps, in one call): q, k, v (N, H, 1, D), one token a row; k_cache, v_cache (R, H, S, D), a
+// row per sequence; seq (N,) int64 in [0, R): token n's cache row, pos (N,) its position there. Every token's key
+// and value are written before any query attends, so each sees its sequence's positions 0..pos[n], those its
+// earlier tokens in this call wrote included. Two tokens at one (row, position) are refused.
+at::Tensor decode_attention_rows(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                                 at::Tensor &v_cache, const at::Tensor &pos, const at::Tensor &seq, double scale,
+                                 Isa isa);
+
 // The same on active_isa(): the `gpt_kernels::decode_attention` operator's CPU kernel.
 at::Tensor decode_attention_cpu(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
                                 at::Tensor &v_cache, const at::Tensor &pos, double scale);
@@ -30,6 +39,13 @@ at::Tensor decode_attention_cpu(const at::Tensor &q, const at::Tensor &k, const 
 // Its shape function for export and compile (fake and meta tensors, symbolic sizes): (B, H, 1, D) like q.
 at::Tensor decode_attention_meta(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
                                  at::Tensor &v_cache, const at::Tensor &pos, double scale);
+
+// `gpt_kernels::decode_attention_rows`: its CPU kernel and its shape function, (N, H, 1, D) like q.
+at::Tensor decode_attention_rows_cpu(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
+                                     at::Tensor &v_cache, const at::Tensor &pos, const at::Tensor &seq, double scale);
+at::Tensor decode_attention_rows_meta(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                                      at::Tensor &k_cache, at::Tensor &v_cache, const at::Tensor &pos,
+                                      const at::Tensor &seq, double scale);
 
 constexpr int64_t KV_CHUNK = 256;
 

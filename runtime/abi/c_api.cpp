@@ -103,6 +103,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         info.eos_token = model->impl->tokenizer().eos() >= 0 ? model->impl->tokenizer().eos() : GPT_TOKEN_NONE;
         info.weights = m.quantization.empty() ? "unquantized" : m.quantization.c_str();
         info.extend_graph = model->impl->has_extend();
+        info.mixed_graph = model->impl->has_mixed();
         *out_model = model.release();
     });
 }

@@ -215,6 +215,22 @@ gpt_status gpt_session_decode_sample_batch_v2(struct gpt_session *session, const
     });
 }
 
+gpt_status gpt_session_append_sample_batch(struct gpt_session *session, const gpt_token *const *tokens,
+                                           const int32_t *n_tokens, struct gpt_sampler *const *samplers,
+                                           gpt_token *out_tokens, float *logits, size_t logits_capacity) {
+    return guarded(__func__, [&] {
+        require(session != nullptr, "session must not be NULL");
+        require_logits(session, logits, logits_capacity, session->impl.n_seq(), /*optional=*/true);
+        require(tokens != nullptr && n_tokens != nullptr && out_tokens != nullptr,
+                "tokens, n_tokens and out_tokens must not be NULL");
+        std::vector<gpt::Sampler *> rows(static_cast<size_t>(session->impl.n_seq()), nullptr);
+        if (samplers != nullptr)
+            for (size_t i = 0; i < rows.size(); ++i)
+                if (samplers[i] != nullptr) rows[i] = &samplers[i]->impl;
+        session->impl.append_sample_batch(tokens, n_tokens, rows.data(), out_tokens, logits);
+    });
+}
+
 gpt_status gpt_session_generate(struct gpt_session *session, const gpt_token *prompt, int32_t n_prompt,
                                 const struct gpt_generate_params *params, gpt_token *out_tokens, int32_t capacity,
                                 int32_t *out_count) {

@@ -103,6 +103,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
     if (manifest_.extend)
         extend_ =
             std::make_unique<Graph>("extend", files.at(manifest_.extend->file), device_, health_, runners, threads);
+    if (manifest_.mixed)
+        mixed_ = std::make_unique<Graph>("mixed", files.at(manifest_.mixed->file), device_, health_, runners, threads);
     bind_inference_graphs();
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
@@ -120,6 +122,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
                           manifest_.decode_attention + ", linears: prefill " + manifest_.prefill.linear + ", decode " +
                           manifest_.decode.linear + ", single-sequence decode " + manifest_.decode_one.linear +
                           (extend_ ? ", extend " + manifest_.extend->linear : ", no extend graph") +
+                          (mixed_ ? ", mixed " + manifest_.mixed->linear : "") +
                           (cuda_graphs_ ? ", decode steps as CUDA graphs" : "") + ") from " + dir.string());
     if (params.verify_golden) {
         const VerifyResult result = verify();
@@ -142,6 +145,7 @@ void Model::bind_inference_graphs() {
     std::vector<std::pair<const char *, const GraphSpec *>> specs = {
         {"prefill", &manifest_.prefill}, {"decode", &manifest_.decode}, {"decode_one", &manifest_.decode_one}};
     if (manifest_.extend) specs.emplace_back("extend", &*manifest_.extend);
+    if (manifest_.mixed) specs.emplace_back("mixed", &*manifest_.mixed);
     std::set<std::pair<std::string, Packing>> wanted;
     for (const auto &[name, spec] : specs) {
         if (const std::optional<Packing> packing = packing_of(spec->linear))
@@ -177,6 +181,7 @@ void Model::bind_inference_graphs() {
     bind(*decode_, manifest_.decode);
     bind(*decode_one_, manifest_.decode_one);
     if (extend_) bind(*extend_, *manifest_.extend);
+    if (mixed_) bind(*mixed_, *manifest_.mixed);
 }
 
 // The spare position is never read or written: it makes every view's stride differ
@@ -222,6 +227,18 @@ at::Tensor Model::graph_extend(const at::Tensor &idx, const at::Tensor &start, c
     if (!extend_) fail(GPT_ERR_INTERNAL, "this artifact has no extend graph");
     span = std::clamp<int64_t>(span, 2, config().block_size);  // as decode's
     return extend_->run(graph_inputs({idx, start}, kv, span)).at(0);
+}
+
+at::Tensor Model::mixed(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &seq, const at::Tensor &last,
+                        const at::Tensor &kv, int64_t span) const {
+    return without_textless(graph_mixed(idx, pos, seq, last, kv, span));
+}
+
+at::Tensor Model::graph_mixed(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &seq,
+                              const at::Tensor &last, const at::Tensor &kv, int64_t span) const {
+    if (!mixed_) fail(GPT_ERR_INTERNAL, "this artifact has no mixed graph");
+    span = std::clamp<int64_t>(span, 2, config().block_size);  // as decode's
+    return mixed_->run(graph_inputs({idx, pos, seq, last}, kv, span)).at(0);
 }
 
 // In place, on the logits' device and stream: one kernel, captured with the step it follows.
@@ -285,6 +302,11 @@ VerifyResult Model::verify() const {
         if (extend_)  // the same token at the same position again, through extend: it writes what decode wrote
             compare(graph_extend(token, pos, kv, tokens.size(1) + 1), golden_.at("decode_logits").expand({batch, -1}),
                     atol, rtol, "extend", &result);
+        if (mixed_) {  // once more through mixed: every row at the same position of its own cache row
+            const at::Tensor rows = at::arange(batch, opts);
+            compare(graph_mixed(token, pos, rows, rows, kv, tokens.size(1) + 1),
+                    golden_.at("decode_logits").expand({batch, -1}), atol, rtol, "mixed", &result);
+        }
     }
     if (result.failure.empty()) {
         log(GPT_LOG_INFO, "golden vector matches (max abs error " + std::to_string(result.max_abs_err) + ")");

@@ -62,6 +62,14 @@ public:
     // kv at [start[b], start[b] + T), attending to what it held before. Reads cache positions [0, span) only:
     // span must be at least every start[b] + T. Needs has_extend().
     at::Tensor extend(const at::Tensor &idx, const at::Tensor &start, const at::Tensor &kv, int64_t span) const;
+    // Whether the artifact has the mixed graph (CPU artifacts whose decode attention is the kernel library's).
+    bool has_mixed() const { return mixed_ != nullptr; }
+    // idx (N, 1), pos (N,), seq (N,) int64, last (R,) int64 -> logits (R, padded_vocab) of the tokens `last`
+    // names: token n goes to row seq[n] of kv at pos[n] and sees that row's positions up to pos[n], its
+    // sequence's earlier tokens of this call included. Reads positions [0, span) only: span must exceed every
+    // pos[n]. Needs has_mixed().
+    at::Tensor mixed(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &seq, const at::Tensor &last,
+                     const at::Tensor &kv, int64_t span) const;
 
     // Training graphs, present when manifest().training is (compiled with --train).
     // Throws GPT_ERR_INVALID_ARGUMENT saying how to compile them when they are not.
@@ -79,7 +87,7 @@ public:
     // Runs the golden vector (prefill + one decode step) against the eager logits
     // recorded at compile time, within the manifest's tolerance: as one sequence
     // (decode_one) and as a batch of two (the batched decode); the decode step also
-    // through extend, where the artifact has it.
+    // through extend and mixed, where the artifact has them.
     VerifyResult verify() const;
 
     // After the weights changed in place (a training step, a loaded checkpoint):
@@ -91,8 +99,10 @@ private:
     at::Tensor graph_prefill(const at::Tensor &idx, const at::Tensor &kv) const;
     at::Tensor graph_decode(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &kv, int64_t span) const;
     at::Tensor graph_extend(const at::Tensor &idx, const at::Tensor &start, const at::Tensor &kv, int64_t span) const;
+    at::Tensor graph_mixed(const at::Tensor &idx, const at::Tensor &pos, const at::Tensor &seq, const at::Tensor &last,
+                           const at::Tensor &kv, int64_t span) const;
     at::Tensor without_textless(at::Tensor logits) const;
-    // prefill, decode, decode_one, extend: the weights, packed copies where they read them
+    // prefill, decode, decode_one, extend, mixed: the weights, packed copies where they read them
     void bind_inference_graphs();
 
     Manifest manifest_;
@@ -109,6 +119,7 @@ private:
     std::unique_ptr<Graph> decode_;
     std::unique_ptr<Graph> decode_one_;
     std::unique_ptr<Graph> extend_;  // null when the artifact has none
+    std::unique_ptr<Graph> mixed_;   // null when the artifact has none
     std::unique_ptr<Graph> train_step_;
     std::unique_ptr<Graph> eval_loss_;
     std::unique_ptr<Graph> adamw_;

@@ -251,9 +251,12 @@ void Session::decode_sample_batch(const gpt_token *tokens, Sampler *const *sampl
     });
     std::fill(out_tokens, out_tokens + n_seq(), GPT_TOKEN_NONE);
     std::copy(chosen.tokens.begin(), chosen.tokens.end(), out_tokens);
-    if (chosen.refused.empty()) return;
+    if (!chosen.refused.empty()) fail_unsampled(chosen.refused);
+}
+
+void Session::fail_unsampled(const std::vector<int32_t> &seqs) const {
     std::string which;
-    for (const int32_t seq : chosen.refused) which += (which.empty() ? "" : ", ") + std::to_string(seq);
+    for (const int32_t seq : seqs) which += (which.empty() ? "" : ", ") + std::to_string(seq);
     fail(GPT_ERR_NON_FINITE, (n_seq() == 1 ? std::string("the") : "sequence " + which + ": the") +
                                  " model's logits hold NaN or +inf, or are -inf for every token; nothing can be "
                                  "sampled from them" +

@@ -55,6 +55,17 @@ public:
     // call throws GPT_ERR_NON_FINITE naming it after the others' tokens are written; the step is taken.
     void decode_sample_batch(const gpt_token *tokens, Sampler *const *samplers, gpt_token *out_tokens, float *logits);
 
+    // One forward over tokens of several sequences at once: sequence i appends n_tokens[i] tokens of tokens[i]
+    // (0: it sits out) and, with samplers[i], its next token is drawn after them into out_tokens[i]
+    // (GPT_TOKEN_NONE where none is drawn); `logits` (NULL: not wanted) receives the drawn sequences' rows as
+    // decode_sample_batch writes them. Decode steps beside prompt pieces, the weights read once for all: with
+    // the artifact's mixed graph one call of it; without (or when the tokens exceed it), each sequence's tokens
+    // but the drawn last one go in by extend, then one decode_sample_batch step. Refusals as decode_sample_batch.
+    void append_sample_batch(const gpt_token *const *tokens, const int32_t *n_tokens, Sampler *const *samplers,
+                             gpt_token *out_tokens, float *logits);
+    // Tokens the mixed graph takes in one call (0 without it).
+    int64_t mixed_capacity() const;
+
     struct Generated {
         std::vector<gpt_token> tokens;  // at most params.max_new_tokens
         std::vector<float> logprobs;    // one per token, when params.token_logprobs asks for them
@@ -103,6 +114,13 @@ private:
     at::Tensor device_step(const gpt_token *tokens, int32_t *first, at::Tensor *greedy = nullptr);
     at::Tensor step(const gpt_token *tokens, int32_t *first) { return host_logits(device_step(tokens, first)); }
     at::Tensor host_logits(const at::Tensor &logits) const;
+    // GPT_ERR_NON_FINITE naming the sequences whose logits nothing could be drawn from.
+    [[noreturn]] void fail_unsampled(const std::vector<int32_t> &seqs) const;
+    // append_sample_batch's two ways, its arguments checked: the mixed graph's one call, or extend and a step.
+    void append_mixed(const gpt_token *const *tokens, const int32_t *n_tokens, Sampler *const *samplers,
+                      gpt_token *out_tokens, float *logits);
+    void append_by_steps(const gpt_token *const *tokens, const int32_t *n_tokens, Sampler *const *samplers,
+                         gpt_token *out_tokens, float *logits);
 
     // Where the session's work runs: its own CUDA stream (none on the CPU).
     std::optional<c10::Stream> stream() const;

@@ -304,6 +304,7 @@ Manifest parse_manifest(const Bytes &text) {
     if (m.decode_one.max_batch != 1) invalid("'graphs.decode_one.max_batch' must be 1");
     // Optional: artifacts compiled before it append tokens by decode steps (exec/session.h).
     if (graphs.contains("extend")) m.extend = inference_graph_spec(graphs, "extend", m.weight_layout);
+    if (graphs.contains("mixed")) m.mixed = inference_graph_spec(graphs, "mixed", m.weight_layout);
 
     const json &tokenizer = field(j, "tokenizer");
     m.tokenizer_kind = string_field(tokenizer, "kind");
@@ -340,6 +341,7 @@ Manifest parse_manifest(const Bytes &text) {
     std::vector<const std::string *> used = {&m.weights_file,    &m.prefill.file,   &m.decode.file,
                                              &m.decode_one.file, &m.tokenizer_file, &m.golden_file};
     if (m.extend) used.push_back(&m.extend->file);
+    if (m.mixed) used.push_back(&m.mixed->file);
     if (m.training) {
         for (const GraphSpec *g : {&m.training->train_step, &m.training->eval_loss, &m.training->adamw})
             used.push_back(&g->file);

@@ -131,6 +131,9 @@ struct Manifest {
     GraphSpec decode_one;  // batch 1: what a step of one sequence runs
     // Several tokens appended to each row's cache at its own position; absent from artifacts compiled before it.
     std::optional<GraphSpec> extend;
+    // Tokens of any sequences in one forward, each to its own cache row and position (decode steps beside prompt
+    // pieces); only where decode's attention reads each row's cache in place. Optional, as extend.
+    std::optional<GraphSpec> mixed;
     std::string tokenizer_kind;
     std::string tokenizer_file;
     std::string golden_file;

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
 TOL = 1e-4  # fp32: the kernel sums in another order than SDPA's math
 OPERATOR = "gpt_kernels::decode_attention"
+ROWS_OPERATOR = "gpt_kernels::decode_attention_rows"  # the mixed graph's: tokens of any sequences
 
 
 def long_context(artifacts: Path) -> Path:
@@ -44,10 +45,18 @@ def test_the_decode_graphs_call_the_library_and_the_manifest_names_its_version(a
     directory = long_context(artifacts)
     manifest = json.loads((directory / "manifest.json").read_text())
     assert manifest["format_version"] == 14
-    assert manifest["kernels"] == {"library": "gpt_kernels", "version": kernels.load(), "operators": [OPERATOR]}
+    operators = [OPERATOR, ROWS_OPERATOR]
+    assert manifest["kernels"] == {"library": "gpt_kernels", "version": kernels.load(), "operators": operators}
     assert manifest["attention"]["decode"]["backend"] == "chunked"
     calls = {graph: packages.extern_operators(directory / f"{graph}.pt2") for graph in manifest["graphs"]}
-    assert calls == {"prefill": set(), "decode": {OPERATOR}, "decode_one": {OPERATOR}, "extend": set()}
+    expected = {
+        "prefill": set(),
+        "decode": {OPERATOR},
+        "decode_one": {OPERATOR},
+        "extend": set(),
+        "mixed": {ROWS_OPERATOR},
+    }
+    assert calls == expected
     # An artifact whose graphs call no library operator stays format 13, which older runtimes read.
     assert json.loads((artifacts / "tiny-math" / "cpu" / "manifest.json").read_text())["format_version"] == 13
 
@@ -68,6 +77,39 @@ def test_compiled_chunked_decode_equals_eager_math_for_one_and_several_rows(arti
                 got, expected = graphs.decode(tok, pos + step, kv_c), eager.decode(tok, pos + step, kv_e)
                 torch.testing.assert_close(got, expected, atol=TOL, rtol=TOL, msg=f"{rows} rows, step {step}")
         torch.testing.assert_close(kv_c, kv_e, atol=TOL, rtol=TOL)  # the kernel wrote each row's new key and value
+
+
+def test_compiled_mixed_equals_eager_and_decode_steps(artifacts, fixtures):
+    """Three rows prefilled to 700, 300 and 5 tokens (the first, second and third chunk of the cache); one mixed
+    call appends a decode step to row 0, a piece of 6 tokens to row 2 and 4 to row 1, the last two drawn: equal to
+    eager mixed, and the drawn rows to the decode steps of the same tokens one by one (on a fresh cache)."""
+    graphs = ArtifactGraphs(long_context(artifacts))
+    eager = fixtures.fixture_model("long-context", "math", fixtures.SEED)
+    gen = torch.Generator().manual_seed(9)
+    lengths = [700, 300, 5]
+    idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 720), generator=gen)
+    seq = torch.tensor([0] + [2] * 6 + [1] * 4)
+    pos = torch.tensor([700, *range(5, 11), *range(300, 304)])
+    last = torch.tensor([0, 6, 10])
+    caches = {}
+    with torch.no_grad():
+        for name, model in (("compiled", graphs), ("eager", eager), ("steps", eager)):
+            kv = model.new_kv_cache(3)
+            for row, n in enumerate(lengths):
+                model.prefill(idx[row : row + 1, :n], kv[:, :, row : row + 1])
+            caches[name] = kv
+        got = graphs.mixed(idx[seq, pos].view(-1, 1), pos, seq, last, caches["compiled"])
+        eager.set_attention("chunked")
+        expected = eager.mixed(idx[seq, pos].view(-1, 1), pos, seq, last, caches["eager"])
+        torch.testing.assert_close(got, expected, atol=TOL, rtol=TOL)
+        torch.testing.assert_close(caches["compiled"], caches["eager"], atol=TOL, rtol=TOL)
+        for drawn, token in enumerate(last.tolist()):  # one decode step per token, in order, up to each drawn one
+            done = last[drawn - 1] + 1 if drawn else 0
+            for t in range(int(done), token + 1):
+                row = int(seq[t])
+                kv_row = caches["steps"][:, :, row : row + 1]
+                step = eager.decode(idx[row, pos[t]].view(1, 1), pos[t : t + 1], kv_row)
+            torch.testing.assert_close(got[drawn], step[0], atol=TOL, rtol=TOL)
 
 
 def generate(directory: Path, isa: str | None, prompt: str, tokens: int = 24, sampling: tuple = ("--temperature", "0")):

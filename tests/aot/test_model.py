@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gpt_aot.model.attention import attention_runs_on
+from gpt_aot.model.attention import attention_runs_on, several_queries_kind
 from gpt_aot.model.gpt import GPT, GPTConfig, layer_caches, padded_vocab_size
 
 CPU_KINDS = [k for k in ("naive", "math", "flash") if attention_runs_on(k, torch.device("cpu"), torch.float32)]
@@ -107,6 +107,37 @@ def test_extend_appends_tokens_to_rows_at_their_own_positions_as_a_full_recomput
                 torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
         logits = m.decode(idx.gather(1, start.view(-1, 1)), start, kv)
         for row, n in enumerate(start.tolist()):
+            full, _ = m(idx[row : row + 1, : n + 1])
+            torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
+
+
+MASKED_KINDS = [
+    k for k in (*CPU_KINDS, "chunked") if attention_runs_on(k, torch.device("cpu"), torch.float32, "masked")
+]
+
+
+@pytest.mark.parametrize("kind", MASKED_KINDS)
+def test_mixed_appends_any_sequences_tokens_in_one_call_as_a_full_recompute(kind):
+    """Rows prefilled alone to their own lengths; then one call appends a decode step to row 0, a piece of 4
+    tokens to row 2 (its last token drawn) and 3 to row 1 (none drawn), ordered as a server mixes them: the
+    drawn logits equal a full recompute's, and so do a decode step's after it (the cache holds every token)."""
+    m = model(several_queries_kind(kind))  # prompts and the full recompute: several queries a row
+    lengths = [5, 2, 9]
+    idx = torch.randint(0, CONFIG.vocab_size, (3, 24))
+    kv = rows_prefilled_alone(m, idx, lengths)
+    m.set_attention(kind)
+    seq = torch.tensor([0, 2, 2, 1, 1, 1, 2, 2])
+    pos = torch.tensor([5, 9, 10, 2, 3, 4, 11, 12])
+    with torch.no_grad():
+        logits = m.mixed(idx[seq, pos].view(-1, 1), pos, seq, torch.tensor([0, 7]), kv)
+        assert logits.shape == (2, m.config.padded_vocab_size)
+        for drawn, (row, n) in enumerate([(0, 6), (2, 13)]):
+            full, _ = model(several_queries_kind(kind))(idx[row : row + 1, :n])
+            torch.testing.assert_close(logits[drawn], full[0, -1], atol=TOL, rtol=TOL)
+        after = torch.tensor([6, 5, 13])
+        logits = m.decode(idx.gather(1, after.view(-1, 1)), after, kv)
+        m.set_attention(several_queries_kind(kind))
+        for row, n in enumerate(after.tolist()):
             full, _ = m(idx[row : row + 1, : n + 1])
             torch.testing.assert_close(logits[row], full[0, -1], atol=TOL, rtol=TOL)
 

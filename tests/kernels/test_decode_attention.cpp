@@ -156,6 +156,46 @@ TEST_CASE("q, k and v whose D elements are strided give what their contiguous co
     }
 }
 
+TEST_CASE("tokens of several sequences in one call give what one call per token gives", "[kernels]") {
+    // Row 1 takes a prompt's piece of 5 tokens at positions 130..134, rows 0 and 2 a decode step each, in one
+    // call, ordered as a server mixes them. Each token alone, in order, on its own row's cache: the same outputs
+    // and caches, bit for bit (the piece's tokens see their earlier ones, written in the same call).
+    at::manual_seed(7);
+    const Case c{3, 4, 300, 24};
+    const std::vector<int64_t> seq = {0, 1, 1, 1, 1, 1, 2}, pos = {299, 130, 131, 132, 133, 134, 3};
+    const auto n = static_cast<int64_t>(seq.size());
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));  // the reference's (SDPA's default)
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        const at::Tensor q = at::randn({n, c.heads, 1, c.head_size}).to(dtype);
+        const at::Tensor k = at::randn({n, c.heads, 1, c.head_size}).to(dtype);
+        const at::Tensor v = at::randn({n, c.heads, 1, c.head_size}).to(dtype);
+        const at::Tensor k_cache = cache(c, dtype), v_cache = cache(c, dtype);
+        for (Isa isa : paths_here()) {
+            INFO(gpt::kernels::isa_name(isa) << " " << c10::toString(dtype));
+            at::Tensor kc = k_cache.clone(), vc = v_cache.clone();
+            const at::Tensor mixed =
+                gpt::kernels::decode_attention_rows(q, k, v, kc, vc, at::tensor(pos), at::tensor(seq), scale, isa);
+            at::Tensor kc_one = k_cache.clone(), vc_one = v_cache.clone();
+            for (int64_t t = 0; t < n; ++t) {
+                const int64_t row = seq[static_cast<size_t>(t)];
+                at::Tensor k_row = kc_one.narrow(0, row, 1), v_row = vc_one.narrow(0, row, 1);
+                const at::Tensor one = gpt::kernels::decode_attention(
+                    q.narrow(0, t, 1), k.narrow(0, t, 1), v.narrow(0, t, 1), k_row, v_row,
+                    at::tensor(std::vector<int64_t>{pos[static_cast<size_t>(t)]}), scale, isa);
+                CHECK(at::equal(mixed.narrow(0, t, 1), one));
+            }
+            CHECK(at::equal(kc, kc_one));
+            CHECK(at::equal(vc, vc_one));
+            // And the piece's last token against PyTorch's attention over its row's positions 0..134.
+            const at::Tensor expected =
+                reference(q.narrow(0, 5, 1), k.narrow(0, 5, 1), v.narrow(0, 5, 1), kc.narrow(0, 1, 1),
+                          vc.narrow(0, 1, 1), at::tensor(std::vector<int64_t>{134}));
+            const double err = (mixed.narrow(0, 5, 1).to(at::kDouble) - expected).abs().max().item<double>();
+            CHECK(err <= tolerance(dtype));
+        }
+    }
+}
+
 TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernels]") {
     const Case c{2, 2, 8, 16};
     const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
@@ -168,13 +208,23 @@ TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernel
                       Catch::Contains("pos[1] = 8 is outside the cache's 8 positions"));
     CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int64_t>{-1, 0})), Catch::Contains("pos[0] = -1"));
     CHECK_THROWS_WITH(call(q.to(at::kBFloat16), pos), Catch::Contains("must share a dtype"));
-    CHECK_THROWS_WITH(call(q.expand({2, 2, 3, 16}), pos), Catch::Contains("one new token a sequence"));
+    CHECK_THROWS_WITH(call(q.expand({2, 2, 3, 16}), pos), Catch::Contains("one new token a row"));
     CHECK_THROWS_WITH(call(q.to(at::kDouble), pos), Catch::Contains("must share a dtype"));
     at::Tensor k64 = k_cache.to(at::kDouble), v64 = v_cache.to(at::kDouble);
     const at::Tensor q64 = q.to(at::kDouble);
     CHECK_THROWS_WITH(gpt::kernels::decode_attention(q64, q64, q64, k64, v64, pos, 0.25, Isa::scalar),
                       Catch::Contains("is not float, bfloat16 or half"));
     CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int32_t>{1, 2})), Catch::Contains("pos must be (B,) int64"));
+    // Tokens mapped to cache rows: each to a row there is, no two to one position of a row.
+    const at::Tensor q3 = at::randn({3, c.heads, 1, c.head_size});
+    auto rows = [&](std::vector<int64_t> seq, std::vector<int64_t> at) {
+        return gpt::kernels::decode_attention_rows(q3, q3, q3, k_cache, v_cache, at::tensor(at), at::tensor(seq), 0.25,
+                                                   Isa::scalar);
+    };
+    CHECK_THROWS_WITH(rows({0, 2, 1}, {1, 2, 3}), Catch::Contains("seq[1] = 2 is not one of the caches' 2 rows"));
+    CHECK_THROWS_WITH(rows({1, 0, 1}, {4, 4, 4}), Catch::Contains("two tokens go to position 4 of cache row 1"));
+    CHECK_NOTHROW(rows({1, 0, 1}, {4, 4, 5}));
+    CHECK_THROWS_WITH(call(q.narrow(0, 0, 1), pos.narrow(0, 0, 1)), Catch::Contains("the caches must have q's B rows"));
     CHECK_THROWS_AS(gpt::kernels::parse_isa("avx3"), std::invalid_argument);
     CHECK(gpt::kernels::parse_isa("avx2") == Isa::avx2);
 }

@@ -72,3 +72,11 @@ class ArtifactGraphs:
     def extend(self, idx: torch.Tensor, start: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
         span = max(2, int(start.max()) + idx.shape[1])
         return self.graphs["extend"](idx.contiguous(), start.contiguous(), layer_caches(kv, span))
+
+    # Every cache row the session has; the views span the positions up to the furthest token's.
+    def mixed(
+        self, idx: torch.Tensor, pos: torch.Tensor, seq: torch.Tensor, last: torch.Tensor, kv: torch.Tensor
+    ) -> torch.Tensor:
+        span = max(2, int(pos.max()) + 1)
+        args = (idx.contiguous(), pos.contiguous(), seq.contiguous(), last.contiguous())
+        return self.graphs["mixed"](*args, layer_caches(kv, span))

@@ -42,6 +42,9 @@ FORMAT_NAME = "gpt-aot"
 #     dispatcher: {"library": "gpt_kernels", "version": N, "operators": ["gpt_kernels::decode_attention", ...]}.
 #     The runtime refuses an artifact whose version or operators it lacks. Written only by an artifact that has
 #     the section: one without it is 13, which older runtimes read as before.
+#     Later, with no version of its own: graphs.mixed (idx (tokens, 1), pos (tokens,), seq (tokens,), last
+#     (drawn,), the cache views of `span` positions of every row; logits (drawn, padded vocab)), tokens of any
+#     sequences in one forward (decode steps beside prompt pieces). Optional, as graphs.extend.
 FORMAT_VERSION = 14
 WITHOUT_KERNELS_FORMAT_VERSION = 13
 MANIFEST = "manifest.json"

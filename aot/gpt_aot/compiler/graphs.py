@@ -11,11 +11,12 @@ import torch
 import torch.nn as nn
 from torch.export import Dim, ExportedProgram
 
-from gpt_aot.model.attention import attention_context, several_queries_kind
+from gpt_aot.model.attention import ONE_QUERY_KINDS, attention_context, several_queries_kind
 from gpt_aot.model.gpt import GPT
 from gpt_aot.model.linear import PACKED_FORMS
 
 MAX_BATCH = 64
+GRAPH_ORDER = ("prefill", "decode", "decode_one", "extend", "mixed")
 
 
 class EntryModule(nn.Module):
@@ -43,6 +44,11 @@ class DecodeGraph(EntryModule):
 class ExtendGraph(EntryModule):
     def forward(self, idx, start, caches):
         return self._gpt[0].extend(idx, start, caches)
+
+
+class MixedGraph(EntryModule):
+    def forward(self, idx, pos, seq, last, caches):
+        return self._gpt[0].mixed(idx, pos, seq, last, caches)
 
 
 @contextmanager
@@ -99,6 +105,19 @@ def graph_specs(gpt: GPT) -> dict:
             "span",
             [_tensor_sig("idx", torch.int64, ["batch", "seq"]), _tensor_sig("start", torch.int64, ["batch"])],
         ),
+        "mixed": {
+            **spec(
+                "batch",
+                "span",
+                [
+                    _tensor_sig("idx", torch.int64, ["tokens", 1]),
+                    _tensor_sig("pos", torch.int64, ["tokens"]),
+                    _tensor_sig("seq", torch.int64, ["tokens"]),
+                    _tensor_sig("last", torch.int64, ["drawn"]),
+                ],
+            ),
+            "outputs": [_tensor_sig("logits", dt, ["drawn", c.padded_vocab_size])],
+        },
     }
 
 
@@ -117,7 +136,11 @@ def export_graphs(
     linear["extend"], also extend: several tokens appended to each row's cache
     (dynamic batch, length and span), decode's kind (its call is decode's, a mask
     over the cache, with more queries; math where decode's kind takes one query,
-    several_queries_kind) and prefill's kind of linears (several tokens a row).
+    several_queries_kind) and prefill's kind of linears (several tokens a row). With
+    linear["mixed"], also mixed: tokens of any sequences, several of one included,
+    each to its own cache row and position (decode steps beside prompt pieces; up to
+    max_batch + block_size tokens over max_batch rows), decode's kind, which must
+    read the cache in place for that (ONE_QUERY_KINDS).
     The model is left with mm linears and decode's kind when decode_one or extend
     is exported (as compile_artifact does), else prefill's. `only` names the graphs to export (default: all)."""
     c = gpt.config
@@ -171,6 +194,25 @@ def export_graphs(
         dims = ({0: batch, 1: seq}, {0: batch}, [{0: batch, 2: span}] * (2 * c.n_layer))
         kind, form = several_queries_kind(attention["decode"]), linear["extend"]
         entries["extend"] = (ExtendGraph, (new, start, caches(2, ext_span)), dims, kind, form)
+    if "mixed" in linear:
+        if attention["decode"] not in ONE_QUERY_KINDS:
+            raise ValueError(
+                f"the mixed graph needs a decode attention that reads the cache in place, not {attention['decode']!r}"
+            )
+        tokens = Dim("tokens", min=1, max=max_batch + c.block_size)
+        drawn = Dim("drawn", min=1, max=max_batch)
+        # Four tokens: a step of row 0 and three of row 1 (a piece, then its last token drawn), positions below
+        # the smallest span; three drawn, so no two dynamic sizes are equal while tracing.
+        mixed_span = max(2, c.block_size // 2)
+        example = (
+            torch.zeros(4, 1, dtype=torch.int64, device=device),
+            torch.tensor([1, 0, 1, 0], dtype=torch.int64, device=device),
+            torch.tensor([0, 1, 1, 0], dtype=torch.int64, device=device),
+            torch.tensor([0, 2, 3], dtype=torch.int64, device=device),
+            caches(2, mixed_span),
+        )
+        dims = ({0: tokens}, {0: tokens}, {0: tokens}, {0: drawn}, [{0: batch, 2: span}] * (2 * c.n_layer))
+        entries["mixed"] = (MixedGraph, example, dims, attention["decode"], linear["mixed"])
     programs = {}
     with torch.no_grad():
         for name, (graph, args, dims, kind, form) in entries.items():
@@ -182,5 +224,5 @@ def export_graphs(
             with attention_context(kind), untied_lm_head(gpt) if untie else nullcontext():
                 programs[name] = torch.export.export(graph(gpt), args, dynamic_shapes=dims)
     gpt.set_linear_form("mm")
-    gpt.set_attention(attention["decode"] if {"decode_one", "extend"} & set(linear) else attention["prefill"])
-    return {name: programs[name] for name in ("prefill", "decode", "decode_one", "extend") if name in programs}
+    gpt.set_attention(attention["decode"] if {"decode_one", "extend", "mixed"} & set(linear) else attention["prefill"])
+    return {name: programs[name] for name in GRAPH_ORDER if name in programs}

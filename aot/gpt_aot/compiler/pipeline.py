@@ -23,7 +23,7 @@ from gpt_aot.compiler.graphs import MAX_BATCH, export_graphs, graph_specs
 from gpt_aot.compiler.inductor import compile_package
 from gpt_aot.compiler.target import Target
 from gpt_aot.model import kernels
-from gpt_aot.model.attention import attention_context, several_queries_kind
+from gpt_aot.model.attention import ONE_QUERY_KINDS, attention_context, several_queries_kind
 from gpt_aot.model.gpt import GPT
 from gpt_aot.model.quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
 from gpt_aot.text.tokenizer import check_fits
@@ -159,12 +159,15 @@ def compile_artifact(
                 "decode_one": decode_one,
             }
             linears["extend"] = linears["prefill"]  # several tokens a row, as a prompt's
+            if kinds["decode"] in ONE_QUERY_KINDS:  # its attention reads each token's own cache row in place
+                linears["mixed"] = linears["decode"]  # a decode step's rows and a few prompt tokens
         forms = ", ".join(f"{graph} {pick['form']}" for graph, pick in linears.items())
         with progress.stage(
             f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; linears: {forms})"
         ):
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
             kinds["decode_one"], kinds["extend"] = kinds["decode"], several_queries_kind(kinds["decode"])
+            kinds["mixed"] = kinds["decode"]
         specs = graph_specs(model)
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):

@@ -71,18 +71,26 @@ def prepare_attention(kind: str) -> None:
         kernels.load()
 
 
-def attend_decoding(kind: str, q, k, v, k_cache, v_cache, pos):
+def attend_decoding(kind: str, q, k, v, k_cache, v_cache, pos, seq=None):
     """Decode's call: row b's new key and value, k and v (B, nh, 1, hs), written at its cache position pos[b]
     (B,) in k_cache and v_cache (B, nh, S, hs), in place; then its query q (B, nh, 1, hs) over positions
     0..pos[b]. "chunked" does both in the kernel library's one operator, which a compiled graph then hands the
-    cache itself (a kernel reading a cache the graph had written would get a copy of it)."""
+    cache itself (a kernel reading a cache the graph had written would get a copy of it).
+    With `seq` (B,) int64, row b is a token of the sequence in cache row seq[b] (caches (R, nh, S, hs)), several
+    rows of one sequence included: every key and value is written before any query attends, so a row sees its
+    sequence's earlier tokens of the same call (the mixed graph: decode steps and prompt pieces in one forward)."""
     if kind == "chunked":
-        return torch.ops.gpt_kernels.decode_attention(q, k, v, k_cache, v_cache, pos, q.size(-1) ** -0.5)
-    rows = torch.arange(q.shape[0], device=q.device)
+        scale = q.size(-1) ** -0.5
+        if seq is None:
+            return torch.ops.gpt_kernels.decode_attention(q, k, v, k_cache, v_cache, pos, scale)
+        return torch.ops.gpt_kernels.decode_attention_rows(q, k, v, k_cache, v_cache, pos, seq, scale)
+    rows = torch.arange(q.shape[0], device=q.device) if seq is None else seq
     k_cache[rows, :, pos] = k[:, :, 0]  # indexed assignment (index_put_): what Inductor does in place
     v_cache[rows, :, pos] = v[:, :, 0]
     span = k_cache.shape[2]
     visible = torch.arange(span, device=q.device).view(1, span) <= pos.view(-1, 1)  # (B, S)
+    if seq is not None:  # each row's own sequence's cache: a copy of it per row (the kernels above read in place)
+        k_cache, v_cache = k_cache[seq], v_cache[seq]
     return attend(kind, q, k_cache, v_cache, mask=visible.view(-1, 1, 1, span))
 
 

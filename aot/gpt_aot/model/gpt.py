@@ -6,6 +6,7 @@ load unchanged. Four entry points share one set of weights:
   prefill(idx, kv)           fills the KV cache for positions [0, T), last logits
   decode(idx, pos, kv)       one token per row b at position pos[b], its logits
   extend(idx, start, kv)     T tokens per row b at positions [start[b], start[b] + T), last logits
+  mixed(idx, pos, seq, last, kv)  tokens of any sequences (decode steps, prompt pieces), chosen logits
 Rows of a batch are independent sequences, each at its own position. Every
 linear layer can run as aten's matrix product, oneDNN's (CPU) or, for one row,
 as a reduction (`set_linear_form`); with int8 or int4 weights (quantize.py)
@@ -136,10 +137,11 @@ class CausalSelfAttention(nn.Module):
         return self._out(attend(self.attention, q, k, v, mask=None))
 
     # pos (B,): row b's token goes to cache position pos[b] and sees positions <= pos[b];
-    # every pos[b] < S, the span of positions the cache views hold.
-    def decode(self, x, pos, k_cache, v_cache):
+    # every pos[b] < S, the span of positions the cache views hold. With seq (B,), the cache
+    # row of each token (mixed): several tokens of one sequence see each other as a prompt's do.
+    def decode(self, x, pos, k_cache, v_cache, seq=None):
         q, k, v = self._qkv(x)  # T == 1
-        return self._out(attend_decoding(self.attention, q, k, v, k_cache, v_cache, pos))
+        return self._out(attend_decoding(self.attention, q, k, v, k_cache, v_cache, pos, seq))
 
     # start (B,): row b's T tokens go to cache positions [start[b], start[b] + T), each seeing
     # the positions up to its own (what the row held before, then its earlier new tokens);
@@ -185,8 +187,8 @@ class Block(nn.Module):
         x = x + self.attn.prefill(self.ln_1(x), k_cache, v_cache)
         return x + self.mlp(self.ln_2(x))
 
-    def decode(self, x, pos, k_cache, v_cache):
-        x = x + self.attn.decode(self.ln_1(x), pos, k_cache, v_cache)
+    def decode(self, x, pos, k_cache, v_cache, seq=None):
+        x = x + self.attn.decode(self.ln_1(x), pos, k_cache, v_cache, seq)
         return x + self.mlp(self.ln_2(x))
 
     def extend(self, x, start, k_cache, v_cache):
@@ -352,3 +354,14 @@ class GPT(nn.Module):
         for i, block in enumerate(self.transformer.h):
             x = block.extend(x, start, caches[2 * i], caches[2 * i + 1])
         return self.lm_head(self.transformer.ln_f(x[:, -1, :]))
+
+    def mixed(self, idx, pos, seq, last, kv):
+        """idx (N, 1), pos (N,), seq (N,) int64 → logits (R, Vp) of the tokens last (R,) int64 names: token n
+        goes to cache row seq[n] at position pos[n] and sees that row's positions <= pos[n], its sequence's
+        earlier tokens of this call included. Decode steps of some sequences and prompt pieces of others in one
+        forward, which reads every weight once for all of them; logits only where a token is drawn."""
+        caches = layer_caches(kv, self.config.block_size) if isinstance(kv, torch.Tensor) else kv
+        x = self._embed(idx, pos.view(-1, 1))
+        for i, block in enumerate(self.transformer.h):
+            x = block.decode(x, pos, caches[2 * i], caches[2 * i + 1], seq)
+        return self.lm_head(self.transformer.ln_f(x[last, -1, :]))
