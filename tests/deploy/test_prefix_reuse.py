@@ -1,9 +1,9 @@
 """gpt-server's prompt cache and chunked prefill over real HTTP: a prompt whose prefix a slot holds
 reuses its cache (usage.prompt_tokens_details.cached_tokens) and completes as a whole prefill does,
-greedy and seeded; a long prompt prefilled in pieces between decode steps while another stream runs
-completes as one prefilled whole, and with no stream running it is prefilled whole; a prompt extended
-after a cached prefix or in pieces has its last token stepped with the decode (gpt_prompt_tokens_total
-counts each way); and a warm 900-token prefix answers its first token at least 5 times sooner than a
+greedy and seeded; a long prompt prefilled in pieces while another stream runs (each piece in the stream's
+decode step with the artifact's mixed graph, an extend call between two steps without it) completes as one
+prefilled whole, and with no stream running it is prefilled whole; a prompt extended after a cached prefix
+or in pieces has its last token stepped with the decode (gpt_prompt_tokens_total counts each way); and a warm 900-token prefix answers its first token at least 5 times sooner than a
 cold one."""
 
 import contextlib
@@ -11,9 +11,11 @@ import http.client
 import json
 import random
 import re
+import shutil
 import statistics
 import string
 import time
+from pathlib import Path
 
 import pytest
 from server_process import SERVER
@@ -123,19 +125,38 @@ def test_a_prefix_held_by_a_busy_slot_is_copied_into_a_free_one(serve, long_cont
     assert complete(whole, prompt=shared + "c", **greedy)[0] == got
 
 
+def without_mixed_graph(artifact: Path, into: Path) -> Path:
+    """A copy of `artifact` as an artifact compiled without the mixed graph would be: its prompt pieces are
+    extend calls of their own between the decode steps."""
+    copy = into / "without-mixed" / artifact.name
+    shutil.copytree(artifact, copy)
+    manifest_path = copy / "cpu" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    mixed = manifest["graphs"].pop("mixed")
+    del manifest["files"][mixed["file"]]
+    (copy / "cpu" / mixed["file"]).unlink()
+    manifest_path.write_text(json.dumps(manifest))
+    return copy
+
+
+@pytest.mark.parametrize("graph", ["mixed", "extend"])
 @pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=1.0, seed=5)])
 def test_a_long_prompt_prefilled_in_pieces_beside_a_stream_completes_as_one_prefilled_whole(
-    serve, long_context, sampling
+    serve, long_context, tmp_path, sampling, graph
 ):
+    """With the mixed graph each piece rides in the stream's decode step (counted "step"); without it each is
+    an extend call between two steps and the prompt's last token is stepped."""
     prompt, running = text(6, 700), text(7, 30)
     params = dict(prompt=prompt, max_tokens=20, ignore_eos=True, **sampling)
-    pieces = serve(long_context, "--parallel", "2", "--no-prefix-cache", "--prefill-budget", "96")
+    artifact = long_context if graph == "mixed" else without_mixed_graph(long_context, tmp_path)
+    pieces = serve(artifact, "--parallel", "2", "--no-prefix-cache", "--prefill-budget", "96")
     with running_stream(pieces, running):  # a stream waits for its next token in every round: 96 tokens a round
         in_pieces = complete(pieces, **params)[0]
     # With no stream running, nobody waits: the same budget prefills the prompt whole, in one call.
-    alone = serve(long_context, "--no-prefix-cache", "--prefill-budget", "96")
+    alone = serve(artifact, "--no-prefix-cache", "--prefill-budget", "96")
     assert in_pieces == complete(alone, **params)[0]
-    assert prompt_tokens(pieces) == {"cached": 0, "prefill": len(running), "extend": len(prompt) - 1, "step": 1}
+    folded = {"extend": 0, "step": len(prompt)} if graph == "mixed" else {"extend": len(prompt) - 1, "step": 1}
+    assert prompt_tokens(pieces) == {"cached": 0, "prefill": len(running), **folded}
     assert prompt_tokens(alone) == {"cached": 0, "prefill": len(prompt), "extend": 0, "step": 0}
 
 

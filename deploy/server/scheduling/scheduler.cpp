@@ -8,54 +8,16 @@
 
 #include "metrics.h"
 #include "scheduling/prefix_cache.h"
+#include "scheduling/scheduler_slot.h"
 
 namespace server {
 
-namespace {
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-}
-
-std::string runtime_error_text(gpt_status status) {
-    return std::string(gpt_status_to_string(status)) + ": " + gpt_runtime_last_error();
-}
-
-// The text a detokenizer call gives out; "" when it gives none (it fails only on a bad token id).
-template <typename Call>
-std::string text_of(Call call) {
-    char buffer[256];
-    size_t size = 0;
-    gpt_status s = call(buffer, sizeof buffer, &size);
-    if (s == GPT_OK) return std::string(buffer, size - 1);
-    if (s != GPT_ERR_BUFFER_TOO_SMALL) return "";
-    std::string big(size, '\0');
-    if (call(big.data(), big.size(), &size) != GPT_OK) return "";
-    big.resize(size - 1);
-    return big;
-}
-
-}  // namespace
-
 // ---- Scheduler -------------------------------------------------------------------------------------------
 
-int default_prefill_budget(const gpt_model_info &info) { return std::string(info.device) == "cuda" ? 512 : 16; }
-
-struct Scheduler::Slot {
-    std::shared_ptr<Job> job;  // null: free
-    gpt_sampler *sampler = nullptr;
-    gpt_detokenizer *detokenizer = nullptr;  // null for an artifact without a text tokenizer
-    gpt_token pending = GPT_TOKEN_NONE;      // emitted, to be appended at the next decode step
-    bool refill = false;                     // the context is full: prefill the recent half window again
-    bool prefilling = false;                 // `feed` is going into the cache, a piece a round
-    std::vector<gpt_token> history;          // prompt and generated tokens, for refills
-    std::vector<gpt_token> feed;             // what the cache holds once prefilled: the prompt, or a refill's window
-    // The tokens this sequence's cache holds, in order (its position is their count). Kept after the request
-    // ends: the next prompt that starts with them reuses their cache.
-    std::vector<gpt_token> cached;
-    int generated = 0;
-    Clock::time_point last;  // when the last token (or the submission) was
-};
+int default_prefill_budget(const gpt_model_info &info) {
+    if (std::string(info.device) == "cuda") return 512;
+    return info.mixed_graph ? 8 : 16;
+}
 
 Scheduler::Scheduler(gpt_model *model, const gpt_model_info &info, SchedulerOptions options)
     : model_(model),
@@ -120,7 +82,14 @@ void Scheduler::run() {
         retire_finished();
         for (size_t seq = 0; seq < slots_.size(); ++seq)
             if (slots_[seq].refill) start_refill(static_cast<int>(seq));
-        if (std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.prefilling; })) prefill();
+        const bool prompts = std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.prefilling; });
+        const bool streams =
+            std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.pending != GPT_TOKEN_NONE; });
+        if (prompts && streams && info_.mixed_graph && !logprobs_wanted()) {
+            step_with_prompts();  // the prompts' pieces ride in the streams' decode step
+            continue;
+        }
+        if (prompts) prefill();
         if (std::any_of(slots_.begin(), slots_.end(), [](const Slot &s) { return s.pending != GPT_TOKEN_NONE; }))
             decode();
     }
@@ -339,103 +308,6 @@ void Scheduler::prefill() {
         if (options_.metrics && slot.generated == 0) options_.metrics->count_prompt_tokens("prefill", slot.feed.size());
     }
     sample(whole);  // in order: the slots were visited in order
-}
-
-void Scheduler::decode() {
-    std::vector<int> rows;
-    for (size_t seq = 0; seq < slots_.size(); ++seq) {
-        step_tokens_[seq] = slots_[seq].pending;
-        if (slots_[seq].pending != GPT_TOKEN_NONE) rows.push_back(static_cast<int>(seq));
-    }
-    if (options_.metrics) options_.metrics->observe_batch_size(static_cast<double>(rows.size()));
-    const bool logprobs = std::any_of(
-        rows.begin(), rows.end(), [&](int seq) { return slots_[static_cast<size_t>(seq)].job->spec().logprobs >= 0; });
-    if (!logprobs) return decode_and_sample(rows);
-    const gpt_status s = gpt_session_decode_batch_v2(session_, step_tokens_.data(), logits_.data(), logits_.size());
-    for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
-    if (s != GPT_OK) return fail_all(rows, s);
-    for (int seq : rows) slots_[static_cast<size_t>(seq)].cached.push_back(step_tokens_[static_cast<size_t>(seq)]);
-    sample(rows);
-}
-
-// A step without log-probabilities samples where the logits are: on a GPU only the ids come back.
-// A row whose logits cannot be sampled comes back GPT_TOKEN_NONE and ends only its own request.
-void Scheduler::decode_and_sample(const std::vector<int> &rows) {
-    std::vector<gpt_sampler *> samplers(slots_.size(), nullptr);
-    for (int seq : rows) samplers[static_cast<size_t>(seq)] = slots_[static_cast<size_t>(seq)].sampler;
-    std::vector<gpt_token> drawn(slots_.size(), GPT_TOKEN_NONE);
-    const gpt_status s =
-        gpt_session_decode_sample_batch_v2(session_, step_tokens_.data(), samplers.data(), drawn.data(), nullptr, 0);
-    for (int seq : rows) slots_[static_cast<size_t>(seq)].pending = GPT_TOKEN_NONE;
-    if (s != GPT_OK && s != GPT_ERR_NON_FINITE) return fail_all(rows, s);
-    const std::string refused = s == GPT_OK ? std::string() : runtime_error_text(s);  // names the rows refused
-    for (int seq : rows) {
-        slots_[static_cast<size_t>(seq)].cached.push_back(step_tokens_[static_cast<size_t>(seq)]);
-        const gpt_token token = drawn[static_cast<size_t>(seq)];
-        if (token == GPT_TOKEN_NONE)
-            end(seq, "error", GPT_ERR_NON_FINITE, refused);
-        else
-            deliver(seq, token, nullptr);
-    }
-}
-
-// One call draws every row of the step. A row whose logits cannot be sampled comes back GPT_TOKEN_NONE and ends
-// only its own request (gpt_sampler_sample_batch_v2's rule, as gpt_session_decode_sample_batch_v2's).
-void Scheduler::sample(const std::vector<int> &rows) {
-    std::vector<gpt_sampler *> samplers(slots_.size(), nullptr);
-    int n_top = -1;
-    for (int seq : rows) {
-        samplers[static_cast<size_t>(seq)] = slots_[static_cast<size_t>(seq)].sampler;
-        n_top = std::max(n_top, slots_[static_cast<size_t>(seq)].job->spec().logprobs);
-    }
-    const int32_t n_rows = *std::max_element(rows.begin(), rows.end()) + 1;  // rows need not be in order
-    const size_t stride = 1 + static_cast<size_t>(std::max(n_top, 0));
-    logprob_rows_.resize(static_cast<size_t>(n_rows) * stride);
-    gpt_token_logprob *logprobs = n_top >= 0 ? logprob_rows_.data() : nullptr;
-    const gpt_status s = gpt_sampler_sample_batch_v2(samplers.data(), n_rows, logits_.data(), info_.vocab_size,
-                                                     step_tokens_.data(), std::max(n_top, 0), logprobs);
-    if (s != GPT_OK && s != GPT_ERR_NON_FINITE) return fail_all(rows, s);
-    const std::string refused = s == GPT_OK ? std::string() : runtime_error_text(s);  // names the rows refused
-    for (int seq : rows) {
-        const gpt_token token = step_tokens_[static_cast<size_t>(seq)];
-        if (token == GPT_TOKEN_NONE)
-            end(seq, "error", GPT_ERR_NON_FINITE, refused);
-        else
-            deliver(seq, token, logprobs ? logprobs + seq * stride : nullptr);
-    }
-}
-
-// A sampled token: its text goes to the client, then the request either ends or feeds it to the next step.
-void Scheduler::deliver(int seq, gpt_token token, const gpt_token_logprob *logprobs) {
-    Slot &slot = slots_[static_cast<size_t>(seq)];
-    const JobSpec &spec = slot.job->spec();
-    if (spec.stop_at_eos && token == info_.eos_token) return end(seq, "stop");  // the end of the text, not a part
-
-    const Clock::time_point now = Clock::now();
-    TokenEvent event;
-    event.token = token;
-    event.latency = seconds_between(slot.last, now);
-    slot.last = now;
-    if (slot.detokenizer)
-        event.text = text_of(
-            [&](char *t, size_t c, size_t *n) { return gpt_detokenizer_push(slot.detokenizer, token, t, c, n); });
-    if (logprobs) event.logprobs.assign(logprobs, logprobs + 1 + std::max(spec.logprobs, 0));
-    // The first token's wait is the request's time to first token, which its handler measures from arrival.
-    if (options_.metrics && slot.generated > 0) options_.metrics->observe_token_latency(event.latency);
-    ++slot.generated;
-    slot.history.push_back(token);
-    slot.job->completion_tokens_ = slot.generated;
-    slot.job->emit(std::move(event));
-
-    int32_t stopped = -1;
-    if (slot.detokenizer) gpt_detokenizer_stopped(slot.detokenizer, &stopped);
-    if (stopped >= 0) return end(seq, "stop");
-    if (slot.generated >= spec.max_tokens) return end(seq, "length");
-    if (slot.cached.size() < static_cast<size_t>(info_.block_size)) {
-        slot.pending = token;
-    } else {
-        slot.refill = true;  // the context is full: this token cannot be appended, a shorter window is prefilled
-    }
 }
 
 // Frees the slot: what the detokenizer still holds goes out as a last piece of text.

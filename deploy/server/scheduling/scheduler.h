@@ -6,9 +6,13 @@
 // and prefills their prompts, interleaved with the running streams: at most
 // `prefill_budget` prompt tokens between two decode steps while any stream waits
 // for its next token (with none, a context's worth a round). A longer prompt is
-// prefilled in pieces, one a round (chunked prefill, gpt_session_extend_seq), so
-// it delays the others' next token by one piece, not by its whole prefill; whole
-// prompts that fit share one gpt_session_prefill_batch call. A prompt extended
+// prefilled in pieces, one a round (chunked prefill), so it delays the others' next
+// token by one piece, not by its whole prefill. With the artifact's mixed graph the
+// round's prompt tokens go into the streams' decode step itself (one
+// gpt_session_append_sample_batch, scheduler_step.cpp): a piece then costs its
+// tokens' compute, not another read of every weight. Without it, each piece is a
+// gpt_session_extend_seq call, and whole prompts that fit share one
+// gpt_session_prefill_batch call. A prompt extended
 // after a cached prefix or in pieces has its last token stepped as a row of the
 // next decode step, beside the running sequences, which draws its first token.
 // A slot keeps its sequence's cache after its request ends: a new prompt goes to
@@ -49,8 +53,10 @@ struct SchedulerOptions {
 
 // The prefill budget a device gets by default. On a CPU a prompt's prefill costs about its tokens' share of the
 // compute (2 ms a token for GPT-2 124M on two cores), so the running streams' next token waits for every token of
-// the round: 16 keeps that wait near one decode step of 16 streams. On a GPU a prefill of hundreds of tokens
-// costs about what one of 16 does (the step is launch- and weight-bound), so pieces can be large.
+// the round. With the mixed graph a piece rides in the decode step and costs only that: 8 keep the step within
+// ~1.4x its time at 16 streams. Without it each piece is a call of its own that reads every weight again, and
+// smaller pieces cost throughput: 16. On a GPU a prefill of hundreds of tokens costs about what one of 16 does
+// (the step is launch- and weight-bound), so pieces can be large.
 int default_prefill_budget(const gpt_model_info &info);
 
 class Scheduler {
@@ -78,6 +84,8 @@ private:
     void prefill();
     void sync_cached(int seq);
     static bool stop_extend(void *scheduler);
+    bool logprobs_wanted() const;
+    void step_with_prompts();
     void decode();
     void decode_and_sample(const std::vector<int> &rows);
     void sample(const std::vector<int> &rows);
