@@ -28,8 +28,8 @@ bool parse_options(int argc, char **argv, Options *o, int *exit_code) {
         ->check(CLI::PositiveNumber);
     app.add_option("--prefill-budget", o->prefill_budget,
                    "prompt tokens prefilled between two decode steps while a stream waits for its next token (a "
-                   "longer prompt is prefilled in pieces, one a round); 0 = the device's default: 16 on a CPU, 512 "
-                   "on a GPU")
+                   "longer prompt is prefilled in pieces, one a round); 0 = the device's default: on a CPU 8 with the "
+                   "artifact's mixed graph, else 16; 512 on a GPU")
         ->check(CLI::NonNegativeNumber);
     app.add_flag("--no-prefix-cache", o->no_prefix_cache,
                  "prefill every prompt whole, instead of reusing the cache of a prefix another request left");

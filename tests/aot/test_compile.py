@@ -317,6 +317,23 @@ def test_decode_attention_is_measured_on_the_compiled_decode_graph_against_math(
     assert model.attention == "flash"  # the model is left as it came
 
 
+def test_a_candidate_with_its_own_tolerance_is_judged_by_it():
+    """A linear form that rounds its activations carries a wider tolerance (linear_pick): within it, the fastest
+    wins; past it, never, however fast; without one, the dtype's applies."""
+    candidates = {
+        "mm": {"runs": True, "ms": 3.0, "max_abs_err": 0.0},
+        "q8": {"runs": True, "ms": 1.0, "max_abs_err": 0.01, "tolerance": 0.02},
+        "kernel": {"runs": True, "ms": 2.0, "max_abs_err": 0.0},
+    }
+    assert measure.pick(candidates, torch.float32) == "q8"
+    candidates["q8"]["max_abs_err"] = 0.03
+    assert measure.pick(candidates, torch.float32) == "kernel"
+    del candidates["q8"]["tolerance"]
+    candidates["q8"]["max_abs_err"] = 0.01
+    assert measure.pick(candidates, torch.float32) == "kernel"  # past fp32's 1e-4
+    assert measure.pick(candidates, torch.bfloat16) == "q8"  # within bf16's 5e-2
+
+
 def test_linear_forms_compute_the_same_product(fixtures):
     from gpt_aot.model.linear import LINEAR_FORMS, Linear, packed_linear_weights
 

@@ -12,6 +12,7 @@ from quantized_checks import (
     assert_artifact_stores,
     assert_compiled_graphs_match,
     assert_eager_model_matches,
+    assert_exact_but_rounded,
 )
 
 from gpt_aot.artifact.loader import ArtifactGraphs
@@ -141,25 +142,17 @@ def test_float_and_int8_forms_are_kept_apart(fixtures):
     assert [linear_pick.int8_layout_for(f) for f in (*INT8_FORMS, "blocked")] == ["rows"] * 5 + ["blocks32"]
 
 
-def assert_exact_but_q8(pick: dict):
-    """Every candidate within fp32's tolerance of mm's logits but q8, whose rounded activations put it past that
-    tolerance (so an fp32 artifact never picks it) and within 1e-2."""
-    exact = {f: c for f, c in pick["candidates"].items() if f != "q8"}
-    assert all(c["runs"] and c["max_abs_err"] < FP32_TOL for c in exact.values())
-    rounded = pick["candidates"]["q8"]
-    assert rounded["runs"] and FP32_TOL < rounded["max_abs_err"] < 1e-2 and pick["form"] != "q8"
-
-
 def test_int8_linear_forms_are_measured_against_mm(fixtures):
     model = quantized_tiny(fixtures)
     cpu = resolve("cpu", "auto", "fp32")
     pick = linear_pick.choose_linear(model, cpu, "auto", "math", "decode")
     batched = {"mm", "int8pack", "kernel", "q8"}
-    assert pick["form"] in batched - {"q8"} and set(pick["candidates"]) == batched and pick["rows"] == 8
+    assert set(pick["candidates"]) == batched and pick["rows"] == 8
+    assert_exact_but_rounded(pick, "q8")
     # prefill's pick is its own, measured on a prompt (the whole tiny context here)
     pick = linear_pick.choose_linear(model, cpu, "auto", "math", "prefill")
     assert pick["tokens"] == fixtures.CONFIG.block_size and set(pick["candidates"]) == batched
-    assert_exact_but_q8(pick)
+    assert_exact_but_rounded(pick, "q8")
     with pytest.raises(ValueError, match="not one of"):
         linear_pick.choose_linear(model, cpu, "auto", "math", "train_step")
     # decode_one measures the rows layout's forms (the reduction compiled) and the blocked form in its layout,
@@ -168,7 +161,7 @@ def test_int8_linear_forms_are_measured_against_mm(fixtures):
     candidates = pick["candidates"]
     assert set(candidates) == {*INT8_FORMS, "blocked"} and model.int8_layout == "rows"
     assert candidates["mm"]["max_abs_err"] == 0.0 and all(c["ms"] > 0 for c in candidates.values())
-    assert_exact_but_q8(pick)
+    assert_exact_but_rounded(pick, "q8")
     set_int8_layout(model, "blocks32")
     for graph in ("decode", "prefill"):
         pick = linear_pick.choose_linear(model, cpu, "auto", "math", graph)

@@ -1,10 +1,10 @@
-"""gpt-server's prompt cache and chunked prefill over real HTTP: a prompt whose prefix a slot holds
-reuses its cache (usage.prompt_tokens_details.cached_tokens) and completes as a whole prefill does,
-greedy and seeded; a long prompt prefilled in pieces while another stream runs (each piece in the stream's
-decode step with the artifact's mixed graph, an extend call between two steps without it) completes as one
-prefilled whole, and with no stream running it is prefilled whole; a prompt extended after a cached prefix
-or in pieces has its last token stepped with the decode (gpt_prompt_tokens_total counts each way); and a warm 900-token prefix answers its first token at least 5 times sooner than a
-cold one."""
+"""gpt-server's prompt cache and chunked prefill over real HTTP: a prompt whose prefix a slot holds reuses its
+cache (usage.prompt_tokens_details.cached_tokens) and completes as a whole prefill does, greedy and seeded; a
+long prompt prefilled in pieces while another stream runs (each piece in the stream's decode step with the
+artifact's mixed graph, an extend call between two steps without it) completes as one prefilled whole, and with
+no stream running it is prefilled whole; a prompt extended after a cached prefix or in pieces has its last token
+stepped with the decode (gpt_prompt_tokens_total counts each way); and a warm 900-token prefix answers its first
+token at least 5 times sooner than a cold one."""
 
 import contextlib
 import http.client
