@@ -168,7 +168,7 @@ def compile_artifact(
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
             kinds["decode_one"], kinds["extend"] = kinds["decode"], several_queries_kind(kinds["decode"])
             kinds["mixed"] = kinds["decode"]
-        specs = graph_specs(model)
+        specs = {graph: spec for graph, spec in graph_specs(model).items() if graph in programs}
         for graph, program in programs.items():
             with progress.stage(f"AOTInductor compile {graph}"):
                 compile_package(program, work / f"{graph}.pt2", target, kinds[graph])
