@@ -12,6 +12,7 @@
 
 #include "cpu/linear_tile.h"
 #include "cpu/tensor_element_type.h"
+#include "cpu/threads.h"
 
 namespace gpt::kernels {
 
@@ -107,39 +108,38 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
     shape.back() = N;
     at::Tensor out = at::empty(shape, x.options());  // the tiles store x's dtype: no fp32 result to convert after
     const int64_t tiles = (N + LINEAR_TILE_ROWS - 1) / LINEAR_TILE_ROWS;
-    at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t tile = begin; tile < end; ++tile) {
-            const int64_t first = tile * LINEAR_TILE_ROWS;
-            LinearTile t{};
-            t.type = weights.type;
-            t.x = x32;
-            t.x_stride = K;
-            t.w = static_cast<const char *>(weight.data_ptr()) + first * weight.stride(0) * weight.element_size();
-            t.w_stride = weight.stride(0);
-            t.panels = weights.panels;
-            t.m = M;
-            t.n = std::min(LINEAR_TILE_ROWS, N - first);
-            t.k = K;
-            t.scale = scale32 ? scale32 + first : nullptr;
-            if (pairs.defined()) {
-                t.scale_zero = static_cast<const char *>(pairs.data_ptr()) + 2 * first * pairs.element_size();
-                t.scale_zero_type = element_type(pairs.scalar_type(), op);
-                t.scale_zero_stride = pairs.stride(0);
-                t.group = K / pairs.size(0);
-                t.x_sum = quantized.group_sum.data();
-            }
-            if (pairs.defined() || weights.q8) {
-                t.qx = quantized.q.data();
-                t.qx_scale = quantized.scale.data();
-                t.qx_sum = quantized.q_sum.data();
-            }
-            t.bias = bias32 ? bias32 + first : nullptr;
-            t.out_type = out_type;
-            t.out = static_cast<char *>(out.data_ptr()) + first * out.element_size();
-            t.out_stride = N;
-            fn(t);
+    auto one_tile = [&](int64_t tile) {
+        const int64_t first = tile * LINEAR_TILE_ROWS;
+        LinearTile t{};
+        t.type = weights.type;
+        t.x = x32;
+        t.x_stride = K;
+        t.w = static_cast<const char *>(weight.data_ptr()) + first * weight.stride(0) * weight.element_size();
+        t.w_stride = weight.stride(0);
+        t.panels = weights.panels;
+        t.m = M;
+        t.n = std::min(LINEAR_TILE_ROWS, N - first);
+        t.k = K;
+        t.scale = scale32 ? scale32 + first : nullptr;
+        if (pairs.defined()) {
+            t.scale_zero = static_cast<const char *>(pairs.data_ptr()) + 2 * first * pairs.element_size();
+            t.scale_zero_type = element_type(pairs.scalar_type(), op);
+            t.scale_zero_stride = pairs.stride(0);
+            t.group = K / pairs.size(0);
+            t.x_sum = quantized.group_sum.data();
         }
-    });
+        if (pairs.defined() || weights.q8) {
+            t.qx = quantized.q.data();
+            t.qx_scale = quantized.scale.data();
+            t.qx_sum = quantized.q_sum.data();
+        }
+        t.bias = bias32 ? bias32 + first : nullptr;
+        t.out_type = out_type;
+        t.out = static_cast<char *>(out.data_ptr()) + first * out.element_size();
+        t.out_stride = N;
+        fn(t);
+    };
+    for_each_item(tiles, one_tile);
     return out;
 }
 

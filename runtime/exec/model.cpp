@@ -18,6 +18,7 @@
 #include "artifact/kernels_check.h"
 #include "base/error.h"
 #include "base/log.h"
+#include "exec/host_pages.h"
 #include "exec/safetensors.h"
 #include "exec/weights.h"
 #include "formats/integrity.h"
@@ -196,7 +197,10 @@ at::Tensor Model::new_kv_cache(int64_t batch) const {
     for (const int64_t size : shape)
         if (size < 0 || __builtin_mul_overflow(bytes, size, &bytes))
             fail(GPT_ERR_OUT_OF_MEMORY, "a KV cache of " + std::to_string(batch) + " sequences exceeds 2^63 bytes");
-    return at::zeros(shape, options);
+    if (!options.device().is_cpu()) return at::zeros(shape, options);
+    at::Tensor kv = empty_in_host_pages(shape, options.dtype().toScalarType());  // each step walks it, as the weights
+    kv.zero_();
+    return kv;
 }
 
 at::Tensor Model::prefill(const at::Tensor &idx, const at::Tensor &kv) const {

@@ -16,6 +16,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "exec/host_pages.h"
 #include "exec/weights.h"
 
 namespace gpt {
@@ -82,16 +83,16 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
                     fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
                                                        "' for the int4 kernel, which is no int4 weight of this model");
                 packed_.emplace(std::make_pair(name, packing),
-                                std::make_pair(at::Tensor(), pack_for_int4pack(it->second)));
+                                std::make_pair(at::Tensor(), in_host_pages(pack_for_int4pack(it->second))));
                 break;
             case Packing::panels:
                 if (!found || !fits_panels(it->second))
                     fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
                                                        "' in panels, which is no bf16 weight of this model with "
                                                        "rows a multiple of 16");
-                packed_.emplace(
-                    std::make_pair(name, packing),
-                    std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_panels(it->second)));
+                packed_.emplace(std::make_pair(name, packing),
+                                std::make_pair(weights_change ? it->second : at::Tensor(),
+                                               in_host_pages(pack_for_panels(it->second))));
                 break;
             case Packing::onednn:
                 if (!found)

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "exec/host_pages.h"
 #include "exec/torch_dtype.h"
 #include "formats/safetensors_layout.h"
 
@@ -41,7 +42,7 @@ std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<st
         SafetensorsLayout layout = parse_safetensors_header(header.data(), header_len, file.remaining(), file.what());
         if (metadata != nullptr) *metadata = std::move(layout.metadata);
         for (const auto &e : layout.entries) {  // in file order: the reads go front to back
-            at::Tensor t = at::empty(e.shape, at::TensorOptions().dtype(scalar_type(*e.dtype)));
+            at::Tensor t = empty_in_host_pages(e.shape, scalar_type(*e.dtype));
             file.read(static_cast<unsigned char *>(t.data_ptr()), e.end - e.begin);
             tensors.emplace(e.name, std::move(t));
         }

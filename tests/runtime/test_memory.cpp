@@ -2,7 +2,10 @@
 // device for a CPU model, the GPU's for a CUDA one), loads and frees that leave nothing behind, and out of GPU
 // memory as a status after which the same model serves the next request.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
 #include <c10/util/Exception.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -10,11 +13,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "exec/host_pages.h"
 #include "test_support.h"
 
 namespace {
@@ -107,6 +113,57 @@ TEST_CASE("100 loads and frees of a model leave none of its weights behind", "[m
     INFO("anonymous resident " << before << " -> " << after << " bytes over 100 cycles; one model's weights are "
                                << weights);
     CHECK(after < before + weights / 10);
+}
+
+namespace {
+
+// The VmFlags of the mapping that holds `address` (/proc/self/smaps), or "" where none does.
+std::string mapping_flags(const void *address) {
+    std::ifstream smaps("/proc/self/smaps");
+    const auto at = reinterpret_cast<uintptr_t>(address);
+    bool inside = false;
+    for (std::string line; std::getline(smaps, line);) {
+        uintptr_t begin = 0, end = 0;
+        char dash = 0;
+        std::istringstream range(line);
+        if (range >> std::hex >> begin >> dash >> end && dash == '-' && line.find(' ') != std::string::npos &&
+            line.find(':') > line.find(' '))
+            inside = begin <= at && at < end;
+        else if (inside && line.rfind("VmFlags:", 0) == 0)
+            return line;
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST_CASE("tensors of 2 MiB or more get their own 2 MiB-aligned mapping, offered for huge pages", "[memory]") {
+    constexpr uintptr_t huge_page = uintptr_t{2} << 20;
+    const void *data = nullptr;
+    {
+        at::Tensor big = gpt::empty_in_host_pages({3 << 19, 2}, at::kBFloat16);  // 3 MiB, not a multiple of 2
+        data = big.data_ptr();
+        CHECK(reinterpret_cast<uintptr_t>(data) % huge_page == 0);
+        CHECK(big.is_contiguous());
+        CHECK(big.sizes() == at::IntArrayRef({3 << 19, 2}));
+        // madvise(MADV_HUGEPAGE) marks the mapping "hg" (its first 2 MiB: the tail keeps small pages), on a kernel
+        // built with transparent huge pages.
+        if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"))
+            CHECK(mapping_flags(data).find(" hg") != std::string::npos);
+        big.fill_(1.5);
+        CHECK(big.sum().item<double>() == 1.5 * 3 * (1 << 20));
+
+        const at::Tensor values = at::arange(3 << 19, at::kFloat);
+        const at::Tensor copy = gpt::in_host_pages(values);
+        CHECK(reinterpret_cast<uintptr_t>(copy.data_ptr()) % huge_page == 0);
+        CHECK(at::equal(copy, values));
+    }
+    CHECK(mapping_flags(data).find(" hg") == std::string::npos);  // unmapped with its tensor
+
+    const at::Tensor small = gpt::empty_in_host_pages({1000}, at::kFloat);  // from torch's allocator
+    CHECK(small.numel() == 1000);
+    const at::Tensor on_its_own = at::ones({10});
+    CHECK(gpt::in_host_pages(on_its_own).data_ptr() == on_its_own.data_ptr());
 }
 
 TEST_CASE("a CUDA model reports its GPU memory, and a reset starts a new peak", "[memory][cuda]") {
