@@ -25,14 +25,13 @@ at::Tensor empty_in_host_pages(at::IntArrayRef shape, at::ScalarType dtype) {
     // last page goes back at once.
     const uint64_t pages_bytes = (bytes + 4095) / 4096 * 4096;
     const uint64_t mapped = pages_bytes + HUGE_PAGE;
-    void *base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) throw std::bad_alloc();
-    const auto start = reinterpret_cast<uintptr_t>(base);
-    const uintptr_t aligned = (start + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    if (aligned > start) munmap(base, aligned - start);
-    const uintptr_t end = aligned + pages_bytes, mapped_end = start + mapped;
-    if (mapped_end > end) munmap(reinterpret_cast<void *>(end), mapped_end - end);
-    void *data = reinterpret_cast<void *>(aligned);
+    void *mapping = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapping == MAP_FAILED) throw std::bad_alloc();
+    char *base = static_cast<char *>(mapping);
+    const uint64_t skip = (HUGE_PAGE - reinterpret_cast<uintptr_t>(base) % HUGE_PAGE) % HUGE_PAGE;
+    if (skip > 0) munmap(base, skip);
+    char *data = base + skip;
+    if (mapped > skip + pages_bytes) munmap(data + pages_bytes, mapped - skip - pages_bytes);
     madvise(data, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE);  // advice: where it fails, small pages serve
     return at::from_blob(
         data, shape, [pages_bytes](void *p) { munmap(p, pages_bytes); }, options);

@@ -82,6 +82,7 @@ private:
     void place(int seq, const std::vector<gpt_token> &prompt);
     void start_refill(int seq);
     void prefill();
+    std::vector<size_t> prefill_order() const;
     void sync_cached(int seq);
     static bool stop_extend(void *scheduler);
     bool logprobs_wanted() const;

@@ -22,9 +22,9 @@ bool Scheduler::logprobs_wanted() const {
 }
 
 // One decode step of the running streams with this round's prompt tokens beside them, one pass of the
-// artifact's mixed graph (gpt_session_append_sample_batch): up to the prefill budget of prompt tokens, slot by
-// slot, each from where its cache ends. A prompt whose last token rides in the step draws its first token with
-// the streams' next ones. A piece so costs the compute of its tokens, not a call of its own that reads every
+// artifact's mixed graph (gpt_session_append_sample_batch): up to the prefill budget of prompt tokens, the longest
+// waiting prompt first, each from where its cache ends. A prompt whose last token rides in the step draws its first
+// token with the streams' next ones. A piece so costs the compute of its tokens, not a call of its own that reads every
 // weight again, and the streams' next token waits for no more than the budget's tokens.
 void Scheduler::step_with_prompts() {
     const size_t n = slots_.size();
@@ -32,26 +32,25 @@ void Scheduler::step_with_prompts() {
     std::vector<int32_t> n_tokens(n, 0);
     std::vector<gpt_sampler *> samplers(n, nullptr);
     std::vector<int> rows;
-    size_t budget = prefill_budget_;
-    for (size_t seq = 0; seq < n; ++seq) {
+    for (size_t seq = 0; seq < n; ++seq) {  // the streams' next tokens
         Slot &slot = slots_[seq];
         step_tokens_[seq] = std::exchange(slot.pending, GPT_TOKEN_NONE);
-        if (step_tokens_[seq] != GPT_TOKEN_NONE) {
-            tokens[seq] = &step_tokens_[seq];
-            n_tokens[seq] = 1;
-        } else {
-            const size_t done = slot.cached.size();
-            if (!slot.job || !slot.prefilling || budget == 0 || done >= slot.feed.size()) continue;
-            const size_t piece = std::min(slot.feed.size() - done, budget);
-            budget -= piece;
-            tokens[seq] = slot.feed.data() + done;
-            n_tokens[seq] = static_cast<int32_t>(piece);
-            if (done + piece < slot.feed.size()) {  // more of it next round: nothing drawn yet
-                rows.push_back(static_cast<int>(seq));
-                continue;
-            }
-        }
+        if (step_tokens_[seq] == GPT_TOKEN_NONE) continue;
+        tokens[seq] = &step_tokens_[seq];
+        n_tokens[seq] = 1;
         samplers[seq] = slot.sampler;
+        rows.push_back(static_cast<int>(seq));
+    }
+    size_t budget = prefill_budget_;
+    for (const size_t seq : prefill_order()) {  // then prompt pieces, the longest waiting first
+        Slot &slot = slots_[seq];
+        const size_t done = slot.cached.size();
+        if (tokens[seq] != nullptr || budget == 0 || done >= slot.feed.size()) continue;
+        const size_t piece = std::min(slot.feed.size() - done, budget);
+        budget -= piece;
+        tokens[seq] = slot.feed.data() + done;
+        n_tokens[seq] = static_cast<int32_t>(piece);
+        if (done + piece == slot.feed.size()) samplers[seq] = slot.sampler;  // its last piece: draws its first token
         rows.push_back(static_cast<int>(seq));
     }
     if (options_.metrics)
