@@ -15,12 +15,13 @@ to the kernel library's, each with the linear forms the measured bf16 artifact p
 `bf16kernelchunked` pin the kernel library's linear in every graph too, nothing measured (`bf16panels` its
 linear on weights packed in panels at load); `int8kernel` its int8
 linear, `int8q8` the same but decode_one's with int8 activations (linear_int8_q8), `int4kernel` its int4 one
-(int8 activations), decode's attention math), the linear forms
-measured by the compile). Rows: bench/runtime_bench.c
-`generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN greedy steps),
-bench/int8_peers.py for the peers (its docstring says how each is timed); context C as bench/suite.py's. Every
-implementation runs in its own process, rounds alternate the implementations, and each cell is the median of its
-repetitions over all rounds (the first repetition of each process dropped for ours, as suite.py does).
+(int8 activations), decode's attention math; each of `bf16panels`, `int8q8`, `int4kernel` with a `chunked` suffix
+the same with the kernel library's decode attention), the linear forms measured by the compile). Rows:
+bench/runtime_bench.c `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN
+greedy steps), bench/int8_peers.py for the peers (its docstring says how each is timed); context C as
+bench/suite.py's. Every implementation runs in its own process, rounds alternate the implementations, and each cell
+is the median of its repetitions over all rounds (the first repetition of each process dropped for ours, as
+suite.py does).
 
 Roofline: a step must read every weight once (the position table but one row) and each sequence's KV cache
 up to its position; each row's weights are its own (int8 + scales, Q8_0's blocks, bf16), over the read
@@ -57,7 +58,8 @@ FORMAT_VERSIONS = (FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
 PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
 ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
-             "int8kernel", "int8q8", "int4kernel")  # fmt: skip
+             "bf16panelschunked", "int8kernel", "int8q8", "int8q8chunked", "int4kernel",
+             "int4kernelchunked")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
 DECODE_ATTENTION = {
@@ -66,22 +68,25 @@ DECODE_ATTENTION = {
     "bf16kernel": "math",
     "bf16panels": "math",
     "bf16kernelchunked": "chunked",
+    "bf16panelschunked": "chunked",
     "int8kernel": "math",
     "int8q8": "math",
+    "int8q8chunked": "chunked",
     "int4kernel": "math",
+    "int4kernelchunked": "chunked",
 }
 # The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
 # linear_int4 over int4 blocks): nothing measured on the build host at all.
-KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel")
+KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel", "int4kernelchunked")
 # Its linear on bf16 weights packed in panels at load (the tied head its row kernel), every graph.
-PANELS_LINEAR = ("bf16panels",)
+PANELS_LINEAR = ("bf16panels", "bf16panelschunked")
 # Its int8 linear with the activations rounded to int8 blocks (linear_int8_q8) in decode_one, where it reads the
 # weights in a third of the instructions, and its plain int8 linear in the graphs of several rows, where the two run
 # alike or q8 slower (bench/results/cpu-2026-11-28-q8/).
-Q8_LINEAR = ("int8q8",)
+Q8_LINEAR = ("int8q8", "int8q8chunked")
 # --quantize of each quantized artifact
-QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int4kernel": "int4"}
-QUANTIZED = tuple(QUANTIZE)  # ours: the ratio sections compare every other row with these
+QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int8q8chunked": "int8",
+            "int4kernel": "int4", "int4kernelchunked": "int4"}  # fmt: skip
 
 
 def compile_ours(files: Files, weights: str) -> float | None:
@@ -216,9 +221,7 @@ def report(out: Path, result: dict) -> None:
             if c.get("runs")
         )
         lines.append(f"- {weights}: {pick['backend']} ({pick['selected_by']}{': ' + times if times else ''})")
-    for base in (*QUANTIZED, "bf16"):
-        if ("ours", base) not in impls:
-            continue
+    for base in [weights for impl, weights in impls if impl == "ours"]:
         lines += ["", f"Ratios (time of the other over ours {base}; > 1: ours {base} is faster):", ""]
         for impl, weights in impls:
             if (impl, weights) == ("ours", base):

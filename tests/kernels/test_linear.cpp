@@ -133,6 +133,24 @@ TEST_CASE("the int4 linear is the dequantised linear within its activations' rou
                 }
 }
 
+TEST_CASE("the int4 linear's integer sums hold the largest products a block can have") {
+    // Every q 15 (7 after the zero) or 0 (−8) and every input rounded to ±127: each block's products are the largest
+    // the vector paths keep in 16-bit lanes before widening them (a wrapped sum would be off by 2^16 products).
+    // Σ x · w = k · x · (q − 8) · scale with zeros of 0, within the rounding of x's scale (1 / 127).
+    const int64_t n = 64, k = 256;
+    for (const Isa isa : paths_here())
+        for (const int q_value : {15, 0})
+            for (const float x_value : {1.0F, -1.0F}) {
+                CAPTURE(gpt::kernels::isa_name(isa), q_value, x_value);
+                const at::Tensor x = at::full({1, k}, x_value);
+                const at::Tensor q = at::full({n, k}, q_value, at::kByte);
+                const at::Tensor scale_zero = at::stack({at::full({1, n}, 0.5F), at::zeros({1, n})}, -1);
+                const at::Tensor got = gpt::kernels::linear_int4(x, to_blocks64(q), scale_zero, n, std::nullopt, isa);
+                const float want = static_cast<float>(k) * x_value * static_cast<float>(q_value - 8) * 0.5F;
+                CHECK(at::allclose(got, at::full({1, n}, want), 1e-5, 0.0));
+            }
+}
+
 TEST_CASE("the linear kernel keeps x's leading sizes and reads weight rows with a stride") {
     at::manual_seed(8);
     const at::Tensor x = at::randn({2, 3, 40});
