@@ -51,9 +51,24 @@ import suite  # noqa: E402
 from gpt2_sizes import SIZES, Files, config  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "aot"))
-from gpt_aot.artifact.manifest import FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION  # noqa: E402
+from gpt_aot.artifact.manifest import (  # noqa: E402
+    FORMAT_VERSION,
+    KERNELS_FORMAT_VERSION,
+    WITHOUT_KERNELS_FORMAT_VERSION,
+)
+from gpt_aot.model import kernels  # noqa: E402
 
-FORMAT_VERSIONS = (FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
+FORMAT_VERSIONS = (FORMAT_VERSION, KERNELS_FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
+
+
+def is_current(manifest: Path) -> bool:
+    """Whether an artifact was compiled in a format and against a kernel library this runtime reads."""
+    if not manifest.exists():
+        return False
+    record = json.loads(manifest.read_text())
+    library = record.get("kernels", {}).get("version")
+    return record["format_version"] in FORMAT_VERSIONS and (library is None or library == kernels.load())
+
 
 PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
@@ -94,7 +109,7 @@ def compile_ours(files: Files, weights: str) -> float | None:
     when compiled now."""
     out = files.artifact(weights)
     manifest = out / "cpu" / "manifest.json"
-    if manifest.exists() and json.loads(manifest.read_text())["format_version"] in FORMAT_VERSIONS:
+    if is_current(manifest):
         return None
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(files.hf_dir / "model.safetensors")]

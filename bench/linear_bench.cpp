@@ -52,8 +52,10 @@ constexpr int64_t COLD_BYTES = 96 << 20;  // --cold: the bf16 bytes of each shap
 // One (n, k) linear's weights in every form the bench runs, from the same random bf16 values.
 struct Weights {
     at::Tensor bf16, fp32, panels;
-    at::Tensor int4_blocks, int4pack, scale_zero;  // int4 values: our blocks of 64 rows as stored, aten's packing
-    at::Tensor int8, int8_scale;                   // int8 rows with a scale each (quantize.py's "rows")
+    // int4 values: our blocks of 64 rows as stored, aten's packing; their (scale, zero) pairs block by block as
+    // stored (linear.py's to_int4_pair_blocks) and group by group, as aten's kernel reads them
+    at::Tensor int4_blocks, int4pack, pair_blocks, scale_zero;
+    at::Tensor int8, int8_scale;  // int8 rows with a scale each (quantize.py's "rows")
 };
 
 Weights make_weights(int64_t n, int64_t k) {
@@ -71,6 +73,7 @@ Weights make_weights(int64_t n, int64_t k) {
                         .view({padded, k / 2});
     w.int4pack = at::_convert_weight_to_int4pack_for_cpu(q, 1);
     w.scale_zero = (at::rand({k / INT4_GROUP, padded, 2}) * 0.01).to(at::kBFloat16);
+    w.pair_blocks = w.scale_zero.view({k / INT4_GROUP, padded / 64, 64, 2}).transpose(0, 1).contiguous();
     w.int8 = at::randint(-127, 128, {n, k}, at::kChar);
     w.int8_scale = (at::rand({n}) * 0.001).to(at::kBFloat16);
     return w;
@@ -128,8 +131,8 @@ int main(int argc, char **argv) {
                 each([&](const Weights &w) { gpt::kernels::linear_panels(x, w.panels, b, isa); });
             const double torch_bf16 = each([&](const Weights &w) { at::linear(x, w.bf16, b); });
             const double torch_fp32 = each([&](const Weights &w) { at::linear(x32, w.fp32, b32); });
-            const double ours_int4 =
-                each([&](const Weights &w) { gpt::kernels::linear_int4(x, w.int4_blocks, w.scale_zero, s.n, b, isa); });
+            const double ours_int4 = each(
+                [&](const Weights &w) { gpt::kernels::linear_int4(x, w.int4_blocks, w.pair_blocks, s.n, b, isa); });
             const double torch_int4 = each(
                 [&](const Weights &w) { at::_weight_int4pack_mm_for_cpu(x, w.int4pack, INT4_GROUP, w.scale_zero); });
             const double ours_int8 =

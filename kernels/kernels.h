@@ -10,4 +10,8 @@
 // Raised whenever an operator's schema or results change: an artifact compiled against version N runs on a
 // runtime whose library is version N. An operator added is not a change of version: each artifact names the
 // operators its graphs call, and a runtime lacking one refuses it (runtime/artifact/kernels_check.cpp).
-#define GPT_KERNELS_VERSION 1
+//
+// 2: linear_int4's scale_zero is (blocks of 64 rows, groups, 64, 2), each block's pairs in one run (1: (groups,
+//    rows, 2)); the activations' group sums are added in 8 lanes (linear_q8_activations.cpp), moving the int4 and q8
+//    linears' results by float rounding.
+#define GPT_KERNELS_VERSION 2

@@ -68,7 +68,7 @@ struct Weights {
     const at::Tensor &data;
     int64_t n, k;
     const std::optional<at::Tensor> &scale;       // s8: (n,)
-    const std::optional<at::Tensor> &scale_zero;  // u4: (groups, rows padded, 2)
+    const std::optional<at::Tensor> &scale_zero;  // u4: (blocks of 64 rows, groups, 64, 2)
     bool panels = false;                          // bf16 packed in panels (pack_linear_panels)
     bool q8 = false;                              // s8: multiplied by x quantized (linear_int8_q8)
 };
@@ -103,7 +103,7 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
     const at::Tensor &pairs = weights.scale_zero ? *weights.scale_zero : at::Tensor();
     Q8Activations quantized;  // u4 weights and q8 rows multiply x quantized, once for every tile
     if (pairs.defined() || weights.q8)
-        quantize_activations(x32, M, K, pairs.defined() ? K / pairs.size(0) : K, quantized);
+        quantize_activations(x32, M, K, pairs.defined() ? K / pairs.size(1) : K, quantized, isa);
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = N;
     at::Tensor out = at::empty(shape, x.options());  // the tiles store x's dtype: no fp32 result to convert after
@@ -122,10 +122,11 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
         t.k = K;
         t.scale = scale32 ? scale32 + first : nullptr;
         if (pairs.defined()) {
-            t.scale_zero = static_cast<const char *>(pairs.data_ptr()) + 2 * first * pairs.element_size();
+            // this tile's block: (groups, 64, 2)
+            t.scale_zero = static_cast<const char *>(pairs.data_ptr()) + tile * pairs.stride(0) * pairs.element_size();
             t.scale_zero_type = element_type(pairs.scalar_type(), op);
-            t.scale_zero_stride = pairs.stride(0);
-            t.group = K / pairs.size(0);
+            t.scale_zero_stride = pairs.stride(1);
+            t.group = K / pairs.size(1);
             t.x_sum = quantized.group_sum.data();
         }
         if (pairs.defined() || weights.q8) {
@@ -213,12 +214,13 @@ at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::
           "rows " + std::to_string(rows) + " do not fill weight's blocks of 64 (" + std::to_string(weight.size(0)) +
               " rows)");
     const int64_t K = 2 * weight.size(1);
-    check(scale_zero.dim() == 3 && scale_zero.size(1) == weight.size(0) && scale_zero.size(2) == 2 &&
-              scale_zero.is_contiguous(),
-          op, "scale_zero must be contiguous (groups, weight's rows, 2)");
+    check(scale_zero.dim() == 4 && scale_zero.size(0) * U4_BLOCK_ROWS == weight.size(0) &&
+              scale_zero.size(2) == U4_BLOCK_ROWS && scale_zero.size(3) == 2 && scale_zero.is_contiguous(),
+          op, "scale_zero must be contiguous (weight's blocks of 64 rows, groups, 64, 2)");
     element_type(scale_zero.scalar_type(), op);
-    check(scale_zero.size(0) > 0 && K % scale_zero.size(0) == 0 && K / scale_zero.size(0) % Q8_BLOCK == 0, op,
-          std::to_string(scale_zero.size(0)) + " groups do not divide K " + std::to_string(K) + " into multiples of " +
+    const int64_t groups = scale_zero.size(1);
+    check(groups > 0 && K % groups == 0 && K / groups % Q8_BLOCK == 0, op,
+          std::to_string(groups) + " groups do not divide K " + std::to_string(K) + " into multiples of " +
               std::to_string(Q8_BLOCK));
     return multiply(op, x, {ElementType::u4, weight, rows, K, std::nullopt, scale_zero}, bias, isa);
 }

@@ -50,7 +50,8 @@ at::Tensor linear_int8_q8_cpu(const at::Tensor &x, const at::Tensor &weight, con
 // The same over int4 weights in blocks of 64 rows (aot/gpt_aot/model/linear.py's "blocks64": (rows padded to a
 // multiple of 64, K / 2) bytes, the byte of input k and row j of a block holding row j's q in its low four bits
 // and row j + 32's in its high four), each weight (q − 8) · scale + zero with one (scale, zero) per group of
-// K / groups inputs and row: scale_zero (groups, rows padded, 2), float, bfloat16 or half. `rows` (N) of the padded
+// K / groups inputs and row: scale_zero (blocks, groups, 64, 2) — each block's pairs in one run, group by group
+// (linear.py's to_int4_pair_blocks) — float, bfloat16 or half. `rows` (N) of the padded
 // rows are the output's; groups are multiples of 32 inputs. x is quantized to int8 in blocks of 32 inputs (one scale
 // each: llama.cpp's Q8_0 activations) and multiplied by the weights' q in integers; the zeros multiply the exact
 // sums of x. No weight is dequantised, in memory or in registers.

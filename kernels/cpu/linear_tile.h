@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/element_type.h"
+#include "cpu/isa.h"
 
 namespace gpt::kernels {
 
@@ -60,7 +61,8 @@ struct Q8Activations {
     std::vector<float> group_sum;
 };
 constexpr int64_t q8_blocks(int64_t k) { return (k + Q8_BLOCK - 1) / Q8_BLOCK; }  // a row's blocks, the last partial
-void quantize_activations(const float *x, int64_t m, int64_t k, int64_t group, Q8Activations &out);
+// `isa` the path the tiles take: the vector paths quantize 32 values at a time, bit for bit as the scalar one.
+void quantize_activations(const float *x, int64_t m, int64_t k, int64_t group, Q8Activations &out, Isa isa);
 
 void linear_tile_scalar(const LinearTile &tile);  // the reference
 void linear_tile_avx2(const LinearTile &tile);    // AVX2 + FMA + F16C

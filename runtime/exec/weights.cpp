@@ -36,7 +36,8 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 // 32 rows (the last padded), and each has a `<weight>_scale` of one value per output row in the
 // model's dtype. With int4, each is two values a byte in blocks of 64 rows (the last padded), with
 // `<weight>_scale_zero` (a scale and a zero per group of inputs and padded row, in the model's
-// dtype) and `<weight>_group_size`, a scalar (aot/gpt_aot/model/quantize.py).
+// dtype, block by block: [blocks, groups, 64, 2]) and `<weight>_group_size`, a scalar
+// (aot/gpt_aot/model/quantize.py).
 std::map<std::string, ExpectedTensor> expected_parameters(const Manifest &manifest, at::ScalarType dtype) {
     const ModelConfig &c = manifest.model;
     const int64_t C = c.n_embd;
@@ -52,7 +53,7 @@ std::map<std::string, ExpectedTensor> expected_parameters(const Manifest &manife
                                                    std::to_string(group));
             const int64_t padded = round_up(rows, kInt4BlockRows);
             p[name] = {{padded, cols / 2}, at::kByte};
-            add(name + "_scale_zero", {cols / group, padded, 2});
+            add(name + "_scale_zero", {padded / kInt4BlockRows, cols / group, kInt4BlockRows, 2});
             p[name + "_group_size"] = {{}, at::kLong};
             return;
         }

@@ -292,6 +292,13 @@ Manifest parse_manifest(const Bytes &text) {
             if (group != 32 && group != 64 && group != 128 && group != 256)
                 invalid("'weights.quantization.group_size' must be 32, 64, 128 or 256");
             m.int4_group_size = group.get<int64_t>();
+            if (m.format_version < kInt4PairBlocksFormatVersion)
+                fail(GPT_ERR_ARTIFACT_VERSION,
+                     "int4 artifact of format version " + std::to_string(m.format_version) +
+                         " stores its (scale, zero) pairs group by group; this runtime reads int4 artifacts of "
+                         "version " +
+                         std::to_string(kInt4PairBlocksFormatVersion) +
+                         " (pairs block by block): recompile the artifact with a matching gpt_aot");
         } else {
             invalid("'weights.quantization.scheme' must be 'int8' or 'int4'");
         }

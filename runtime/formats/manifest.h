@@ -20,8 +20,11 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 14: "kernels", the kernel library's operators the graphs call (history: aot/gpt_aot/artifact/manifest.py).
-inline constexpr int kFormatVersion = 14;
+// 14: "kernels", the kernel library's operators the graphs call; 15: int4 (scale, zero) pairs stored block by block
+// (history: aot/gpt_aot/artifact/manifest.py).
+inline constexpr int kFormatVersion = 15;
+// int4 artifacts before 15 store their pairs group by group, a layout this runtime no longer reads.
+inline constexpr int kInt4PairBlocksFormatVersion = 15;
 // Also read: 12 is 13 without training.master_dtype, whose adamw graph takes the model's dtype.
 inline constexpr int kOldestFormatVersion = 12;
 
@@ -121,7 +124,7 @@ struct Manifest {
     // "rows" ([rows, cols]) or "blocks32" ([ceil(rows / 32), cols, 32]: 32 rows' weights of one
     // input side by side, for the blocked linear form). "int4": every linear's weight is two int4
     // values a byte in "blocks64" (aten's CPU packing: [ceil(rows / 64) * 64, cols / 2]) with
-    // `<name>_scale_zero` ([cols / group, padded rows, 2] in `dtype`) and `<name>_group_size`.
+    // `<name>_scale_zero` ([padded rows / 64, cols / group, 64, 2] in `dtype`) and `<name>_group_size`.
     std::string quantization;
     std::string weight_layout;  // "" for float weights
     int64_t int4_group_size = 0;

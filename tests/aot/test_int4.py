@@ -33,10 +33,12 @@ from gpt_aot.model.linear import (
     Linear,
     dequantize_int4,
     from_int4_blocks,
+    from_int4_pair_blocks,
     host_reads_int4_blocks64,
     linear_form_runs_on,
     pack_for_int4pack,
     to_int4_blocks,
+    to_int4_pair_blocks,
 )
 from gpt_aot.model.quantize import dequantized, quantize_groups, quantize_int4, quantize_int8, weight_bytes
 
@@ -96,6 +98,22 @@ def test_groups_are_quantized_within_half_a_step_and_constant_groups_exactly():
         assert (groups[:4].amin(2) <= 1).all() and (groups[:4].amax(2) >= 14).all()
     with pytest.raises(ValueError, match="whole number of groups"):
         quantize_groups(torch.randn(4, 48), 32, torch.float32)
+
+
+def test_the_pairs_are_stored_block_by_block_as_the_kernel_reads_them():
+    """Each linear's (scale, zero) pairs: block b's 64 rows' pairs in one run, group by group (what the kernel reads
+    beside block b's bytes), the same values quantize_groups gives by group."""
+    model = GPT(ODD_CONFIG, "math").init_weights(5)
+    head = model.lm_head  # 128 rows (the vocabulary padded: 2 blocks) of 64 inputs (2 groups)
+    _, by_group = quantize_groups(head.weight, 32, torch.float32)  # (2 groups, 128 rows, 2)
+    quantize_int4(model, torch.float32, 32)
+    stored = head.weight_scale_zero
+    assert stored.shape == (2, 2, 64, 2) and stored.is_contiguous()
+    for block in range(2):
+        for group in range(2):
+            assert torch.equal(stored[block, group], by_group[group, 64 * block : 64 * block + 64])
+    assert torch.equal(from_int4_pair_blocks(stored), by_group)
+    assert torch.equal(to_int4_pair_blocks(from_int4_pair_blocks(stored)), stored)
 
 
 def test_quantizing_keeps_names_and_ties_and_takes_under_a_third_of_gpt2_124m_bf16s_bytes():
@@ -270,11 +288,13 @@ def test_the_runtime_verifies_an_int4_artifact_under_each_aten_cpu_capability(ar
 
 def test_an_int4_artifact_records_its_quantization_and_stores_int4_weights(artifacts, fixtures):
     directory = artifacts / "tiny-int4" / "cpu"
-    assert json.loads((directory / "manifest.json").read_text())["format_version"] >= 12  # int4 came with 12
+    # int4 came with 12; 15 stores the pairs block by block, and the runtime reads no int4 artifact before it
+    assert json.loads((directory / "manifest.json").read_text())["format_version"] == 15
     record = assert_artifact_stores(directory, quantized_tiny(fixtures), fixtures.tiny_model("math"))
     assert record["scheme"] == "int4" and record["group_size"] == 32 and record["layout"] == "blocks64"
     stored = load_file(str(directory / "weights.safetensors"))
     assert stored["transformer.h.0.attn.c_attn.weight"].shape == (128, 16)  # 96 rows padded to 128, 32 inputs
+    assert stored["transformer.h.0.attn.c_attn.weight_scale_zero"].shape == (2, 1, 64, 2)  # 2 blocks, 1 group
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,13 @@ at::Tensor to_blocks64(const at::Tensor &q) {
     return bytes.transpose(1, 2).contiguous().view({rows, k / 2});
 }
 
+// (groups, rows padded to 64, 2) (scale, zero) pairs as the block-by-block run linear_int4 reads (linear.py's
+// to_int4_pair_blocks): (blocks, groups, 64, 2).
+at::Tensor to_pair_blocks(const at::Tensor &by_group) {
+    const int64_t groups = by_group.size(0), rows = by_group.size(1);
+    return by_group.view({groups, rows / 64, 64, 2}).transpose(0, 1).contiguous();
+}
+
 TEST_CASE("the int4 linear is the dequantised linear within its activations' rounding, every path its reference") {
     at::manual_seed(11);
     const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
@@ -112,7 +119,8 @@ TEST_CASE("the int4 linear is the dequantised linear within its activations' rou
                     const std::optional<at::Tensor> bias =
                         with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
                     const at::Tensor blocks = to_blocks64(q);
-                    const at::Tensor got = gpt::kernels::linear_int4(x, blocks, scale_zero, s.n, bias, isa);
+                    const at::Tensor got =
+                        gpt::kernels::linear_int4(x, blocks, to_pair_blocks(scale_zero), s.n, bias, isa);
                     REQUIRE(got.scalar_type() == xtype);
                     REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
                     // Against the exact product: x rounded to int8 in blocks of 32 moves each input by at most half
@@ -128,7 +136,8 @@ TEST_CASE("the int4 linear is the dequantised linear within its activations' rou
                     const at::Tensor slack = want.abs().clamp_min(1.0) * tolerance(s.k, xtype);
                     CHECK(((got.to(at::kDouble) - want).abs() - bound - slack).max().item<double>() <= 0.0);
                     // Against the scalar path, which rounds x alike and sums the same integer products.
-                    const at::Tensor scalar = gpt::kernels::linear_int4(x, blocks, scale_zero, s.n, bias, Isa::scalar);
+                    const at::Tensor scalar =
+                        gpt::kernels::linear_int4(x, blocks, to_pair_blocks(scale_zero), s.n, bias, Isa::scalar);
                     CHECK(error(got, scalar.to(at::kDouble)) < tolerance(s.k, xtype));
                 }
 }
@@ -145,7 +154,8 @@ TEST_CASE("the int4 linear's integer sums hold the largest products a block can 
                 const at::Tensor x = at::full({1, k}, x_value);
                 const at::Tensor q = at::full({n, k}, q_value, at::kByte);
                 const at::Tensor scale_zero = at::stack({at::full({1, n}, 0.5F), at::zeros({1, n})}, -1);
-                const at::Tensor got = gpt::kernels::linear_int4(x, to_blocks64(q), scale_zero, n, std::nullopt, isa);
+                const at::Tensor got =
+                    gpt::kernels::linear_int4(x, to_blocks64(q), to_pair_blocks(scale_zero), n, std::nullopt, isa);
                 const float want = static_cast<float>(k) * x_value * static_cast<float>(q_value - 8) * 0.5F;
                 CHECK(at::allclose(got, at::full({1, n}, want), 1e-5, 0.0));
             }
@@ -199,7 +209,7 @@ TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {
                       Catch::Contains("scale must be (N,)"));
     CHECK_THROWS_WITH(gpt::kernels::linear_int8(x, q, scale.to(at::kInt), std::nullopt, isa),
                       Catch::Contains("is not float, bfloat16 or half"));
-    const at::Tensor x64 = at::randn({2, 64}), blocks = at::zeros({64, 32}, at::kByte), pairs = at::rand({2, 64, 2});
+    const at::Tensor x64 = at::randn({2, 64}), blocks = at::zeros({64, 32}, at::kByte), pairs = at::rand({1, 2, 64, 2});
     REQUIRE(gpt::kernels::linear_int4(x64, blocks, pairs, 4, std::nullopt, isa).sizes() == at::IntArrayRef({2, 4}));
     CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks.to(at::kChar), pairs, 4, std::nullopt, isa),
                       Catch::Contains("gpt_kernels::linear_int4: weight must be uint8, not Char"));
@@ -209,9 +219,14 @@ TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {
                       Catch::Contains("rows 0 do not fill"));
     CHECK_THROWS_WITH(gpt::kernels::linear_int4(x, blocks, pairs, 4, std::nullopt, isa),
                       Catch::Contains("not weight's K 64"));
-    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({2, 32, 2}), 4, std::nullopt, isa),
-                      Catch::Contains("scale_zero must be contiguous (groups, weight's rows, 2)"));
-    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({4, 64, 2}), 4, std::nullopt, isa),
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({2, 64, 2}), 4, std::nullopt, isa),
+                      Catch::Contains("scale_zero must be contiguous (weight's blocks of 64 rows, groups, 64, 2)"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({2, 2, 64, 2}), 4, std::nullopt, isa),
+                      Catch::Contains("scale_zero must be contiguous (weight's blocks of 64 rows, groups, 64, 2)"));
+    CHECK_THROWS_WITH(
+        gpt::kernels::linear_int4(x64, blocks, at::rand({1, 2, 64, 2}).transpose(0, 1), 4, std::nullopt, isa),
+        Catch::Contains("scale_zero must be contiguous"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, at::rand({1, 4, 64, 2}), 4, std::nullopt, isa),
                       Catch::Contains("4 groups do not divide K 64 into multiples of 32"));
     CHECK_THROWS_WITH(gpt::kernels::linear_int4(x64, blocks, pairs.to(at::kInt), 4, std::nullopt, isa),
                       Catch::Contains("is not float, bfloat16 or half"));

@@ -4,12 +4,14 @@
 #include <ATen/ATen.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <vector>
 
 #include "cpu/isa.h"
 #include "cpu/linear.h"
+#include "cpu/linear_tile.h"
 #include "linear_checks.h"
 
 using gpt::kernels::Isa;
@@ -88,4 +90,50 @@ TEST_CASE("the q8 int8 linear refuses what it cannot multiply, naming why") {
                       Catch::Contains("scale must be (N,)"));
     CHECK_THROWS_WITH(gpt::kernels::linear_int8_q8(at::randn({2, 32}), q, scale, std::nullopt, isa),
                       Catch::Contains("not weight's K 64"));
+}
+
+TEST_CASE("every path rounds the activations to int8 blocks bit for bit as the scalar one, each within half a step") {
+    // The q8 and int4 linears read x rounded once a call (kernels/cpu/linear_q8_activations.cpp): the vector paths
+    // 32 values a block, the scalar one a value at a time; the tiles of every path must read the same values.
+    at::manual_seed(14);
+    // k: whole blocks (GPT-2's widths), a last shorter block, a row shorter than a block; groups of 32, 64 and k.
+    for (const int64_t k : {32, 96, 768, 3072, 77, 7}) {
+        at::Tensor x = at::randn({3, k}) * at::rand({3, 1}) * 8.0;
+        if (k >= 64) x.slice(1, 32, 64).zero_();  // a block of zeros: scale 0, every q 0
+        x.select(0, 2).mul_(1e-30);               // tiny values: the scale's reciprocal is large, but finite
+        const at::Tensor x32 = x.contiguous();
+        for (const int64_t group : {int64_t{32}, int64_t{64}, k}) {
+            if (k % group != 0) continue;
+            CAPTURE(k, group);
+            gpt::kernels::Q8Activations scalar, vector;
+            gpt::kernels::quantize_activations(x32.data_ptr<float>(), 3, k, group, scalar, Isa::scalar);
+            // Each q within half a step of x / s, |q| ≤ 127, Σ q and Σ x per group as stated.
+            const int64_t blocks = gpt::kernels::q8_blocks(k);
+            for (int64_t i = 0; i < 3; ++i)
+                for (int64_t b = 0; b < blocks; ++b) {
+                    const float s = scalar.scale[static_cast<size_t>(i * blocks + b)];
+                    int32_t sum = 0;
+                    for (int64_t j = b * 32; j < std::min(k, b * 32 + 32); ++j) {
+                        const int8_t q = scalar.q[static_cast<size_t>(i * k + j)];
+                        sum += q;
+                        CHECK(std::abs(static_cast<int>(q)) <= 127);
+                        CHECK(std::abs(x[i][j].item<float>() - q * s) <= s * 0.5f * (1.0f + 1e-5f));
+                    }
+                    CHECK(sum == scalar.q_sum[static_cast<size_t>(i * blocks + b)]);
+                }
+            const at::Tensor group_sums = x.to(at::kDouble).view({3, k / group, group}).sum(-1);
+            for (int64_t i = 0; i < 3; ++i)
+                for (int64_t g = 0; g < k / group; ++g)
+                    CHECK(std::abs(scalar.group_sum[static_cast<size_t>(i * (k / group) + g)] -
+                                   group_sums[i][g].item<double>()) <= 1e-5 * x[i].abs().sum().item<double>());
+            for (const Isa isa : paths_here()) {
+                CAPTURE(gpt::kernels::isa_name(isa));
+                gpt::kernels::quantize_activations(x32.data_ptr<float>(), 3, k, group, vector, isa);
+                CHECK(vector.q == scalar.q);
+                CHECK(vector.scale == scalar.scale);
+                CHECK(vector.q_sum == scalar.q_sum);
+                CHECK(vector.group_sum == scalar.group_sum);
+            }
+        }
+    }
 }

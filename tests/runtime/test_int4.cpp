@@ -47,7 +47,8 @@ TEST_CASE("an int4 model holds its file's bytes, each linear packed for the host
     CHECK(manifest["weights"]["tied"]["lm_head.weight"] == "transformer.wte.weight");
     CHECK(weights.at("transformer.wte.weight").scalar_type() == at::kByte);
     CHECK(weights.at("transformer.wte.weight").sizes() == at::IntArrayRef({128, 16}));
-    CHECK(weights.at(kScaleZero).sizes() == at::IntArrayRef({1, 128, 2}));  // c_attn's 96 rows padded to 128
+    // c_attn's 96 rows padded to 128: 2 blocks of 64 rows' pairs, one group of 32 inputs
+    CHECK(weights.at(kScaleZero).sizes() == at::IntArrayRef({2, 1, 64, 2}));
     CHECK(weights.at(kGroupSize).item<int64_t>() == 32);
     CHECK(stored == manifest["weights"]["quantization"]["weight_bytes"].get<uint64_t>());
     CHECK(stored < test::loaded_weights_bytes(test::artifact("int8")));
@@ -94,11 +95,16 @@ TEST_CASE("int4 scales, weights or group sizes that do not fit the quantization 
         std::function<at::Tensor(const at::Tensor &)> change;
     };
     const std::vector<Case> cases = {
-        {"scales and zeros of the unpadded rows", kScaleZero, "expected [1, 128, 2] Float",
-         [](const at::Tensor &t) { return t.narrow(1, 0, 96).contiguous(); }},
-        {"scales without zeros", kScaleZero, "expected [1, 128, 2] Float",
-         [](const at::Tensor &t) { return t.select(2, 0).contiguous(); }},
-        {"scales in another dtype", kScaleZero, "expected [1, 128, 2] Float",
+        // Format 12 to 14's layout, group by group: the same values, another shape.
+        {"scales and zeros group by group", kScaleZero, "expected [2, 1, 64, 2] Float",
+         [](const at::Tensor &t) {
+             return t.transpose(0, 1).reshape({1, 128, 2});
+         }},
+        {"the first block's scales and zeros alone", kScaleZero, "expected [2, 1, 64, 2] Float",
+         [](const at::Tensor &t) { return t.narrow(0, 0, 1).contiguous(); }},
+        {"scales without zeros", kScaleZero, "expected [2, 1, 64, 2] Float",
+         [](const at::Tensor &t) { return t.select(3, 0).contiguous(); }},
+        {"scales in another dtype", kScaleZero, "expected [2, 1, 64, 2] Float",
          [](const at::Tensor &t) { return t.to(at::kBFloat16); }},
         {"unpacked int4 weights", "transformer.h.1.mlp.c_fc.weight", "expected [128, 16] Byte",
          [](const at::Tensor &t) {
@@ -146,6 +152,20 @@ TEST_CASE("int4pack graphs that bind no packed copies load only where the kernel
     CHECK(model == nullptr);
     CHECK(test::error_mentions("reads its int4 weights as stored"));
     CHECK(test::error_mentions("ATen CPU capability " + at::get_cpu_capability()));
+    CHECK(test::error_mentions("recompile the artifact"));
+}
+
+TEST_CASE("an int4 artifact of a format before its pairs were stored block by block is refused: compile it again",
+          "[int4][artifact]") {
+    test::ScratchArtifact art(test::artifact("int4"));
+    auto m = art.manifest();
+    REQUIRE(m["format_version"] == 15);
+    m["format_version"] = 14;
+    art.write_manifest(m);
+    gpt_model *model = nullptr;
+    CHECK(gpt_model_load(art.dir().c_str(), nullptr, &model) == GPT_ERR_ARTIFACT_VERSION);
+    CHECK(model == nullptr);
+    CHECK(test::error_mentions("int4 artifact of format version 14 stores its (scale, zero) pairs group by group"));
     CHECK(test::error_mentions("recompile the artifact"));
 }
 

@@ -45,7 +45,12 @@ FORMAT_NAME = "gpt-aot"
 #     Later, with no version of its own: graphs.mixed (idx (tokens, 1), pos (tokens,), seq (tokens,), last
 #     (drawn,), the cache views of `span` positions of every row; logits (drawn, padded vocab)), tokens of any
 #     sequences in one forward (decode steps beside prompt pieces). Optional, as graphs.extend.
-FORMAT_VERSION = 14
+# 15: an int4 artifact's <linear>.weight_scale_zero is [padded rows / 64, cols / group, 64, 2] (each block's pairs in
+#     one run beside its bytes: linear.to_int4_pair_blocks), where 12 to 14 stored [cols / group, padded rows, 2];
+#     kernel library version 2 (linear_int4 reads them so). Written only by int4 artifacts: others keep 14 or 13,
+#     which older runtimes read as before; the runtime reads int4 artifacts of 15 alone.
+FORMAT_VERSION = 15
+KERNELS_FORMAT_VERSION = 14
 WITHOUT_KERNELS_FORMAT_VERSION = 13
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"  # written by signing.py after the manifest; never listed in it
@@ -70,7 +75,10 @@ def file_entries(directory: Path) -> dict:
 
 
 def write_manifest(directory: Path, body: dict) -> dict:
-    version = FORMAT_VERSION if "kernels" in body else WITHOUT_KERNELS_FORMAT_VERSION
+    if body.get("weights", {}).get("quantization", {}).get("scheme") == "int4":
+        version = FORMAT_VERSION
+    else:
+        version = KERNELS_FORMAT_VERSION if "kernels" in body else WITHOUT_KERNELS_FORMAT_VERSION
     manifest = {"format": FORMAT_NAME, "format_version": version, **body}
     manifest["files"] = file_entries(directory)
     with replaced_atomically(directory / MANIFEST) as tmp:

@@ -96,12 +96,29 @@ def host_reads_int4_blocks64() -> bool:
     return torch.equal(pack_for_int4pack(probe), probe)
 
 
+def to_int4_pair_blocks(scale_zero: torch.Tensor) -> torch.Tensor:
+    """(cols / group, padded rows, 2) (scale, zero) pairs → (padded rows / 64,
+    cols / group, 64, 2), the stored layout beside blocks64 weights: block b's
+    pairs in one run, group by group, so the kernel reads a block's pairs as
+    one stream beside its bytes (group-major pairs lie a whole weight's rows
+    apart, a miss per group the prefetchers do not follow)."""
+    groups, rows, _ = scale_zero.shape
+    return scale_zero.view(groups, rows // INT4_BLOCK_ROWS, INT4_BLOCK_ROWS, 2).transpose(0, 1).contiguous()
+
+
+def from_int4_pair_blocks(pairs: torch.Tensor) -> torch.Tensor:
+    """The inverse of to_int4_pair_blocks: (cols / group, padded rows, 2), as aten's int4 kernel reads them."""
+    blocks, groups, block_rows, _ = pairs.shape
+    return pairs.transpose(0, 1).reshape(groups, blocks * block_rows, 2)
+
+
 def int4_scales(scale_zero: torch.Tensor, rows: torch.Tensor | slice, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each weight's (scale, zero) for output `rows` (a slice or an index
     tensor of any shape), (*rows, cols) each: `scale_zero` holds one pair per
-    group of inputs and output row, (cols / group, padded rows, 2)."""
-    group = cols // scale_zero.shape[0]
-    pairs = scale_zero[:, rows].movedim(0, -2).repeat_interleave(group, dim=-2)  # (*rows, cols, 2)
+    group of inputs and output row (to_int4_pair_blocks)."""
+    group = cols // scale_zero.shape[1]
+    by_row = scale_zero.transpose(1, 2).reshape(-1, scale_zero.shape[1], 2)  # (padded rows, groups, 2)
+    pairs = by_row[rows].repeat_interleave(group, dim=-2)  # (*rows, cols, 2)
     return pairs[..., 0], pairs[..., 1]
 
 
@@ -265,9 +282,8 @@ class Linear(nn.Linear):
         if self.form == "int4pack":
             rows = x.reshape(-1, x.shape[-1])
             weight = self._packed_for("int4pack")
-            y = torch.ops.quantized.int4mm_packed_weight_cpu(
-                rows, weight, self.weight_group_size, self.weight_scale_zero
-            )
+            pairs = from_int4_pair_blocks(self.weight_scale_zero)  # group-major, a copy a call
+            y = torch.ops.quantized.int4mm_packed_weight_cpu(rows, weight, self.weight_group_size, pairs)
             y = y[:, : self.out_features].view(*x.shape[:-1], -1)
         elif self.form == "kernel":
             return torch.ops.gpt_kernels.linear_int4(

@@ -24,8 +24,9 @@ model's dtype (asymmetric: the group's range [min, max] over 16 levels), a
 weight q (0..15) standing for (q - 8) * scale + zero; two weights a byte, in
 blocks of 64 rows (linear.to_int4_blocks; aten's int4 kernel reads a copy
 packed for the host, linear.pack_for_int4pack). Each linear
-holds `weight_scale_zero` (cols / group_size, padded rows, 2) and
-`weight_group_size` (the one number aten's int4 kernel takes as a tensor).
+holds `weight_scale_zero` (padded rows / 64, cols / group_size, 64, 2: each
+block's pairs in one run, linear.to_int4_pair_blocks) and `weight_group_size`
+(the one number aten's int4 kernel takes as a tensor).
 A quarter of bf16's bytes plus a scale and a zero per group (1/16 of bf16's at 32).
 The tied embedding gathers lm_head's int4 rows, as with int8.
 """
@@ -34,7 +35,15 @@ import torch
 import torch.nn as nn
 
 from gpt_aot.model.gpt import GPT
-from gpt_aot.model.linear import INT4_ZERO, Linear, dequantize_int4, from_row_blocks, to_int4_blocks, to_row_blocks
+from gpt_aot.model.linear import (
+    INT4_ZERO,
+    Linear,
+    dequantize_int4,
+    from_row_blocks,
+    to_int4_blocks,
+    to_int4_pair_blocks,
+    to_row_blocks,
+)
 
 QUANTIZATIONS = ("int8", "int4")
 INT4_GROUP_SIZES = (32, 64, 128, 256)  # those aten's CPU int4 kernel takes
@@ -106,7 +115,7 @@ def quantize_int4(gpt: GPT, dtype: torch.dtype, group_size: int = 32) -> GPT:
             padded[:, : q.shape[0]] = scale_zero
             device = module.weight.device
             module.weight = nn.Parameter(packed.to(device), requires_grad=False)
-            module.register_buffer("weight_scale_zero", padded.to(device))
+            module.register_buffer("weight_scale_zero", to_int4_pair_blocks(padded).to(device))
             module.register_buffer("weight_group_size", torch.tensor(group_size, dtype=torch.int64, device=device))
     gpt.transformer.wte.weight = gpt.lm_head.weight  # still tied: the embedding gathers the int4 rows
     gpt.quantization = "int4"
