@@ -393,6 +393,30 @@ def test_decode_linear_form_is_measured_against_mm(fixtures):
         linear_pick.measure_decode_linear(model, ("mm", "reduction", "onednn"))
 
 
+def test_decode_linear_forms_are_measured_right_with_the_chunked_attention(fixtures):
+    """decode's kernel writes the cache in place; compiled by torch.compile over views of a larger cache it read
+    memory never written, every form's logits were NaN and the compile failed with "linear form 'naive'"
+    (scripts/demo.sh on a host whose decode pick was chunked)."""
+    model = fixtures.tiny_model("chunked")
+    forms = linear_pick.graph_linear_forms(model, "decode_one")
+    candidates = linear_pick.measure_decode_linear(model, forms, 1)
+    assert candidates["mm"]["reference_max_abs"] > 0.0  # finite logits: NaN compares false
+    for form in forms:
+        assert candidates[form]["max_abs_err"] < TOL, (form, candidates[form])
+    fp32 = resolve("cpu", "auto", "fp32")
+    pick = linear_pick.choose_linear(model, fp32, "auto", "chunked")
+    assert pick["form"] in forms and pick["selected_by"] == "measurement"
+
+
+def test_a_linear_pick_with_no_correct_form_names_the_errors(fixtures, monkeypatch):
+    model = fixtures.tiny_model("math")
+    nan = {"runs": True, "ms": 1.0, "max_abs_err": float("nan"), "reference_max_abs": float("nan")}
+    monkeypatch.setattr(linear_pick, "measure_decode_linear", lambda model, forms, rows: {f: nan for f in forms})
+    message = r"no linear form of decode_one matches mm within tolerance \(math attention\): mm nan"
+    with pytest.raises(RuntimeError, match=message):
+        linear_pick.choose_linear(model, resolve("cpu", "auto", "fp32"), "auto", "math")
+
+
 def test_onednn_is_refused_or_skipped_where_it_has_no_kernel(fixtures):
     from gpt_aot.compiler.target import Target
     from gpt_aot.model.linear import linear_form_runs_on

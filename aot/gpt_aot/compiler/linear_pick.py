@@ -155,7 +155,11 @@ def choose_linear(
             # stays within 1.0004 of bf16's: tests/fixtures/int8_accuracy.py).
             candidate["tolerance"] = ROUNDED_ACTIVATIONS_FRACTION * candidate["reference_max_abs"]
     shape = {"tokens": min(PREFILL_TOKENS, model.config.block_size)} if graph == "prefill" else {"rows": rows}
-    return {"form": pick(candidates, target.dtype), "selected_by": "measurement", **shape, "candidates": candidates}
+    form = pick(candidates, target.dtype)
+    if form not in candidates:  # pick's answer when no form is correct: naive, an attention kind
+        errors = ", ".join(f"{f} {c.get('max_abs_err', c.get('error'))}" for f, c in candidates.items())
+        raise RuntimeError(f"no linear form of {graph} matches mm within tolerance ({attention} attention): {errors}")
+    return {"form": form, "selected_by": "measurement", **shape, "candidates": candidates}
 
 
 def with_packed_weights(choice: dict, model: GPT) -> dict:

@@ -101,7 +101,6 @@ def each_choice_decoding(
     idx = torch.cat(tokens(model, n + steps, rows))
     positions = [torch.full((rows,), n + i, device=idx.device) for i in range(steps)]
     kv = model.new_kv_cache(rows)
-    caches = layer_caches(kv, n + steps)  # as the graphs take it: views of the positions read, updated in place
     saved = model.attention
     # torch.compile guards on the setting: one compile per choice.
     decode = torch.compile(model.decode, dynamic=False) if compiled else model.decode
@@ -115,6 +114,10 @@ def each_choice_decoding(
         model.set_attention("math")
         model.prefill(idx[:, :n], kv)
         model.set_attention(saved)
+        # The positions read, updated in place, each layer's k and v a tensor of its own: torch.compile hands an
+        # operator that writes into a strided view of a larger tensor (the chunked kernel's cache, as the graphs
+        # take it) memory it never filled, and every form's logits came out NaN (AOTInductor's graphs are right).
+        caches = [c.contiguous() for c in layer_caches(kv, n + steps)]
         try:
             return each_choice(model, setting, choices, reference, run, repeats, attention_call="masked")
         finally:
