@@ -28,6 +28,10 @@ up to its position; each row's weights are its own (int8 + scales, Q8_0's blocks
 bandwidth measured at the start (bench/suite.py's read_bandwidth).
 Output: results.json, results.md in bench/results/cpu-<date>-int8/ (-2, -3, ... after the day's first; or --out).
 
+`--level x86-64-v3` compares the portable level instead of this CPU's best: our artifacts compiled with `--isa
+x86-64-v3` (bench/work/int8/gpt2-124m-*-x86-64-v3/) and run with the kernels' AVX2 path (GPT_KERNELS_ISA=avx2),
+against llama.cpp built for AVX2 alone (`LLAMA_LEVEL=avx2 bench/llama_setup.sh`); CTranslate2 picks its own.
+
 `--size 355m` runs GPT-2 355M instead (bench/gpt2_sizes.py; its weights from `bench/server_weights.py --size
 355m` and `bench/int8_weights.py --size 355m`, our artifacts bench/work/int8/gpt2-355m-*/).
 """
@@ -35,6 +39,7 @@ Output: results.json, results.md in bench/results/cpu-<date>-int8/ (-2, -3, ... 
 import argparse
 import datetime
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -104,16 +109,30 @@ QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int
             "int4kernel": "int4", "int4kernelchunked": "int4"}  # fmt: skip
 
 
+# Per --level: the suffix of our artifacts' directories, their --isa, the kernels' path, llama.cpp's build.
+LEVELS = {
+    "native": {"suffix": "", "isa": "native", "kernels": None, "llama": "native"},
+    "x86-64-v3": {"suffix": "-x86-64-v3", "isa": "x86-64-v3", "kernels": "avx2", "llama": "avx2"},
+}
+LEVEL = LEVELS["native"]  # main() sets the one asked for
+
+
+def artifact(files: Files, weights: str) -> Path:
+    """Our artifact of `weights` at the run's level."""
+    return files.artifact(weights + LEVEL["suffix"])
+
+
 def compile_ours(files: Files, weights: str) -> float | None:
     """Our artifact of the shared weights (kept once compiled in the current format); its compile seconds
     when compiled now."""
-    out = files.artifact(weights)
+    out = artifact(files, weights)
     manifest = out / "cpu" / "manifest.json"
     if is_current(manifest):
         return None
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(files.hf_dir / "model.safetensors")]
     cmd += ["--tokenizer", str(files.hf_dir / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
+    cmd += ["--isa", LEVEL["isa"]]
     cmd += ["--decode-attention", DECODE_ATTENTION.get(weights, "auto")]
     if weights in KERNEL_LINEAR:
         cmd += ["--decode-linear", "kernel", "--batched-linear", "kernel"]
@@ -122,7 +141,7 @@ def compile_ours(files: Files, weights: str) -> float | None:
     elif weights in Q8_LINEAR:
         cmd += ["--decode-linear", "q8", "--batched-linear", "kernel"]
     elif weights in DECODE_ATTENTION:
-        picked = json.loads((files.artifact("bf16") / "cpu" / "manifest.json").read_text())["graphs"]
+        picked = json.loads((artifact(files, "bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
         cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
     cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", QUANTIZE[weights]] if weights in QUANTIZE else [])
@@ -132,7 +151,7 @@ def compile_ours(files: Files, weights: str) -> float | None:
 
 
 def our_rows(files: Files, weights: str, threads: int, batches, contexts, gen: int, reps: int) -> list[dict]:
-    art = files.artifact(weights) / "cpu"
+    art = artifact(files, weights) / "cpu"
     rows = []
     for batch in batches:
         for context in contexts:
@@ -150,7 +169,7 @@ def our_rows(files: Files, weights: str, threads: int, batches, contexts, gen: i
 def weight_bytes(files: Files, impl: str, weights: str) -> int:
     """Bytes of the weights one decode step reads: all but the position table's other rows."""
     if impl == "ours":
-        manifest = json.loads((files.artifact(weights) / "cpu" / "manifest.json").read_text())
+        manifest = json.loads((artifact(files, weights) / "cpu" / "manifest.json").read_text())
         quantization = manifest["weights"].get("quantization")
         total = quantization["weight_bytes"] if quantization else manifest["files"]["weights.safetensors"]["size"]
     elif impl == "llama.cpp":
@@ -164,7 +183,7 @@ def weight_bytes(files: Files, impl: str, weights: str) -> int:
 def linear_picks(files: Files, weights: str) -> dict:
     """Each graph's linear pick as our artifact's manifest records it (form, candidates' ms), and the weights'
     layout."""
-    manifest = json.loads((files.artifact(weights) / "cpu" / "manifest.json").read_text())
+    manifest = json.loads((artifact(files, weights) / "cpu" / "manifest.json").read_text())
     picks = {graph: manifest["graphs"][graph]["linear"] for graph in ("prefill", "decode", "decode_one")}
     return {"layout": manifest["weights"].get("quantization", {}).get("layout"), **picks}
 
@@ -172,7 +191,7 @@ def linear_picks(files: Files, weights: str) -> dict:
 def attention_pick_of(files: Files, weights: str) -> dict:
     """Decode's attention kernel as our artifact's manifest records it: pinned, or each candidate's times on
     the compiled decode graph."""
-    return json.loads((files.artifact(weights) / "cpu" / "manifest.json").read_text())["attention"]["decode"]
+    return json.loads((artifact(files, weights) / "cpu" / "manifest.json").read_text())["attention"]["decode"]
 
 
 def cache_bytes(files: Files, batch: int, positions: float, element: int) -> float:
@@ -199,8 +218,8 @@ def report(out: Path, result: dict) -> None:
     impls = sorted({(r["impl"], r["weights"]) for r in result["rows"]}, key=lambda k: (k[0] != "ours", k))
     cols = [(b, c) for b in result["batches"] for c in result["contexts"]]
     lines = [
-        f"# int8 and int4 decode, GPT-2 {result.get('size', '124m').upper()}, {result['threads']} threads "
-        f"({result['machine']['cpu']})",
+        f"# int8 and int4 decode, GPT-2 {result.get('size', '124m').upper()}, {result['threads']} threads, ISA level "
+        f"{result.get('level', 'native')} ({result['machine']['cpu']})",
         "",
         f"{result['date']}, commit {result['machine']['commit']}, torch {result['machine']['torch']}, llama.cpp "
         f"{result['llama_version']}, CTranslate2 {result['ct2_version']}; read bandwidth "
@@ -265,9 +284,15 @@ def main() -> int:
                  "ct2-int8"],
     )  # fmt: skip
     ap.add_argument("--size", choices=SIZES, default="124m", help="GPT-2's size (bench/gpt2_sizes.py)")
+    ap.add_argument("--level", choices=LEVELS, default="native", help="the ISA level compared (see above)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     files = Files(args.size)
+    global LEVEL
+    LEVEL = LEVELS[args.level]
+    int8_peers.use_llama_level(LEVEL["llama"])
+    if LEVEL["kernels"]:  # the runtime_bench processes inherit it
+        os.environ["GPT_KERNELS_ISA"] = LEVEL["kernels"]
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
     if (
@@ -302,6 +327,8 @@ def main() -> int:
         "machine": suite.machine(),
         "date": datetime.date.today().isoformat(),
         "size": args.size,
+        "level": args.level,
+        "kernels_isa": os.environ.get("GPT_KERNELS_ISA", "widest"),
         "threads": args.threads,
         "batches": args.batches,
         "contexts": args.contexts,

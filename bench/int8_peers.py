@@ -50,8 +50,10 @@ from gpt2_sizes import SIZES, Files  # bench/ is on the path of a bench script
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA = ROOT / "bench" / "work" / "llama"
-BATCHED_BENCH = LLAMA / "bin" / "llama-batched-bench"
-LLAMA_SERVER = LLAMA / "bin" / "llama-server"
+# The llama.cpp build the rows run: bench/llama_setup.sh's native one, or its AVX2-only one (use_llama_level).
+LLAMA_BINS = {"native": LLAMA / "bin", "avx2": ROOT / "bench" / "work" / "llama-avx2" / "bin"}
+BATCHED_BENCH = LLAMA_BINS["native"] / "llama-batched-bench"
+LLAMA_SERVER = LLAMA_BINS["native"] / "llama-server"
 INT8 = ROOT / "bench" / "work" / "int8"
 GGUF_KINDS = ("q8_0", "q4_0", "q4_k_m", "bf16")
 REFERENCE = ROOT / "bench" / "work" / "server" / "reference.json"
@@ -189,6 +191,13 @@ def ct2_check(generator, vocab: list[str], ref: dict) -> dict:
 # --- llama.cpp ---------------------------------------------------------------------------------------------
 
 
+def use_llama_level(level: str) -> None:
+    """Runs the rows with the llama.cpp build of `level` (LLAMA_LEVEL of bench/llama_setup.sh: native, avx2)."""
+    global BATCHED_BENCH, LLAMA_SERVER
+    BATCHED_BENCH = LLAMA_BINS[level] / "llama-batched-bench"
+    LLAMA_SERVER = LLAMA_BINS[level] / "llama-server"
+
+
 def llama_version() -> str:
     out = subprocess.run([str(BATCHED_BENCH), "--version"], capture_output=True, text=True)
     source = LLAMA / "src" / ".version"  # bench/llama_setup.sh writes it
@@ -202,7 +211,7 @@ def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps
     gguf = Path(gguf)
     weights = weights or gguf.stem.rsplit("-", 1)[-1]
     if not BATCHED_BENCH.exists():
-        raise SystemExit(f"{BATCHED_BENCH} missing: run bench/llama_setup.sh first")
+        raise SystemExit(f"{BATCHED_BENCH} missing: run bench/llama_setup.sh first (LLAMA_LEVEL=avx2 for that build)")
     common = {"version": llama_version(), "threads": threads, "gguf": str(gguf), "gguf_bytes": gguf.stat().st_size}
     if ref:
         common["check"] = llama_check(gguf, threads, ref)

@@ -11,14 +11,15 @@ const char *isa_name(Isa isa) {
         case Isa::scalar: return "scalar";
         case Isa::avx2: return "avx2";
         case Isa::avx512: return "avx512";
+        case Isa::avx512_vnni: return "avx512_vnni";
     }
     return "unknown";
 }
 
 Isa parse_isa(const std::string &name) {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512})
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni})
         if (name == isa_name(isa)) return isa;
-    throw std::invalid_argument("GPT_KERNELS_ISA=" + name + " names no path: use scalar, avx2 or avx512");
+    throw std::invalid_argument("GPT_KERNELS_ISA=" + name + " names no path: use scalar, avx2, avx512 or avx512_vnni");
 }
 
 bool cpu_runs(Isa isa) {
@@ -32,6 +33,8 @@ bool cpu_runs(Isa isa) {
         case Isa::avx512:  // its code also uses AVX2, FMA and F16C instructions
             return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case Isa::avx512_vnni:  // VNNI's dot products on 256-bit registers need VL
+            return cpu_runs(Isa::avx512) && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
     }
     return false;
 #else
@@ -43,7 +46,7 @@ namespace {
 
 Isa choose() {
     Isa widest = Isa::scalar;
-    for (Isa isa : {Isa::avx2, Isa::avx512})
+    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512_vnni})
         if (cpu_runs(isa)) widest = isa;
     const char *forced = std::getenv("GPT_KERNELS_ISA");
     if (forced == nullptr || *forced == '\0') return widest;

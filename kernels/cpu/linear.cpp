@@ -38,6 +38,7 @@ TileFn tile_fn(Isa isa, const char *op) {
         case Isa::scalar: return linear_tile_scalar;
         case Isa::avx2: return linear_tile_avx2;
         case Isa::avx512: return linear_tile_avx512;
+        case Isa::avx512_vnni: return linear_tile_avx512_vnni;
     }
     return linear_tile_scalar;
 }

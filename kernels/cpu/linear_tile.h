@@ -64,8 +64,9 @@ constexpr int64_t q8_blocks(int64_t k) { return (k + Q8_BLOCK - 1) / Q8_BLOCK; }
 // `isa` the path the tiles take: the vector paths quantize 32 values at a time, bit for bit as the scalar one.
 void quantize_activations(const float *x, int64_t m, int64_t k, int64_t group, Q8Activations &out, Isa isa);
 
-void linear_tile_scalar(const LinearTile &tile);  // the reference
-void linear_tile_avx2(const LinearTile &tile);    // AVX2 + FMA + F16C
-void linear_tile_avx512(const LinearTile &tile);  // AVX-512 F + BW
+void linear_tile_scalar(const LinearTile &tile);       // the reference
+void linear_tile_avx2(const LinearTile &tile);         // AVX2 + FMA + F16C
+void linear_tile_avx512(const LinearTile &tile);       // AVX-512 F + BW
+void linear_tile_avx512_vnni(const LinearTile &tile);  // and VL + VNNI: the q8 and u4 tiles' dot products
 
 }  // namespace gpt::kernels

@@ -14,7 +14,10 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+// The avx512_vnni path's files define their own GPT_TARGET (and GPT_VNNI) first: the same vector operations.
+#ifndef GPT_TARGET
 #define GPT_TARGET __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
+#endif
 
 namespace gpt::kernels {
 

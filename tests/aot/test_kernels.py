@@ -112,6 +112,17 @@ def test_compiled_mixed_equals_eager_and_decode_steps(artifacts, fixtures):
             torch.testing.assert_close(got[drawn], step[0], atol=TOL, rtol=TOL)
 
 
+def vector_paths_here() -> list[str]:
+    """The kernels' paths (kernels/cpu/isa.h) this CPU runs, as its kernel reports its features."""
+    flags = set(Path("/proc/cpuinfo").read_text().split())
+    paths = ["scalar", "avx2"]
+    if {"avx512f", "avx512bw"} <= flags:
+        paths.append("avx512")
+        if {"avx512vl", "avx512_vnni"} <= flags:
+            paths.append("avx512_vnni")
+    return paths
+
+
 def generate(directory: Path, isa: str | None, prompt: str, tokens: int = 24, sampling: tuple = ("--temperature", "0")):
     env = {**os.environ, "OMP_NUM_THREADS": "2"}
     env.pop("GPT_KERNELS_ISA", None)
@@ -139,13 +150,11 @@ def eager_greedy(fixtures, prompt: str, tokens: int) -> str:
 def test_the_runtime_gives_eagers_greedy_tokens_on_every_vector_path_this_cpu_runs(artifacts, fixtures):
     """A prompt of 300 characters: the decode steps span two chunks. Greedy tokens are eager PyTorch's; sampled
     ones (seed 7, temperature 1: varied text, which a constant greedy run may not be) are the same on every path.
-    The scalar path and AVX2 are forced through GPT_KERNELS_ISA (kernels/README.md); AVX-512 where the CPU has it."""
+    Each path is forced through GPT_KERNELS_ISA (kernels/README.md); AVX-512's where the CPU has them."""
     prompt = ("The quick brown fox jumps over the lazy dog. " * 7)[:300]
     expected = eager_greedy(fixtures, prompt, 24)
-    flags = set(Path("/proc/cpuinfo").read_text().split())
-    paths = ["scalar", "avx2"] + (["avx512"] if {"avx512f", "avx512bw"} <= flags else [])
     sampled = {}
-    for isa in [None, *paths]:
+    for isa in [None, *vector_paths_here()]:
         done = generate(long_context(artifacts), isa, prompt)
         assert done.returncode == 0, (isa, done.stderr[-2000:])
         assert done.stdout.rstrip("\n").endswith(expected), (isa, done.stdout)
@@ -160,7 +169,7 @@ def test_the_runtime_gives_eagers_greedy_tokens_on_every_vector_path_this_cpu_ru
 def test_a_path_that_is_not_one_is_reported_not_run(artifacts):
     done = generate(long_context(artifacts), "avx3", "Hello", tokens=2)
     assert done.returncode != 0
-    assert "GPT_KERNELS_ISA=avx3 names no path: use scalar, avx2 or avx512" in done.stderr
+    assert "GPT_KERNELS_ISA=avx3 names no path: use scalar, avx2, avx512 or avx512_vnni" in done.stderr
 
 
 @pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
@@ -240,8 +249,7 @@ def test_the_kernel_linears_artifact_verifies_and_gives_eagers_greedy_tokens_on_
             logits, _ = model(full)
             full = torch.cat([full, logits[:, -1, : fixtures.CONFIG.vocab_size].argmax(-1, keepdim=True)], 1)
     expected = "".join(fixtures.VOCAB[int(t)] for t in full[0, len(ids) :])
-    flags = set(Path("/proc/cpuinfo").read_text().split())
-    for isa in [None, "scalar", "avx2"] + (["avx512"] if {"avx512f", "avx512bw"} <= flags else []):
+    for isa in [None, *vector_paths_here()]:
         done = generate(out, isa, prompt, tokens)
         assert done.returncode == 0, (isa, done.stderr[-2000:])
         assert done.stdout.rstrip("\n").endswith(expected), (isa, done.stdout, expected)

@@ -12,7 +12,6 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).resolve().parents[3] / "kernels"
-PATHS = ("scalar", "avx2", "avx512")
 SOURCES = (
     "registration.cpp",
     "cpu/isa.cpp",
@@ -20,7 +19,14 @@ SOURCES = (
     "cpu/decode_attention.cpp",
     "cpu/linear.cpp",
     "cpu/linear_q8_activations.cpp",
-) + tuple(f"cpu/{kernel}_{path}.cpp" for kernel in ("attention_chunk", "linear_tile") for path in PATHS)
+    "cpu/attention_chunk_scalar.cpp",
+    "cpu/attention_chunk_avx2.cpp",
+    "cpu/attention_chunk_avx512.cpp",
+    "cpu/linear_tile_scalar.cpp",
+    "cpu/linear_tile_avx2.cpp",
+    "cpu/linear_tile_avx512.cpp",
+    "cpu/linear_tile_avx512_vnni.cpp",
+)
 
 
 @functools.cache
