@@ -230,6 +230,22 @@ def test_auto_measures_the_training_kernel_and_a_pinned_kernel_trains_with_itsel
     assert pinned == {"backend": "naive", "selected_by": "user"}
 
 
+def test_a_training_artifact_whose_decode_runs_the_chunked_kernel_compiles(tmp_path, fixtures):
+    """The inference graphs leave the model on decode's attention; the loss graph needs a causal one (the
+    README demo failed so on a host whose decode pick was chunked: "chunked attention runs decode's call only")."""
+    from gpt_aot.compiler.pipeline import compile_artifact
+    from gpt_aot.compiler.target import resolve
+
+    manifest = compile_artifact(
+        fixtures.tiny_model("math"), resolve("cpu", "auto", "fp32"), tmp_path / "cpu", "t", fixtures.tokenizer(),
+        attention="math", decode_attention="chunked", decode_linear="mm", batched_linear="mm", quiet=True,
+        train=fixtures.OPTIMIZER,
+    )  # fmt: skip
+    assert manifest["attention"]["decode"]["backend"] == "chunked"
+    assert manifest["training"]["attention"] == "math" and manifest["training"]["verified"]
+    assert (tmp_path / "cpu" / "eval_loss.pt2").is_file()
+
+
 def test_fp16_training_is_refused_before_any_compile(tmp_path, fixtures):
     from gpt_aot.compiler.pipeline import compile_artifact
     from gpt_aot.compiler.target import resolve

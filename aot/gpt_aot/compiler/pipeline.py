@@ -83,11 +83,17 @@ def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_b
     section."""
     section = compile_checked_train_step(model, target, work, choice["backend"], max_batch, progress)
     section["attention_choice"] = choice
-    with progress.stage("export + compile eval_loss"):
-        with attention_context(section["attention"]):
+    # The model comes with the inference graphs' last attention, decode's: a one-query kernel (chunked) has no
+    # causal call for the loss.
+    inference_attention = model.attention
+    model.set_attention(section["attention"])
+    try:
+        with progress.stage("export + compile eval_loss"), attention_context(section["attention"]):
             compile_package(
                 training.export_eval_loss(model, max_batch), work / "eval_loss.pt2", target, section["attention"]
             )
+    finally:
+        model.set_attention(inference_attention)
     with progress.stage("export + compile adamw"):
         compile_package(training.export_adamw(model, cfg), work / "adamw.pt2", target, "math")
     specs = training.train_specs(model, cfg)
