@@ -37,7 +37,8 @@ ChunkFn chunk_fn(Isa isa) {
         case Isa::scalar: return attend_chunk_scalar;
         case Isa::avx2: return attend_chunk_avx2;
         case Isa::avx512:
-        case Isa::avx512_vnni: return attend_chunk_avx512;  // no integer dot products in attention
+        case Isa::avx512_vnni:
+        case Isa::avx512_bf16: return attend_chunk_avx512;  // no integer or bf16 dot products in attention
     }
     return attend_chunk_scalar;
 }

@@ -12,14 +12,16 @@ const char *isa_name(Isa isa) {
         case Isa::avx2: return "avx2";
         case Isa::avx512: return "avx512";
         case Isa::avx512_vnni: return "avx512_vnni";
+        case Isa::avx512_bf16: return "avx512_bf16";
     }
     return "unknown";
 }
 
 Isa parse_isa(const std::string &name) {
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni})
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni, Isa::avx512_bf16})
         if (name == isa_name(isa)) return isa;
-    throw std::invalid_argument("GPT_KERNELS_ISA=" + name + " names no path: use scalar, avx2, avx512 or avx512_vnni");
+    throw std::invalid_argument("GPT_KERNELS_ISA=" + name +
+                                " names no path: use scalar, avx2, avx512, avx512_vnni or avx512_bf16");
 }
 
 bool cpu_runs(Isa isa) {
@@ -35,6 +37,7 @@ bool cpu_runs(Isa isa) {
                    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
         case Isa::avx512_vnni:  // VNNI's dot products on 256-bit registers need VL
             return cpu_runs(Isa::avx512) && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+        case Isa::avx512_bf16: return cpu_runs(Isa::avx512_vnni) && __builtin_cpu_supports("avx512bf16");
     }
     return false;
 #else
@@ -46,7 +49,7 @@ namespace {
 
 Isa choose() {
     Isa widest = Isa::scalar;
-    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512_vnni})
+    for (Isa isa : {Isa::avx2, Isa::avx512, Isa::avx512_vnni, Isa::avx512_bf16})
         if (cpu_runs(isa)) widest = isa;
     const char *forced = std::getenv("GPT_KERNELS_ISA");
     if (forced == nullptr || *forced == '\0') return widest;

@@ -1,6 +1,6 @@
 // isa.h — which vector code path a CPU kernel runs: the widest this CPU and its OS allow, or a lower one named by
-// GPT_KERNELS_ISA (scalar, avx2, avx512, avx512_vnni), so that one artifact runs at its best on every host of its
-// level and a lower path can be forced for tests and comparisons.
+// GPT_KERNELS_ISA (scalar, avx2, avx512, avx512_vnni, avx512_bf16), so that one artifact runs at its best on every host
+// of its level and a lower path can be forced for tests and comparisons.
 #pragma once
 
 #include <string>
@@ -8,8 +8,9 @@
 namespace gpt::kernels {
 
 // Each path includes the ones before it. avx2 includes FMA and F16C; avx512 is AVX-512 F + BW (Skylake-SP on);
-// avx512_vnni adds VL and VNNI, the integer dot products of the int8 and int4 linears (Ice Lake, Zen 4 on).
-enum class Isa { scalar, avx2, avx512, avx512_vnni };
+// avx512_vnni adds VL and VNNI, the integer dot products of the int8 and int4 linears (Ice Lake, Zen 4 on);
+// avx512_bf16 adds BF16, the bf16 dot products of the panel linear (Cooper Lake, Sapphire Rapids, Zen 4 on).
+enum class Isa { scalar, avx2, avx512, avx512_vnni, avx512_bf16 };
 
 const char *isa_name(Isa isa);
 bool cpu_runs(Isa isa);  // CPUID and the OS's saved register state (XCR0) both allow it

@@ -39,6 +39,7 @@ TileFn tile_fn(Isa isa, const char *op) {
         case Isa::avx2: return linear_tile_avx2;
         case Isa::avx512: return linear_tile_avx512;
         case Isa::avx512_vnni: return linear_tile_avx512_vnni;
+        case Isa::avx512_bf16: return linear_tile_avx512_bf16;
     }
     return linear_tile_scalar;
 }
@@ -100,6 +101,7 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
     const int64_t M = rows.size(0);
     std::vector<float> x_buffer, bias_buffer, scale_buffer;
     const float *x32 = as_floats(rows, x_buffer);  // read by every tile
+    const auto *x_bf16 = rows.scalar_type() == at::kBFloat16 ? static_cast<const uint16_t *>(rows.data_ptr()) : nullptr;
     const at::Tensor bias_values = bias ? bias->contiguous() : at::Tensor();
     const float *bias32 = bias ? as_floats(bias_values, bias_buffer) : nullptr;
     const at::Tensor scale_values = weights.scale ? weights.scale->contiguous() : at::Tensor();
@@ -118,6 +120,7 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
         t.type = weights.type;
         t.x = x32;
         t.x_stride = K;
+        t.x_bf16 = x_bf16;
         t.w = static_cast<const char *>(weight.data_ptr()) + first * weight.stride(0) * weight.element_size();
         t.w_stride = weight.stride(0);
         t.panels = weights.panels;
@@ -163,16 +166,22 @@ at::Tensor linear(const at::Tensor &x, const at::Tensor &weight, const std::opti
     return multiply(LINEAR, x, weights, bias, isa);
 }
 
-// (N, K) → (N / 16, 2, 8, K) → (N / 16, K, 8, 2): panel p's input l holds outputs 16p + j and 16p + 8 + j side by
-// side at 2j and 2j + 1.
+// (N, K) → (N / 16, 16, K / 2, 2) → (N / 16, K / 2, 16, 2): panel p's pair l holds output 16p + j's inputs 2l and
+// 2l + 1 side by side at 2j and 2j + 1; an odd K's last input follows each panel's pairs, output by output.
 at::Tensor pack_linear_panels(const at::Tensor &weight) {
     const char *op = PACK_LINEAR_PANELS;
     check(weight.scalar_type() == at::kBFloat16, op,
           std::string("weight must be bfloat16, not ") + c10::toString(weight.scalar_type()));
     check(weight.dim() == 2 && weight.size(0) > 0 && weight.size(0) % PANEL_ROWS == 0 && weight.size(1) > 0, op,
           "weight must be (N, K) with N a positive multiple of " + std::to_string(PANEL_ROWS));
-    const int64_t N = weight.size(0), K = weight.size(1), half = PANEL_ROWS / 2;
-    return weight.reshape({N / PANEL_ROWS, 2, half, K}).permute({0, 3, 2, 1}).contiguous().view({N, K});
+    const int64_t N = weight.size(0), K = weight.size(1), panels = N / PANEL_ROWS, pairs = K / 2;
+    const at::Tensor paired = weight.narrow(1, 0, 2 * pairs)
+                                  .reshape({panels, PANEL_ROWS, pairs, 2})
+                                  .permute({0, 2, 1, 3})
+                                  .reshape({panels, 2 * pairs * PANEL_ROWS});
+    if (K % 2 == 0) return paired.view({N, K});
+    const at::Tensor last = weight.narrow(1, K - 1, 1).reshape({panels, PANEL_ROWS});
+    return at::cat({paired, last}, 1).view({N, K});
 }
 
 at::Tensor linear_panels(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias,

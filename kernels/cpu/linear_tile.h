@@ -15,14 +15,18 @@ struct LinearTile {
     ElementType type;  // the weight's elements (the activations are fp32); s8 weights come with `scale`
     const float *x;    // (m, k) activations, row i at x + i * x_stride, k contiguous
     int64_t x_stride;
+    // The same activations as bf16 where they are bf16 values exactly (the call's x is bf16), else null: what the
+    // avx512_bf16 path's panel tile multiplies (its dot products take bf16 pairs)
+    const uint16_t *x_bf16;
     // (n, k) weight rows, row j at w + j * w_stride elements, k contiguous; u4: one block of U4_BLOCK_ROWS rows (its
     // first n stored), the byte of input i and row j < 32 at w + i * 32 + j holding row j's q in its low four bits and
     // row j + 32's in its high four (aot/gpt_aot/model/linear.py's "blocks64")
     const void *w;
     int64_t w_stride;
     // bf16 weights packed in panels (pack_linear_panels): output rows [16p, 16p + 16) of the tile as panel p, at
-    // w + 16p · k elements, k vectors of 16: input l's weights of outputs j and j + 8 (j < 8) at 16l + 2j and
-    // 16l + 2j + 1. n is a multiple of PANEL_ROWS.
+    // w + 16p · k elements, a vector of 32 for each pair of inputs: output j's weights of inputs 2l and 2l + 1 side by
+    // side at 32l + 2j and 32l + 2j + 1 (where k is odd, the last input's 16 after them, output j's at 16(k − 1) + j).
+    // n is a multiple of PANEL_ROWS.
     bool panels;
     int64_t m, n, k;
     const float *scale;  // (n,) this tile's rows' scales (s8 weights), or null: 1
@@ -68,5 +72,6 @@ void linear_tile_scalar(const LinearTile &tile);       // the reference
 void linear_tile_avx2(const LinearTile &tile);         // AVX2 + FMA + F16C
 void linear_tile_avx512(const LinearTile &tile);       // AVX-512 F + BW
 void linear_tile_avx512_vnni(const LinearTile &tile);  // and VL + VNNI: the q8 and u4 tiles' dot products
+void linear_tile_avx512_bf16(const LinearTile &tile);  // and BF16: the panel tile's dot products
 
 }  // namespace gpt::kernels

@@ -24,8 +24,9 @@ void store(ElementType type, void *out, int64_t i, float value) {
 
 // Weight (j, l) of packed bf16 panels (LinearTile::panels).
 float panel_element(const LinearTile &t, int64_t j, int64_t l) {
-    const int64_t within = j % PANEL_ROWS, half = PANEL_ROWS / 2;
-    const int64_t at = j / PANEL_ROWS * PANEL_ROWS * t.k + l * PANEL_ROWS + 2 * (within % half) + within / half;
+    const int64_t panel = j / PANEL_ROWS * PANEL_ROWS * t.k, within = j % PANEL_ROWS;
+    const bool alone = t.k % 2 == 1 && l == t.k - 1;  // an odd k's last input
+    const int64_t at = alone ? panel + PANEL_ROWS * l + within : panel + 2 * PANEL_ROWS * (l / 2) + 2 * within + l % 2;
     return element<c10::BFloat16>(t.w, at);
 }
 

@@ -14,7 +14,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// The avx512_vnni path's files define their own GPT_TARGET (and GPT_VNNI) first: the same vector operations.
+// The avx512_vnni and avx512_bf16 paths' files define their own GPT_TARGET (and GPT_VNNI, GPT_BF16) first: the same
+// vector operations.
 #ifndef GPT_TARGET
 #define GPT_TARGET __attribute__((target("avx512f,avx512bw,avx2,fma,f16c")))
 #endif

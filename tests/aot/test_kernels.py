@@ -120,6 +120,8 @@ def vector_paths_here() -> list[str]:
         paths.append("avx512")
         if {"avx512vl", "avx512_vnni"} <= flags:
             paths.append("avx512_vnni")
+            if "avx512_bf16" in flags:
+                paths.append("avx512_bf16")
     return paths
 
 
@@ -169,7 +171,7 @@ def test_the_runtime_gives_eagers_greedy_tokens_on_every_vector_path_this_cpu_ru
 def test_a_path_that_is_not_one_is_reported_not_run(artifacts):
     done = generate(long_context(artifacts), "avx3", "Hello", tokens=2)
     assert done.returncode != 0
-    assert "GPT_KERNELS_ISA=avx3 names no path: use scalar, avx2, avx512 or avx512_vnni" in done.stderr
+    assert "GPT_KERNELS_ISA=avx3 names no path: use scalar, avx2, avx512, avx512_vnni or avx512_bf16" in done.stderr
 
 
 @pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
@@ -253,3 +255,25 @@ def test_the_kernel_linears_artifact_verifies_and_gives_eagers_greedy_tokens_on_
         done = generate(out, isa, prompt, tokens)
         assert done.returncode == 0, (isa, done.stderr[-2000:])
         assert done.stdout.rstrip("\n").endswith(expected), (isa, done.stdout, expected)
+
+
+@pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
+def test_the_panels_artifact_verifies_and_gives_one_greedy_text_on_every_path(artifacts):
+    """tiny-bf16-panels (bf16 activations: on avx512_bf16 the panel tile multiplies with `vdpbf16ps`, on the others
+    with FMAs, summing in another order): its golden check passes and its greedy and sampled text are the same with
+    the dispatch on the widest path and forced to each lower one."""
+    out = artifacts / "tiny-bf16-panels" / "cpu"
+    texts = {}
+    for isa in [None, *vector_paths_here()]:
+        env = {**os.environ, "OMP_NUM_THREADS": "2"}
+        env.pop("GPT_KERNELS_ISA", None)
+        if isa:
+            env["GPT_KERNELS_ISA"] = isa
+        done = subprocess.run([str(CLI), "verify", str(out)], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, (isa, done.stderr[-2000:])
+        greedy = generate(out, isa, "Hello", 24)
+        sampled = generate(out, isa, "Hello", 24, sampling=("--temperature", "1", "--seed", "7"))
+        assert greedy.returncode == 0 and sampled.returncode == 0, (isa, greedy.stderr[-2000:], sampled.stderr[-2000:])
+        texts[isa] = (greedy.stdout, sampled.stdout)
+    assert len(set(texts[None][1])) > 5, texts[None]
+    assert all(text == texts[None] for text in texts.values()), texts

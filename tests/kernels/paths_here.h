@@ -10,7 +10,7 @@
 inline std::vector<gpt::kernels::Isa> paths_here() {
     using gpt::kernels::Isa;
     std::vector<Isa> paths;
-    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni}) {
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni, Isa::avx512_bf16}) {
         if (gpt::kernels::cpu_runs(isa))
             paths.push_back(isa);
         else

@@ -200,7 +200,8 @@ TEST_CASE("the linear kernel refuses what it cannot multiply, naming why") {
     CHECK_THROWS_WITH(gpt::kernels::linear(x, w.to(at::kInt), std::nullopt, isa),
                       Catch::Contains("is not float, bfloat16 or half"));
     CHECK_THROWS_WITH(gpt::kernels::linear(x, w, at::randn({3}), isa), Catch::Contains("bias must be (N,)"));
-    for (const Isa path : {Isa::avx2, Isa::avx512, Isa::avx512_vnni})  // a path this CPU lacks is refused, not run
+    for (const Isa path :
+         {Isa::avx2, Isa::avx512, Isa::avx512_vnni, Isa::avx512_bf16})  // a path this CPU lacks is refused, not run
         if (!gpt::kernels::cpu_runs(path))
             CHECK_THROWS_WITH(gpt::kernels::linear(x, w, std::nullopt, path),
                               Catch::Contains(std::string("cannot run the ") + gpt::kernels::isa_name(path)));

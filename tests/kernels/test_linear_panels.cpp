@@ -14,28 +14,33 @@
 
 using gpt::kernels::Isa;
 
-TEST_CASE("panel packing puts input l's weights of outputs j and j + 8 of each 16 side by side") {
-    const int64_t n = 48, k = 5;
-    const at::Tensor w = at::arange(n * k, at::kFloat).view({n, k}).to(at::kBFloat16);  // exact: < 256
-    const at::Tensor packed = gpt::kernels::pack_linear_panels(w);
-    REQUIRE(packed.sizes() == w.sizes());
-    REQUIRE(packed.scalar_type() == at::kBFloat16);
-    const at::Tensor flat = packed.reshape({-1}).to(at::kFloat);
-    for (int64_t j = 0; j < n; ++j)
-        for (int64_t l = 0; l < k; ++l) {
-            const int64_t within = j % 16, at = j / 16 * 16 * k + l * 16 + 2 * (within % 8) + within / 8;
-            CAPTURE(j, l);
-            CHECK(flat[at].item<float>() == static_cast<float>(j * k + l));
-        }
+TEST_CASE("panel packing puts each pair of inputs' weights of an output side by side, an odd k's last input after") {
+    for (const int64_t k : {5, 6}) {
+        const int64_t n = 32;                                                               // two panels
+        const at::Tensor w = at::arange(n * k, at::kFloat).view({n, k}).to(at::kBFloat16);  // exact: < 256
+        const at::Tensor packed = gpt::kernels::pack_linear_panels(w);
+        REQUIRE(packed.sizes() == w.sizes());
+        REQUIRE(packed.scalar_type() == at::kBFloat16);
+        const at::Tensor flat = packed.reshape({-1}).to(at::kFloat);
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t l = 0; l < k; ++l) {
+                const int64_t panel = j / 16 * 16 * k, within = j % 16;
+                const int64_t at =
+                    k % 2 == 1 && l == k - 1 ? panel + 16 * l + within : panel + 32 * (l / 2) + 2 * within + l % 2;
+                CAPTURE(k, j, l);
+                CHECK(flat[at].item<float>() == static_cast<float>(j * k + l));
+            }
+    }
 }
 
 TEST_CASE("the panel linear equals PyTorch's linear and the row kernel on every path, rows and edges") {
     at::manual_seed(12);
-    // m: one row (its own loop: k of whole unrolled steps and a tail), the 4-row blocks and remainders 1..3, a batch
-    // of 16, an extend of 33; n: one panel, a tile of 64, more than a tile with a partial last tile; k: 1, odd, long.
-    const std::vector<linear_checks::Shape> shapes = {{1, 16, 1},    {1, 16, 8},   {1, 80, 203}, {2, 16, 3},
-                                                      {3, 64, 64},   {4, 64, 77},  {5, 144, 7},  {7, 80, 768},
-                                                      {16, 208, 96}, {33, 96, 33}, {1, 320, 768}};
+    // m: one row (its own loop: k of whole unrolled steps and a tail), the FMA form's 4-row blocks and remainders 1..3,
+    // the bf16 form's 8-row blocks and remainders 1..7, a batch of 16, an extend of 33; n: one panel, a tile of 64,
+    // more than a tile with a partial last tile; k: 1, odd, even but no multiple of 4 pairs, long.
+    const std::vector<linear_checks::Shape> shapes = {
+        {1, 16, 1},  {1, 16, 8},   {1, 80, 203}, {2, 16, 3},    {3, 64, 64},   {4, 64, 77},  {5, 144, 7},
+        {6, 32, 10}, {7, 80, 768}, {8, 48, 22},  {12, 64, 129}, {16, 208, 96}, {33, 96, 33}, {1, 320, 768}};
     linear_checks::for_each_case(
         shapes, [](Isa isa, at::ScalarType xtype, const linear_checks::Shape &s, bool with_bias) {
             const at::Tensor x = at::randn({s.m, s.k}).to(xtype);

@@ -26,6 +26,7 @@ SOURCES = (
     "cpu/linear_tile_avx2.cpp",
     "cpu/linear_tile_avx512.cpp",
     "cpu/linear_tile_avx512_vnni.cpp",
+    "cpu/linear_tile_avx512_bf16.cpp",
 )
 
 
