@@ -1,7 +1,7 @@
 """Where one decode step's time goes, op by op (issue #45's per-op profile).
 
     .venv/bin/python bench/step_profile.py [--rows 1] [--context 128] [--linear kernel] [--attention math]
-                                           [--steps 64] [--threads 2] [--out DIR]
+                                           [--quantize int4|int8] [--steps 64] [--threads 2] [--out DIR]
 
 GPT-2 124M (nanoGPT's initialisation, bf16) decodes `--steps` steps of `--rows` sequences over a
 cache filled to `--context`, as Inductor compiles the decode graph (torch.compile, the code generator
@@ -22,7 +22,7 @@ os.environ["TORCHINDUCTOR_CPP_ENABLE_KERNEL_PROFILE"] = "1"  # read when Inducto
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from gpt_aot.model import kernels  # noqa: E402
+from gpt_aot.model import kernels, quantize  # noqa: E402
 from gpt_aot.model.attention import attention_context  # noqa: E402
 from gpt_aot.model.gpt import GPT, GPTConfig, layer_caches  # noqa: E402
 
@@ -35,6 +35,7 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--linear", default="kernel")
     parser.add_argument("--attention", default="math")
+    parser.add_argument("--quantize", choices=("int4", "int8"), help="the linears' weights quantized (int4: groups of 32)")
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--bandwidth", type=float, default=0.0, help="read bandwidth, GB/s, for the roofline line")
@@ -45,6 +46,10 @@ def main() -> None:
         kernels.load()
 
     model = GPT(GPTConfig(**GPT2), attention="math").init_weights(1337).to(torch.bfloat16).eval()
+    if args.quantize == "int4":
+        quantize.quantize_int4(model, torch.bfloat16)
+    elif args.quantize == "int8":
+        quantize.quantize_int8(model, torch.bfloat16)
     model.set_linear_form(args.linear)
     rows, n, steps = args.rows, args.context, args.steps
     gen = torch.Generator().manual_seed(0)
@@ -73,9 +78,10 @@ def main() -> None:
     events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
     total_us = sum(e.self_cpu_time_total for e in events)
 
-    weight_bytes = sum(m.weight.numel() * m.weight.element_size() for m in model.modules() if hasattr(m, "form"))
+    weight_bytes = quantize.weight_bytes(model, torch.bfloat16)
     lines = [
-        f"GPT-2 124M bf16, {rows} row(s), context {n}, linear {args.linear}, attention {args.attention}, "
+        f"GPT-2 124M {args.quantize or 'bf16'}, {rows} row(s), context {n}, linear {args.linear}, "
+        f"attention {args.attention}, "
         f"{args.threads} threads, {steps} steps",
         f"step (unprofiled): {step_ms:.2f} ms; profiled ops' self time per step: {total_us / steps / 1e3:.2f} ms",
         f"weights read per step: {weight_bytes / 1e6:.1f} MB",
@@ -97,7 +103,7 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        name = f"profile-r{rows}-c{n}-{args.linear}-{args.attention}.txt"
+        name = f"profile-r{rows}-c{n}-{args.quantize or 'bf16'}-{args.linear}-{args.attention}.txt"
         (args.out / name).write_text(text + "\n")
 
 
