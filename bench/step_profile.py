@@ -35,7 +35,9 @@ def main() -> None:
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--linear", default="kernel")
     parser.add_argument("--attention", default="math")
-    parser.add_argument("--quantize", choices=("int4", "int8"), help="the linears' weights quantized (int4: groups of 32)")
+    parser.add_argument(
+        "--quantize", choices=("int4", "int8"), help="the linears' weights quantized (int4: groups of 32)"
+    )
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--bandwidth", type=float, default=0.0, help="read bandwidth, GB/s, for the roofline line")
