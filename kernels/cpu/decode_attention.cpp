@@ -97,6 +97,9 @@ void stored_row(const float *from, ElementType type, int64_t d, float divisor, c
 
 namespace {
 
+// The multiply-adds of merges worth a thread of their own (see the merge).
+constexpr int64_t MERGE_WORK_PER_THREAD = 16384;
+
 // Both operators: token b's cache row is seq_in[b] where seq_in is defined, else b.
 at::Tensor attend_tokens(const at::Tensor &q_in, const at::Tensor &k, const at::Tensor &v, at::Tensor &k_cache,
                          at::Tensor &v_cache, const at::Tensor &pos_in, const at::Tensor &seq_in, double scale,
@@ -202,12 +205,17 @@ at::Tensor attend_tokens(const at::Tensor &q_in, const at::Tensor &k, const at::
     // Merge each (b, h)'s chunks: Σ_c acc_c·e^(max_c − M) / Σ_c sum_c·e^(max_c − M), M the largest max_c.
     at::Tensor result = at::empty({B, H, 1, D}, q_in.options().memory_format(at::MemoryFormat::Contiguous));
     auto *result_data = static_cast<char *>(result.data_ptr());
-    at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
+    // A merge is a few multiply-adds a chunk and dimension: a batch-1 step's 12 heads' merges take less than a
+    // parallel region's fork and join, and run on the calling thread (at::parallel_for does so when the items
+    // are no more than the grain).
+    const int64_t merge_grain = std::max<int64_t>(1, MERGE_WORK_PER_THREAD / (chunks * D));
+    at::parallel_for(0, B * H, merge_grain, [&](int64_t begin, int64_t end) {
+        std::vector<float> out(static_cast<size_t>(D));
         for (int64_t bh = begin; bh < end; ++bh) {
             const float *first = partial.data() + bh * chunks * record;
             float top = -std::numeric_limits<float>::infinity();
             for (int64_t c = 0; c < chunks; ++c) top = std::fmax(top, first[c * record + D]);
-            std::vector<float> out(static_cast<size_t>(D), 0.0f);
+            std::fill(out.begin(), out.end(), 0.0f);
             float total = 0.0f;
             for (int64_t c = 0; c < chunks; ++c) {
                 const float *part = first + c * record;

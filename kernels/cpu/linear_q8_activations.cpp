@@ -86,6 +86,11 @@ GPT_QUANTIZE_TARGET void quantize_block_avx2(const float *values, int8_t *q, flo
     q_sum = lanes_sum(sum);
 }
 
+template <typename T>
+void grow(std::vector<T> &buffer, int64_t size) {
+    if (buffer.size() < static_cast<size_t>(size)) buffer.resize(static_cast<size_t>(size));
+}
+
 GPT_QUANTIZE_TARGET float group_sum_avx2(const float *values, int64_t size) {
     __m256 in_lanes = _mm256_setzero_ps();
     int64_t j = 0;
@@ -100,10 +105,11 @@ GPT_QUANTIZE_TARGET float group_sum_avx2(const float *values, int64_t size) {
 void quantize_activations(const float *x, int64_t m, int64_t k, int64_t group, Q8Activations &out, Isa isa) {
     const int64_t blocks = q8_blocks(k), groups = k / group;
     const bool vector = isa != Isa::scalar;  // the AVX-512 path runs the AVX2 code, as its int4 and q8 tiles do
-    out.q.resize(static_cast<size_t>(m * k));
-    out.scale.resize(static_cast<size_t>(m * blocks));
-    out.q_sum.resize(static_cast<size_t>(m * blocks));
-    out.group_sum.resize(static_cast<size_t>(m * groups));
+    // Grown only: a buffer reused by calls of alternating sizes would be zero-filled again at each larger one.
+    grow(out.q, m * k);
+    grow(out.scale, m * blocks);
+    grow(out.q_sum, m * blocks);
+    grow(out.group_sum, m * groups);
     for (int64_t i = 0; i < m; ++i) {
         const float *row = x + i * k;
         for (int64_t b = 0; b < blocks; ++b) {

@@ -65,7 +65,9 @@ struct Q8Activations {
     std::vector<float> group_sum;
 };
 constexpr int64_t q8_blocks(int64_t k) { return (k + Q8_BLOCK - 1) / Q8_BLOCK; }  // a row's blocks, the last partial
-// `isa` the path the tiles take: the vector paths quantize 32 values at a time, bit for bit as the scalar one.
+// `isa` the path the tiles take: the vector paths quantize 32 values at a time, bit for bit as the scalar one. `out`'s
+// vectors are grown to the call's sizes, never shrunk (one Q8Activations serves a thread's calls): past those sizes
+// they hold an earlier call's values.
 void quantize_activations(const float *x, int64_t m, int64_t k, int64_t group, Q8Activations &out, Isa isa);
 
 void linear_tile_scalar(const LinearTile &tile);       // the reference

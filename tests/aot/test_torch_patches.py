@@ -1,6 +1,7 @@
 """compiler/torch_patches.py: torch's private functions are replaced inside a compiling_for block only, and the
 module refuses a torch whose release or private names are not those the replacements were written for."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch._inductor import codecache, cpp_builder, cpu_vec_isa
+from torch._inductor import codecache, config, cpp_builder, cpu_vec_isa
+from torch._inductor.codegen import cpp as cpp_codegen
+from torch._inductor.utils import run_and_get_cpp_code
 
 import gpt_aot
 from gpt_aot.compiler import torch_patches
@@ -35,6 +38,36 @@ def test_the_replacements_last_as_long_as_the_block_even_when_it_fails():
         assert str(cpu_vec_isa.pick_vec_isa()) == str(codecache.pick_vec_isa()) == "avx2"
         raise RuntimeError("the compile failed")
     assert replaced_functions() == before
+
+
+def parallel_regions(rows: int, width: int, *, level: str | None, dynamic_rows: bool = False) -> int:
+    """OpenMP regions in the C++ Inductor writes for a layer norm and a GELU of (rows, width), as the artifacts are
+    compiled (threads asked of OpenMP at run time), inside a compiling_for(level) block or outside any."""
+
+    def norm_gelu(x):
+        return torch.nn.functional.gelu(torch.nn.functional.layer_norm(x, (x.shape[-1],)), approximate="tanh")
+
+    x = torch.randn(rows, width)
+    if dynamic_rows:
+        torch._dynamo.mark_dynamic(x, 0)
+    torch._dynamo.reset()
+    with config.patch({"cpp.dynamic_threads": True, "fx_graph_cache": False}):
+        with torch_patches.compiling_for(level) if level else contextlib.nullcontext():
+            _, code = run_and_get_cpp_code(torch.compile(norm_gelu), x)
+    return code.count("#pragma omp parallel")
+
+
+def test_inside_the_block_only_small_loops_of_known_sizes_run_without_a_parallel_region():
+    decide = cpp_codegen.CppKernel.decide_parallel_depth
+    # A decode step's row of GPT-2 (768): every loop nest under SERIAL_BELOW elements, where Inductor alone forks
+    assert 768 * 4 < torch_patches.SERIAL_BELOW
+    assert parallel_regions(1, 768, level=None) > 0
+    assert parallel_regions(1, 768, level="x86-64-v3") == 0
+    # larger loops, and loops sized by a symbol (decode's rows), keep Inductor's regions
+    assert 8 * 3072 >= torch_patches.SERIAL_BELOW
+    assert parallel_regions(8, 3072, level="x86-64-v3") > 0
+    assert parallel_regions(2, 768, level="x86-64-v3", dynamic_rows=True) > 0
+    assert cpp_codegen.CppKernel.decide_parallel_depth is decide
 
 
 def test_another_torch_release_is_refused_with_what_to_update():

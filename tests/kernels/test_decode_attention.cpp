@@ -116,19 +116,22 @@ TEST_CASE("every vector path gives the scalar reference's result within rounding
 
 TEST_CASE("the chunks' split over threads gives the one-thread result", "[kernels]") {
     at::manual_seed(5);
-    const Case c{2, 3, 900, 64};
-    const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
-    const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
-    const at::Tensor k_cache = cache(c, at::kFloat), v_cache = cache(c, at::kFloat);
-    const at::Tensor pos = at::tensor(std::vector<int64_t>{899, 513});
-    const Isa isa = gpt::kernels::active_isa();
-    auto run = [&](int threads) {
-        at::set_num_threads(threads);
-        at::Tensor kc = k_cache.clone(), vc = v_cache.clone();
-        return gpt::kernels::decode_attention(q, k, v, kc, vc, pos, 0.125, isa);
-    };
-    const at::Tensor one = run(1);
-    CHECK(at::equal(run(4), one));  // each item is one thread's, the merge the same whatever the split
+    // Few merges run on the calling thread; 8 rows of 12 heads over 4 chunks are split over the threads too.
+    for (const Case &c : {Case{2, 3, 900, 64}, Case{8, 12, 1024, 64}}) {
+        INFO("B=" << c.batch << " H=" << c.heads << " S=" << c.positions);
+        const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
+        const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
+        const at::Tensor k_cache = cache(c, at::kFloat), v_cache = cache(c, at::kFloat);
+        const at::Tensor pos = at::randint(c.positions, {c.batch}, at::kLong).index_put_({0}, c.positions - 1);
+        const Isa isa = gpt::kernels::active_isa();
+        auto run = [&](int threads) {
+            at::set_num_threads(threads);
+            at::Tensor kc = k_cache.clone(), vc = v_cache.clone();
+            return gpt::kernels::decode_attention(q, k, v, kc, vc, pos, 0.125, isa);
+        };
+        const at::Tensor one = run(1);
+        CHECK(at::equal(run(4), one));  // each item is one thread's, each merge the same whatever the split
+    }
     at::set_num_threads(1);
 }
 

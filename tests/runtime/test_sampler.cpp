@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -98,6 +99,35 @@ TEST_CASE("a logit of -inf rules its token out, and NaN, +inf or no token left i
         CHECK(status_of({-INFINITY, -INFINITY}, temperature) == GPT_ERR_NON_FINITE);
         CHECK(status_of({-INFINITY, -3.0f}, temperature) == GPT_OK);
     }
+}
+
+TEST_CASE("check_logits finds the first largest and the first NaN or +inf at every position of rows of any length",
+          "[sampler]") {
+    // Its lanes cover 16 tokens a step: rows shorter and longer than a step, and every position within and after.
+    for (int32_t n = 1; n <= 50; ++n)
+        for (int32_t at = 0; at < n; ++at) {
+            std::vector<float> row(static_cast<size_t>(n));
+            for (int32_t i = 0; i < n; ++i) row[static_cast<size_t>(i)] = static_cast<float>((i * 7) % 5) - 9.0f;
+            row[static_cast<size_t>(at)] = 3.0f;
+            CHECK(gpt::check_logits(row.data(), n) == at);
+            row[static_cast<size_t>(n - 1)] = 3.0f;  // a tie: the first
+            CHECK(gpt::check_logits(row.data(), n) == at);
+            for (const float bad : {NAN, INFINITY}) {
+                std::vector<float> broken = row;
+                broken[static_cast<size_t>(at)] = bad;
+                if (at + 1 < n) broken[static_cast<size_t>(n - 1)] = NAN;  // a later one: the message names the first
+                try {
+                    gpt::check_logits(broken.data(), n);
+                    FAIL("a row with NaN or +inf was accepted");
+                } catch (const gpt::Error &e) {
+                    CHECK(e.status() == GPT_ERR_NON_FINITE);
+                    CHECK(std::string(e.what()).find("at token " + std::to_string(at) + ";") != std::string::npos);
+                }
+            }
+            std::vector<float> ruled_out(static_cast<size_t>(n), -INFINITY);
+            ruled_out[static_cast<size_t>(at)] = -1e30f;
+            CHECK(gpt::check_logits(ruled_out.data(), n) == at);
+        }
 }
 
 TEST_CASE("sample_rows refuses a row of non-finite logits alone and leaves its sampler's stream", "[sampler]") {

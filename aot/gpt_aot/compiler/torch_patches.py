@@ -12,7 +12,11 @@ ISA level instead, through these replacements:
       imported by name): the level's vector ISA instead of the host's;
 and config.cpp.simdlen, public configuration, set to the level's vector width.
 level_vec_isa and native_vec_isa build those vector ISAs from cpu_vec_isa's
-classes. The block puts every original back when it ends, however it ends.
+classes. Whatever the level, one more:
+  codegen.cpp.CppKernel.decide_parallel_depth  a loop nest whose sizes are all
+      known and whose elements are fewer than SERIAL_BELOW gets no OpenMP region
+      (serial_when_small says why).
+The block puts every original back when it ends, however it ends.
 
 All of these are torch's private code and change without notice. Importing this
 module refuses a torch of another release, or one that lacks a name in PRIVATE,
@@ -22,8 +26,10 @@ where it is used (level_cflags), and tests/aot/test_isa.py checks what comes out
 
 from contextlib import contextmanager, nullcontext
 
+import sympy
 import torch
 from torch._inductor import codecache, config, cpp_builder, cpu_vec_isa
+from torch._inductor.codegen import cpp as cpp_codegen
 
 from gpt_aot.compiler import isa
 
@@ -41,6 +47,8 @@ PRIVATE = (
     "cpu_vec_isa.invalid_vec_isa",
     "cpp_builder.get_cpp_compiler",
     "config.cpp.simdlen",
+    "codegen.cpp.CppKernel.decide_parallel_depth",
+    "codegen.cpp.ParallelDepth",
 )
 
 
@@ -130,6 +138,40 @@ def _replaced(march: list[str], vec_isa, simdlen: int | None):
         cpu_vec_isa.pick_vec_isa, codecache.pick_vec_isa = picks
 
 
+# A loop nest of fewer elements than this, its sizes all known when compiled, runs on the calling thread. The artifacts
+# ask OpenMP for the thread count when they run (inductor.py: cpp.dynamic_threads), and with that setting Inductor gives
+# every loop nest a parallel region, however small: a batch-1 GPT-2 decode step ran ~75 of them around 768 to 3072
+# elements (layer norms in two regions each, GELU, a copy), each a fork and a join of the team that cost more than its
+# loop. Loops sized by the span or the rows (symbols) keep Inductor's choice.
+SERIAL_BELOW = 16384
+
+
+def serial_when_small(decide):
+    """Inductor's decide_parallel_depth, with no parallel depth for a small loop nest of known sizes."""
+
+    def decide_parallel_depth(self, max_parallel_depth, threads):
+        depth = decide(self, max_parallel_depth, threads)
+        work = sympy.Mul(*(sympy.sympify(size) for size in self.call_ranges))
+        if depth.parallel_depth and not work.free_symbols and int(work) < SERIAL_BELOW:
+            return cpp_codegen.ParallelDepth(parallel_depth=0, start_depth=depth.start_depth)
+        return depth
+
+    return decide_parallel_depth
+
+
+@contextmanager
+def _serial_small_loops():
+    decide = cpp_codegen.CppKernel.decide_parallel_depth
+    cpp_codegen.CppKernel.decide_parallel_depth = serial_when_small(decide)
+    try:
+        # torch.compile's graph cache keys on Inductor's source and settings, not on this replacement: code
+        # generated without it must not be read back inside the block, nor this code outside it
+        with config.patch({"fx_graph_cache": False}):
+            yield
+    finally:
+        cpp_codegen.CppKernel.decide_parallel_depth = decide
+
+
 _active_level = None  # the level compiling_for has set Inductor up for; blocks nest
 
 
@@ -147,7 +189,7 @@ def compiling_for(level: str):
     build = build_for(level)
     _active_level = level
     try:
-        with _replaced(*build) if build else nullcontext():
+        with _replaced(*build) if build else nullcontext(), _serial_small_loops():
             yield
     finally:
         _active_level = None
