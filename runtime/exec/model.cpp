@@ -10,6 +10,7 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <limits>
 #include <set>
@@ -30,13 +31,19 @@ namespace {
 
 // The graphs take the cache as views of its first `positions`, each layer's k and
 // v in turn: a cache input that a graph writes once is updated in place
-// (aot/gpt_aot/model/gpt.py, layer_caches).
+// (aot/gpt_aot/model/gpt.py, layer_caches). kv is (layers, 2, rows, heads, S, head
+// size); each view one as_strided, where select, select and narrow made three
+// dispatched operators a view, 72 a GPT-2 step.
 std::vector<at::Tensor> graph_inputs(std::initializer_list<at::Tensor> leading, const at::Tensor &kv,
                                      int64_t positions) {
     std::vector<at::Tensor> inputs(leading);
+    inputs.reserve(inputs.size() + static_cast<size_t>(2 * kv.size(0)));
+    const std::array<int64_t, 4> sizes{kv.size(2), kv.size(3), positions, kv.size(5)};
+    const std::array<int64_t, 4> strides{kv.stride(2), kv.stride(3), kv.stride(4), kv.stride(5)};
     for (int64_t layer = 0; layer < kv.size(0); ++layer)
         for (int64_t kind = 0; kind < 2; ++kind)
-            inputs.push_back(kv.select(0, layer).select(0, kind).narrow(2, 0, positions));
+            inputs.push_back(
+                kv.as_strided(sizes, strides, kv.storage_offset() + layer * kv.stride(0) + kind * kv.stride(1)));
     return inputs;
 }
 
