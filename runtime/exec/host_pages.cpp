@@ -3,10 +3,14 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
+#include <c10/util/strides.h>
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 namespace gpt {
 
@@ -37,11 +41,41 @@ at::Tensor empty_in_host_pages(at::IntArrayRef shape, at::ScalarType dtype) {
         data, shape, [pages_bytes](void *p) { munmap(p, pages_bytes); }, options);
 }
 
-at::Tensor in_host_pages(const at::Tensor &t) {
-    if (!t.device().is_cpu() || t.is_mkldnn() || t.nbytes() < HUGE_PAGE) return t;
-    at::Tensor copy = empty_in_host_pages(t.sizes(), t.scalar_type());
-    copy.copy_(t);
-    return copy;
+uint64_t HostArena::slot_bytes(at::IntArrayRef shape, at::ScalarType dtype) {
+    uint64_t bytes = c10::elementSize(dtype);
+    for (const int64_t size : shape) bytes *= static_cast<uint64_t>(size);
+    return (bytes + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+HostArena::HostArena(uint64_t bytes)
+    : bytes_(empty_in_host_pages({static_cast<int64_t>(std::max<uint64_t>(bytes, 1))}, at::kByte)) {}
+
+at::Tensor HostArena::take(at::IntArrayRef shape, at::ScalarType dtype) {
+    const uint64_t slot = slot_bytes(shape, dtype);
+    if (used_ + slot > static_cast<uint64_t>(bytes_.numel()))
+        throw std::logic_error("HostArena::take: no room for " + std::to_string(slot) + " bytes past " +
+                               std::to_string(used_) + " of " + std::to_string(bytes_.numel()));
+    at::Tensor t = at::empty({0}, at::TensorOptions().dtype(dtype));
+    // Offsets are multiples of ALIGN, so of every element size: the storage offset counts whole elements.
+    t.set_(bytes_.storage(), static_cast<int64_t>(used_ / c10::elementSize(dtype)), shape,
+           c10::contiguous_strides(shape));
+    used_ += slot;
+    return t;
+}
+
+void gather_in_host_pages(const std::vector<at::Tensor *> &tensors) {
+    const auto movable = [](const at::Tensor &t) { return t.defined() && t.device().is_cpu() && !t.is_mkldnn(); };
+    uint64_t bytes = 0;
+    for (const at::Tensor *t : tensors)
+        if (movable(*t)) bytes += HostArena::slot_bytes(t->sizes(), t->scalar_type());
+    if (bytes == 0) return;
+    HostArena arena(bytes);
+    for (at::Tensor *t : tensors) {
+        if (!movable(*t)) continue;
+        at::Tensor copy = arena.take(t->sizes(), t->scalar_type());
+        copy.copy_(*t);
+        *t = std::move(copy);  // the old memory goes here, unless something else holds it
+    }
 }
 
 }  // namespace gpt

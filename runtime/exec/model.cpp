@@ -68,6 +68,42 @@ void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, 
                           "): the artifact does not run correctly here; do not serve it";
 }
 
+// Float weights are packed for the onednn form's graphs, bf16 ones for the panels form's, int4 ones for the
+// int4pack form's (each a copy as large as the stored weight; the stored one is freed, as soon as it is packed,
+// where every graph reads a copy that needs no stored weight: int4's, and panels' of a model without training
+// graphs). Known before the weights are read, so that those freed early are read apart from the others' arena.
+PackingPlan packing_plan(const Manifest &manifest) {
+    std::vector<std::pair<const char *, const GraphSpec *>> specs = {
+        {"prefill", &manifest.prefill}, {"decode", &manifest.decode}, {"decode_one", &manifest.decode_one}};
+    if (manifest.extend) specs.emplace_back("extend", &*manifest.extend);
+    if (manifest.mixed) specs.emplace_back("mixed", &*manifest.mixed);
+    PackingPlan plan;
+    for (const auto &[name, spec] : specs) {
+        if (const std::optional<Packing> packing = packing_of(spec->linear))
+            for (const std::string &weight : spec->packed) plan.wanted.emplace(weight, *packing);
+        if (spec->linear == "int4pack" && spec->packed.empty() && !host_reads_int4_blocks64())
+            fail(GPT_ERR_DEVICE_MISMATCH,
+                 std::string("graph '") + name +
+                     "' reads its int4 weights as stored, in the packing of aten's AVX-512 int4 kernel, and this "
+                     "host's (ATen CPU capability " +
+                     at::get_cpu_capability() +
+                     ") reads another: recompile the artifact with a gpt-aot that lists its packed weights");
+    }
+    const bool trains = manifest.training.has_value();
+    const auto needs_no_stored = [trains](Packing p) {
+        return p == Packing::int4_for_host || (p == Packing::panels && !trains);
+    };
+    for (const auto &entry : plan.wanted) {
+        const std::string &name = entry.first;  // a lambda cannot capture a structured binding before C++20
+        const bool every_graph = std::all_of(specs.begin(), specs.end(), [&](const auto &named) {
+            const std::optional<Packing> reads = packing_of(named.second->linear);
+            return reads && needs_no_stored(*reads) && named.second->packed.count(name) > 0;
+        });
+        if (every_graph) plan.release.insert(name);
+    }
+    return plan;
+}
+
 }  // namespace
 
 Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
@@ -85,7 +121,8 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
 
     // The weights, the bulk of the bytes, are read straight into their tensors and hashed on the way.
     auto files = read_verified_files(dir, manifest_, {manifest_.weights_file});
-    weights_ = load_weights(dir, manifest_, device_);
+    const PackingPlan packing = packing_plan(manifest_);
+    weights_ = load_weights(dir, manifest_, device_, packing.release);
     const Bytes &golden = files.at(manifest_.golden_file);
     golden_ = parse_safetensors(golden.data(), golden.size(), manifest_.golden_file);
     for (const char *key : {"tokens", "prefill_logits", "decode_token", "decode_logits"})
@@ -113,7 +150,7 @@ Model::Model(const std::filesystem::path &dir, const gpt_model_params &params)
             std::make_unique<Graph>("extend", files.at(manifest_.extend->file), device_, health_, runners, threads);
     if (manifest_.mixed)
         mixed_ = std::make_unique<Graph>("mixed", files.at(manifest_.mixed->file), device_, health_, runners, threads);
-    bind_inference_graphs();
+    bind_inference_graphs(packing);
     if (const auto &t = manifest_.training) {
         for (const auto &name : t->param_names)
             if (weights_.count(name) == 0)
@@ -145,41 +182,8 @@ Model::~Model() {
     }
 }
 
-// Float weights are packed for the onednn form's graphs, bf16 ones for the panels form's, int4 ones for the
-// int4pack form's (each a copy as large as the stored weight; the stored one is freed, as soon as it is packed,
-// where every graph reads a copy that needs no stored weight: int4's, and panels' of a model without training
-// graphs).
-void Model::bind_inference_graphs() {
-    std::vector<std::pair<const char *, const GraphSpec *>> specs = {
-        {"prefill", &manifest_.prefill}, {"decode", &manifest_.decode}, {"decode_one", &manifest_.decode_one}};
-    if (manifest_.extend) specs.emplace_back("extend", &*manifest_.extend);
-    if (manifest_.mixed) specs.emplace_back("mixed", &*manifest_.mixed);
-    std::set<std::pair<std::string, Packing>> wanted;
-    for (const auto &[name, spec] : specs) {
-        if (const std::optional<Packing> packing = packing_of(spec->linear))
-            for (const std::string &weight : spec->packed) wanted.emplace(weight, *packing);
-        if (spec->linear == "int4pack" && spec->packed.empty() && !host_reads_int4_blocks64())
-            fail(GPT_ERR_DEVICE_MISMATCH,
-                 std::string("graph '") + name +
-                     "' reads its int4 weights as stored, in the packing of aten's AVX-512 int4 kernel, and this "
-                     "host's (ATen CPU capability " +
-                     at::get_cpu_capability() +
-                     ") reads another: recompile the artifact with a gpt-aot that lists its packed weights");
-    }
-    const bool trains = manifest_.training.has_value();
-    const auto needs_no_stored = [trains](Packing p) {
-        return p == Packing::int4_for_host || (p == Packing::panels && !trains);
-    };
-    std::set<std::string> release;
-    for (const auto &entry : wanted) {
-        const std::string &name = entry.first;  // a lambda cannot capture a structured binding before C++20
-        const bool every_graph = std::all_of(specs.begin(), specs.end(), [&](const auto &named) {
-            const std::optional<Packing> reads = packing_of(named.second->linear);
-            return reads && needs_no_stored(*reads) && named.second->packed.count(name) > 0;
-        });
-        if (every_graph) release.insert(name);
-    }
-    packed_ = PackedWeights(weights_, wanted, trains, release);
+void Model::bind_inference_graphs(const PackingPlan &plan) {
+    packed_ = PackedWeights(weights_, plan.wanted, manifest_.training.has_value(), plan.release);
     if (packed_.size() > 0) log(GPT_LOG_DEBUG, "packed " + std::to_string(packed_.size()) + " linear weights");
     const auto bind = [&](Graph &graph, const GraphSpec &spec) {
         const std::optional<Packing> packing = packing_of(spec.linear);
@@ -291,8 +295,8 @@ const at::Tensor &Model::weight(const std::string &name) const {
 uint64_t Model::weights_bytes() const {
     std::set<const void *> counted;
     uint64_t bytes = 0;
-    for (const auto &[name, tensor] : weights_)
-        if (counted.insert(tensor.storage().data()).second) bytes += tensor.storage().nbytes();
+    for (const auto &[name, tensor] : weights_)  // tied weights are one tensor; many share the arena's storage
+        if (counted.insert(tensor.data_ptr()).second) bytes += tensor.nbytes();
     return bytes + packed_.bytes();
 }
 

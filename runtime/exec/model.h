@@ -103,7 +103,7 @@ private:
                            const at::Tensor &kv, int64_t span) const;
     at::Tensor without_textless(at::Tensor logits) const;
     // prefill, decode, decode_one, extend, mixed: the weights, packed copies where they read them
-    void bind_inference_graphs();
+    void bind_inference_graphs(const PackingPlan &plan);
 
     Manifest manifest_;
     c10::Device device_;

@@ -13,6 +13,7 @@
 #include <ATen/ops/stack.h>
 
 #include <iterator>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -83,16 +84,16 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
                     fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
                                                        "' for the int4 kernel, which is no int4 weight of this model");
                 packed_.emplace(std::make_pair(name, packing),
-                                std::make_pair(at::Tensor(), in_host_pages(pack_for_int4pack(it->second))));
+                                std::make_pair(at::Tensor(), pack_for_int4pack(it->second)));
                 break;
             case Packing::panels:
                 if (!found || !fits_panels(it->second))
                     fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
                                                        "' in panels, which is no bf16 weight of this model with "
                                                        "rows a multiple of 16");
-                packed_.emplace(std::make_pair(name, packing),
-                                std::make_pair(weights_change ? it->second : at::Tensor(),
-                                               in_host_pages(pack_for_panels(it->second))));
+                packed_.emplace(
+                    std::make_pair(name, packing),
+                    std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_panels(it->second)));
                 break;
             case Packing::onednn:
                 if (!found)
@@ -117,6 +118,9 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
     if (onednn_failed)  // all or none: the onednn graphs read plain weights
         for (auto it = packed_.begin(); it != packed_.end();)
             it = it->first.second == Packing::onednn ? packed_.erase(it) : std::next(it);
+    std::vector<at::Tensor *> copies;  // each step reads them all: into huge pages, side by side
+    for (auto &entry : packed_) copies.push_back(&entry.second.second);
+    gather_in_host_pages(copies);
     size_t int4 = 0;
     for (const auto &entry : packed_) int4 += entry.first.second == Packing::int4_for_host ? 1 : 0;
     if (int4 > 0)

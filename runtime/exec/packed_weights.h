@@ -30,6 +30,12 @@ enum class Packing {
 // The packing a graph's linear form reads, if any.
 std::optional<Packing> packing_of(const std::string &linear_form);
 
+// What a model's graphs read packed, and which stored weights no graph reads once packed (freed then).
+struct PackingPlan {
+    std::set<std::pair<std::string, Packing>> wanted;
+    std::set<std::string> release;
+};
+
 class PackedWeights {
 public:
     PackedWeights() = default;

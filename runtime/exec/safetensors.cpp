@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "base/error.h"
@@ -15,8 +16,6 @@
 #include "formats/safetensors_layout.h"
 
 namespace gpt {
-
-namespace {}  // namespace
 
 std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, size_t size, const std::string &what,
                                                     std::map<std::string, std::string> *metadata) {
@@ -31,7 +30,13 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
     return tensors;
 }
 
-std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<std::string, std::string> *metadata) {
+namespace {
+
+// The entries of `file` read into the tensors `place` makes of (entries, entry), front to back; see
+// read_safetensors.
+template <typename Place>
+std::map<std::string, at::Tensor> read_entries(FileReader &file, std::map<std::string, std::string> *metadata,
+                                               const Place &place) {
     std::map<std::string, at::Tensor> tensors;
     try {
         unsigned char first8[8] = {};
@@ -41,8 +46,9 @@ std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<st
         file.read(header.data(), header_len);
         SafetensorsLayout layout = parse_safetensors_header(header.data(), header_len, file.remaining(), file.what());
         if (metadata != nullptr) *metadata = std::move(layout.metadata);
+        auto make = place(layout.entries);
         for (const auto &e : layout.entries) {  // in file order: the reads go front to back
-            at::Tensor t = empty_in_host_pages(e.shape, scalar_type(*e.dtype));
+            at::Tensor t = make(e);
             file.read(static_cast<unsigned char *>(t.data_ptr()), e.end - e.begin);
             tensors.emplace(e.name, std::move(t));
         }
@@ -54,6 +60,28 @@ std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<st
     }
     file.finish();
     return tensors;
+}
+
+}  // namespace
+
+std::map<std::string, at::Tensor> read_safetensors(FileReader &file, std::map<std::string, std::string> *metadata) {
+    return read_entries(file, metadata, [](const auto &) {
+        return [](const SafetensorsEntry &e) { return empty_in_host_pages(e.shape, scalar_type(*e.dtype)); };
+    });
+}
+
+std::map<std::string, at::Tensor> read_safetensors_in_arena(FileReader &file, const std::set<std::string> &apart) {
+    std::unique_ptr<HostArena> arena;
+    return read_entries(file, nullptr, [&](const std::vector<SafetensorsEntry> &entries) {
+        uint64_t bytes = 0;
+        for (const auto &e : entries)
+            if (apart.count(e.name) == 0) bytes += HostArena::slot_bytes(e.shape, scalar_type(*e.dtype));
+        arena = std::make_unique<HostArena>(bytes);
+        return [&](const SafetensorsEntry &e) {
+            const at::ScalarType dtype = scalar_type(*e.dtype);
+            return apart.count(e.name) > 0 ? empty_in_host_pages(e.shape, dtype) : arena->take(e.shape, dtype);
+        };
+    });
 }
 
 void write_safetensors(const std::map<std::string, at::Tensor> &tensors,

@@ -5,6 +5,7 @@
 #include <ATen/Tensor.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,14 @@ std::map<std::string, at::Tensor> parse_safetensors(const unsigned char *data, s
 // only after file.finish(): for a ListedFileReader, once the whole file's
 // sha256 is the manifest's. Bytes that do not parse in a listed file fail as
 // corrupt (GPT_ERR_ARTIFACT_HASH) unless their hash is right.
+// Each tensor in memory of its own (host_pages.h's empty_in_host_pages).
 std::map<std::string, at::Tensor> read_safetensors(FileReader &file,
                                                    std::map<std::string, std::string> *metadata = nullptr);
+
+// As read_safetensors, for what each decode step reads: the tensors side by side in one HostArena
+// (host_pages.h), views of its storage at offsets, but for those named in `apart`, each in memory of its own
+// (what the caller frees early: an arena stays while any of its tensors does).
+std::map<std::string, at::Tensor> read_safetensors_in_arena(FileReader &file, const std::set<std::string> &apart);
 
 // Writes `tensors` through `put` as a safetensors file, laid out contiguously
 // in name order; each tensor is moved to the CPU only while it is written.

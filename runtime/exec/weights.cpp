@@ -96,10 +96,10 @@ std::string shape_string(at::IntArrayRef shape) {
 }  // namespace
 
 std::map<std::string, at::Tensor> load_weights(const std::filesystem::path &dir, const Manifest &manifest,
-                                               c10::Device device) {
+                                               c10::Device device, const std::set<std::string> &apart) {
     const auto expected = expected_parameters(manifest, model_scalar_type(manifest.dtype));
     ListedFileReader file(dir, manifest, manifest.weights_file);
-    auto tensors = read_safetensors(file);
+    auto tensors = device.is_cpu() ? read_safetensors_in_arena(file, apart) : read_safetensors(file);
     std::map<std::string, at::Tensor> weights;
     for (auto &[name, tensor] : tensors) {
         auto it = expected.find(name);

@@ -89,6 +89,19 @@ TEST_CASE("a safetensors file read straight into tensors gives each entry its ow
     REQUIRE(tensors.size() == 2);
     CHECK(at::equal(tensors.at("a"), a));
     CHECK(at::equal(tensors.at("b"), b));
+    CHECK(!tensors.at("a").storage().is_alias_of(tensors.at("b").storage()));
+
+    gpt::ListedFileReader again(d.dir, d.manifest, "w.safetensors");
+    const auto shared = gpt::read_safetensors_in_arena(again, {});
+    CHECK(at::equal(shared.at("a"), a));
+    CHECK(at::equal(shared.at("b"), b));
+    CHECK(shared.at("a").storage().is_alias_of(shared.at("b").storage()));  // one arena (exec/host_pages.h)
+
+    gpt::ListedFileReader third(d.dir, d.manifest, "w.safetensors");
+    const auto apart = gpt::read_safetensors_in_arena(third, {"b"});
+    CHECK(at::equal(apart.at("a"), a));
+    CHECK(at::equal(apart.at("b"), b));
+    CHECK(!apart.at("a").storage().is_alias_of(apart.at("b").storage()));  // "b" in memory of its own
 }
 
 TEST_CASE("a file streamed into tensors is refused unless all of it has the manifest's hash", "[integrity]") {

@@ -152,18 +152,68 @@ TEST_CASE("tensors of 2 MiB or more get their own 2 MiB-aligned mapping, offered
             CHECK(mapping_flags(data).find(" hg") != std::string::npos);
         big.fill_(1.5);
         CHECK(big.sum().item<double>() == 1.5 * 3 * (1 << 20));
-
-        const at::Tensor values = at::arange(3 << 19, at::kFloat);
-        const at::Tensor copy = gpt::in_host_pages(values);
-        CHECK(reinterpret_cast<uintptr_t>(copy.data_ptr()) % huge_page == 0);
-        CHECK(at::equal(copy, values));
     }
     CHECK(mapping_flags(data).find(" hg") == std::string::npos);  // unmapped with its tensor
 
     const at::Tensor small = gpt::empty_in_host_pages({1000}, at::kFloat);  // from torch's allocator
     CHECK(small.numel() == 1000);
-    const at::Tensor on_its_own = at::ones({10});
-    CHECK(gpt::in_host_pages(on_its_own).data_ptr() == on_its_own.data_ptr());
+}
+
+TEST_CASE("an arena's tensors lie side by side in one huge-page mapping that goes with the last of them", "[memory]") {
+    constexpr uintptr_t huge_page = uintptr_t{2} << 20;
+    using gpt::HostArena;
+    CHECK(HostArena::slot_bytes({1000}, at::kFloat) == 4032);  // 4000 up to a multiple of 64
+    CHECK(HostArena::slot_bytes({3, 5}, at::kBFloat16) == 64);
+    const uint64_t room = HostArena::slot_bytes({1000}, at::kFloat) + HostArena::slot_bytes({3, 5}, at::kBFloat16) +
+                          HostArena::slot_bytes({1 << 21}, at::kByte);
+    at::Tensor kept;
+    const void *data = nullptr;
+    {
+        HostArena arena(room);
+        at::Tensor a = arena.take({1000}, at::kFloat), b = arena.take({3, 5}, at::kBFloat16);
+        kept = arena.take({1 << 21}, at::kByte);
+        data = a.data_ptr();
+        CHECK(reinterpret_cast<uintptr_t>(data) % huge_page == 0);
+        CHECK(static_cast<char *>(b.data_ptr()) == static_cast<const char *>(data) + 4032);
+        CHECK(static_cast<char *>(kept.data_ptr()) == static_cast<const char *>(data) + 4032 + 64);
+        for (const at::Tensor &t : {a, b, kept}) {
+            CHECK(t.is_contiguous());
+            CHECK(t.storage().is_alias_of(a.storage()));
+        }
+        CHECK(b.sizes() == at::IntArrayRef({3, 5}));
+        CHECK(b.scalar_type() == at::kBFloat16);
+        a.fill_(1);
+        b.fill_(2);
+        kept.fill_(3);  // none overlaps another
+        CHECK(a.sum().item<double>() == 1000);
+        CHECK(b.sum().item<double>() == 30);
+        CHECK(kept.sum().item<double>() == 3.0 * (1 << 21));
+        CHECK_THROWS_AS(arena.take({1}, at::kByte), std::logic_error);  // full
+        if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"))
+            CHECK(mapping_flags(data).find(" hg") != std::string::npos);
+    }
+    if (std::filesystem::exists("/sys/kernel/mm/transparent_hugepage"))
+        CHECK(mapping_flags(data).find(" hg") != std::string::npos);  // `kept` holds the whole mapping
+    kept = at::Tensor();
+    CHECK(mapping_flags(data).find(" hg") == std::string::npos);
+}
+
+TEST_CASE("gathered tensors become contiguous copies in one arena, other devices' and undefined ones untouched",
+          "[memory]") {
+    const at::Tensor big = at::arange(3 << 19, at::kFloat), small = at::arange(10, at::kBFloat16);
+    const at::Tensor transposed = at::arange(12, at::kLong).view({3, 4}).t();
+    at::Tensor a = big, b = small, c = transposed, none;
+    gpt::gather_in_host_pages({&a, &b, &c, &none});
+    CHECK(reinterpret_cast<uintptr_t>(a.data_ptr()) % (uintptr_t{2} << 20) == 0);
+    for (const at::Tensor *t : {&a, &b, &c}) {
+        CHECK(t->is_contiguous());
+        CHECK(t->storage().is_alias_of(a.storage()));
+    }
+    CHECK(a.data_ptr() != big.data_ptr());
+    CHECK(at::equal(a, big));
+    CHECK(at::equal(b, small));
+    CHECK(at::equal(c, transposed));
+    CHECK(!none.defined());
 }
 
 TEST_CASE("a CUDA model reports its GPU memory, and a reset starts a new peak", "[memory][cuda]") {
