@@ -78,7 +78,7 @@ def is_current(manifest: Path) -> bool:
 PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
 ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
-             "bf16panelschunked", "int8kernel", "int8q8", "int8q8chunked", "int4kernel",
+             "bf16panelschunked", "int8kernel", "int8q8", "int8q8chunked", "int8q8panelschunked", "int4kernel",
              "int4kernelchunked")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
@@ -92,6 +92,7 @@ DECODE_ATTENTION = {
     "int8kernel": "math",
     "int8q8": "math",
     "int8q8chunked": "chunked",
+    "int8q8panelschunked": "chunked",
     "int4kernel": "math",
     "int4kernelchunked": "chunked",
 }
@@ -104,8 +105,12 @@ PANELS_LINEAR = ("bf16panels", "bf16panelschunked")
 # weights in a third of the instructions, and its plain int8 linear in the graphs of several rows, where the two run
 # alike or q8 slower (bench/results/cpu-2026-11-28-q8/).
 Q8_LINEAR = ("int8q8", "int8q8chunked")
+# The same products on the int8 weights packed in q8 panels at load (linear_int8_q8_panels), every graph: at 8 rows
+# 2.5-3x the rows' speed, at one about the same.
+Q8_PANELS_LINEAR = ("int8q8panelschunked",)
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int8q8chunked": "int8",
+            "int8q8panelschunked": "int8",
             "int4kernel": "int4", "int4kernelchunked": "int4"}  # fmt: skip
 
 
@@ -140,6 +145,8 @@ def compile_ours(files: Files, weights: str) -> float | None:
         cmd += ["--decode-linear", "panels", "--batched-linear", "panels"]
     elif weights in Q8_LINEAR:
         cmd += ["--decode-linear", "q8", "--batched-linear", "kernel"]
+    elif weights in Q8_PANELS_LINEAR:
+        cmd += ["--decode-linear", "q8panels", "--batched-linear", "q8panels"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((artifact(files, "bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
@@ -296,7 +303,10 @@ def main() -> int:
 
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
     if (
-        any(w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR + Q8_LINEAR for w in ours)
+        any(
+            w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR + Q8_LINEAR + Q8_PANELS_LINEAR
+            for w in ours
+        )
         and "bf16" not in ours
     ):
         ours.insert(0, "bf16")  # the pinned ones take its linear forms

@@ -56,6 +56,7 @@ struct Weights {
     // stored (linear.py's to_int4_pair_blocks) and group by group, as aten's kernel reads them
     at::Tensor int4_blocks, int4pack, pair_blocks, scale_zero;
     at::Tensor int8, int8_scale;  // int8 rows with a scale each (quantize.py's "rows")
+    at::Tensor int8_panels;       // the same packed in q8 panels
 };
 
 Weights make_weights(int64_t n, int64_t k) {
@@ -76,6 +77,7 @@ Weights make_weights(int64_t n, int64_t k) {
     w.pair_blocks = w.scale_zero.view({k / INT4_GROUP, padded / 64, 64, 2}).transpose(0, 1).contiguous();
     w.int8 = at::randint(-127, 128, {n, k}, at::kChar);
     w.int8_scale = (at::rand({n}) * 0.001).to(at::kBFloat16);
+    w.int8_panels = gpt::kernels::pack_linear_q8_panels(w.int8);
     return w;
 }
 
@@ -139,15 +141,17 @@ int main(int argc, char **argv) {
                 each([&](const Weights &w) { gpt::kernels::linear_int8(x, w.int8, w.int8_scale, b, isa); });
             const double ours_int8_q8 =
                 each([&](const Weights &w) { gpt::kernels::linear_int8_q8(x, w.int8, w.int8_scale, b, isa); });
+            const double ours_int8_q8_panels = each(
+                [&](const Weights &w) { gpt::kernels::linear_int8_q8_panels(x, w.int8_panels, w.int8_scale, b, isa); });
             const double torch_int8 = each([&](const Weights &w) { at::_weight_int8pack_mm(x, w.int8, w.int8_scale); });
             std::printf(
                 "{\"shape\": \"%s\", \"n\": %lld, \"k\": %lld, \"rows\": %lld, \"isa\": \"%s\", \"threads\": %d, "
                 "\"cold\": %s, \"kernel_bf16_ms\": %.4f, \"kernel_panels_ms\": %.4f, \"torch_bf16_ms\": %.4f, "
                 "\"torch_fp32_ms\": %.4f, \"kernel_int4_ms\": %.4f, \"torch_int4_ms\": %.4f, \"kernel_int8_ms\": %.4f, "
-                "\"kernel_int8_q8_ms\": %.4f, \"torch_int8_ms\": %.4f}\n",
+                "\"kernel_int8_q8_ms\": %.4f, \"kernel_int8_q8_panels_ms\": %.4f, \"torch_int8_ms\": %.4f}\n",
                 s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
                 gpt::kernels::isa_name(isa), threads, cold ? "true" : "false", ours, ours_panels, torch_bf16,
-                torch_fp32, ours_int4, torch_int4, ours_int8, ours_int8_q8, torch_int8);
+                torch_fp32, ours_int4, torch_int4, ours_int8, ours_int8_q8, ours_int8_q8_panels, torch_int8);
             std::fflush(stdout);
         }
     }

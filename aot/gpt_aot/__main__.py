@@ -126,16 +126,16 @@ def main(argv=None) -> int:
         "--decode-linear",
         default="auto",
         help="auto (measured), mm, reduction, kernel (CPU: the kernel library's linear), panels (CPU, bf16: its "
-        "linear on weights packed at load), (int8) int8pack, q8 (CPU: the kernel library's with int8 activations) "
-        "or blocked, (int4) int4pack: a single sequence's decode linears (for int8, blocked lays the weights out in "
-        "blocks of 32 rows)",
+        "linear on weights packed at load), (int8) int8pack, q8 (CPU: the kernel library's with int8 activations), "
+        "q8panels (the same on weights packed at load) or blocked, (int4) int4pack: a single sequence's decode "
+        "linears (for int8, blocked lays the weights out in blocks of 32 rows)",
     )
     p.add_argument(
         "--batched-linear",
         default="auto",
         help="auto (measured for each graph), mm, onednn (CPU), kernel (CPU: the kernel library's linear), panels "
-        "(CPU, bf16: its linear on weights packed at load), (int8) "
-        "int8pack or q8 (rows) or blocked (blocks of 32 rows), (int4) int4pack: prefill's and decode's linears",
+        "(CPU, bf16: its linear on weights packed at load), (int8) int8pack, q8 or q8panels (rows) or blocked "
+        "(blocks of 32 rows), (int4) int4pack: prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument(

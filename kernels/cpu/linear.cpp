@@ -25,6 +25,8 @@ constexpr const char *LINEAR_INT8_Q8 = "gpt_kernels::linear_int8_q8";
 constexpr const char *LINEAR_INT4 = "gpt_kernels::linear_int4";
 constexpr const char *LINEAR_PANELS = "gpt_kernels::linear_panels";
 constexpr const char *PACK_LINEAR_PANELS = "gpt_kernels::pack_linear_panels";
+constexpr const char *LINEAR_INT8_Q8_PANELS = "gpt_kernels::linear_int8_q8_panels";
+constexpr const char *PACK_LINEAR_Q8_PANELS = "gpt_kernels::pack_linear_q8_panels";
 
 // Throws std::invalid_argument "op: what" unless ok; `what` a string literal, or a callable that builds the message.
 // Every call checks its arguments (~50 calls a decode step): a message built before it is known to be needed cost a
@@ -122,7 +124,7 @@ struct Weights {
     int64_t n, k;
     const std::optional<at::Tensor> &scale;       // s8: (n,)
     const std::optional<at::Tensor> &scale_zero;  // u4: (blocks of 64 rows, groups, 64, 2)
-    bool panels = false;                          // bf16 packed in panels (pack_linear_panels)
+    bool panels = false;                          // bf16 or s8 packed in panels (pack_linear_panels, _q8_panels)
     bool q8 = false;                              // s8: multiplied by x quantized (linear_int8_q8)
 };
 
@@ -265,6 +267,37 @@ at::Tensor linear_int8_q8(const at::Tensor &x, const at::Tensor &weight, const a
     return multiply(op, x, weights, bias, isa);
 }
 
+// The whole panels' rows (N, K) → (N / 16, 16, K / 4, 4) → (N / 16, K / 4, 16, 4), each byte's top bit flipped
+// (w + 128 as an unsigned byte); the rows past the last whole panel as they are.
+at::Tensor pack_linear_q8_panels(const at::Tensor &weight) {
+    const char *op = PACK_LINEAR_Q8_PANELS;
+    check(weight.scalar_type() == at::kChar, op,
+          [&] { return std::string("weight must be int8, not ") + c10::toString(weight.scalar_type()); });
+    check(weight.dim() == 2 && weight.size(0) > 0 && weight.size(1) > 0 && weight.size(1) % Q8_BLOCK == 0, op,
+          [] { return "weight must be (N, K) with K a positive multiple of " + std::to_string(Q8_BLOCK); });
+    const int64_t N = weight.size(0), K = weight.size(1), whole = N / PANEL_ROWS * PANEL_ROWS;
+    const at::Tensor panels = weight.narrow(0, 0, whole)
+                                  .view(at::kByte)
+                                  .bitwise_xor(128)
+                                  .reshape({whole / PANEL_ROWS, PANEL_ROWS, K / 4, 4})
+                                  .permute({0, 2, 1, 3})
+                                  .reshape({whole, K});
+    return at::cat({panels, weight.narrow(0, whole, N - whole).view(at::kByte)}, 0);
+}
+
+at::Tensor linear_int8_q8_panels(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                                 const std::optional<at::Tensor> &bias, Isa isa) {
+    const char *op = LINEAR_INT8_Q8_PANELS;
+    check(weight.scalar_type() == at::kByte, op,
+          [&] { return std::string("weight must be uint8 q8 panels, not ") + c10::toString(weight.scalar_type()); });
+    check(weight.dim() == 2 && weight.is_contiguous() && weight.size(1) % Q8_BLOCK == 0, op,
+          [] { return "weight must be contiguous (N, K) q8 panels, K a multiple of " + std::to_string(Q8_BLOCK); });
+    Weights weights{ElementType::s8, weight, weight.size(0), weight.size(1), scale, std::nullopt};
+    weights.panels = true;
+    weights.q8 = true;
+    return multiply(op, x, weights, bias, isa);
+}
+
 at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
                        const std::optional<at::Tensor> &bias, Isa isa) {
     const char *op = LINEAR_INT4;
@@ -314,6 +347,11 @@ at::Tensor linear_int8_meta(const at::Tensor &x, const at::Tensor &weight, const
 at::Tensor linear_int8_q8_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
                               const std::optional<at::Tensor> &bias) {
     return linear_int8_q8(x, weight, scale, bias, active_isa());
+}
+
+at::Tensor linear_int8_q8_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                                     const std::optional<at::Tensor> &bias) {
+    return linear_int8_q8_panels(x, weight, scale, bias, active_isa());
 }
 
 at::Tensor linear_int4_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,

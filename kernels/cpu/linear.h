@@ -71,6 +71,19 @@ at::Tensor pack_linear_panels(const at::Tensor &weight);
 at::Tensor linear_panels(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias, Isa isa);
 at::Tensor linear_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias);
 
+// int8 weights packed in q8 panels of 16 output rows (pack_linear_q8_panels, once, where the weights are loaded), for
+// the outer-product form of linear_int8_q8: four inputs' weights of a panel are one 64-byte vector, which each row's
+// four quantized inputs, broadcast, multiply (with VNNI, one `vpdpbusd` for 64 products), a block's 8 steps summed in
+// integers before its scale. The packed weight is (N, K) uint8, each w + 128 (VNNI multiplies an unsigned byte by a
+// signed one), and the rows past the last whole panel (N no multiple of 16: GPT-2's 50257-row head) as stored, read
+// as linear_int8_q8 reads them. linear_int8_q8_panels: linear_int8_q8's result, weight the packing of (N, K) int8
+// weights with K a multiple of 32.
+at::Tensor pack_linear_q8_panels(const at::Tensor &weight);
+at::Tensor linear_int8_q8_panels(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                                 const std::optional<at::Tensor> &bias, Isa isa);
+at::Tensor linear_int8_q8_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
+                                     const std::optional<at::Tensor> &bias);
+
 constexpr int64_t LINEAR_TILE_ROWS = 64;  // a u4 block (U4_BLOCK_ROWS) is one tile
 
 }  // namespace gpt::kernels

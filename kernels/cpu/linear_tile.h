@@ -26,7 +26,10 @@ struct LinearTile {
     // bf16 weights packed in panels (pack_linear_panels): output rows [16p, 16p + 16) of the tile as panel p, at
     // w + 16p · k elements, a vector of 32 for each pair of inputs: output j's weights of inputs 2l and 2l + 1 side by
     // side at 32l + 2j and 32l + 2j + 1 (where k is odd, the last input's 16 after them, output j's at 16(k − 1) + j).
-    // n is a multiple of PANEL_ROWS.
+    // n is a multiple of PANEL_ROWS. s8 weights packed in q8 panels (pack_linear_q8_panels, with `qx`): panel p at
+    // w + 16p · k bytes, a 64-byte vector for each four inputs: output j's weights of inputs 4l..4l + 3, each plus 128
+    // (an unsigned byte), at 64l + 4j..4j + 3; the rows past the last whole panel as stored, row j at w + j · k; k is a
+    // multiple of Q8_BLOCK.
     bool panels;
     int64_t m, n, k;
     const float *scale;  // (n,) this tile's rows' scales (s8 weights), or null: 1

@@ -92,10 +92,21 @@ void multiply_u4(const LinearTile &t) {
         }
 }
 
-// int8 rows times the quantized activations (linear_int8_q8), one product at a time: each block's Σ qx · w in
-// integers, scaled by the block's activation scale, the row's sum by the row's scale.
+// Weight (j, l) of int8 weights packed in q8 panels (LinearTile::panels with s8): stored plus 128 in a whole panel,
+// as stored past the last.
+int64_t q8_panel_element(const LinearTile &t, int64_t j, int64_t l) {
+    if (j >= t.n / PANEL_ROWS * PANEL_ROWS) return static_cast<const int8_t *>(t.w)[j * t.k + l];
+    const int64_t at = j / PANEL_ROWS * PANEL_ROWS * t.k + l / 4 * 64 + j % PANEL_ROWS * 4 + l % 4;
+    return static_cast<int64_t>(static_cast<const uint8_t *>(t.w)[at]) - 128;
+}
+
+// int8 rows times the quantized activations (linear_int8_q8, and in q8 panels linear_int8_q8_panels), one product at
+// a time: each block's Σ qx · w in integers, scaled by the block's activation scale, the row's sum by the row's scale.
 void multiply_s8_q8(const LinearTile &t) {
     const auto *w = static_cast<const int8_t *>(t.w);
+    const auto weight = [&](int64_t j, int64_t l) {
+        return t.panels ? q8_panel_element(t, j, l) : static_cast<int64_t>(w[j * t.w_stride + l]);
+    };
     const int64_t blocks = q8_blocks(t.k);
     for (int64_t i = 0; i < t.m; ++i)
         for (int64_t j = 0; j < t.n; ++j) {
@@ -103,7 +114,7 @@ void multiply_s8_q8(const LinearTile &t) {
             for (int64_t b = 0; b < blocks; ++b) {
                 int64_t products = 0;
                 for (int64_t l = b * Q8_BLOCK; l < std::min((b + 1) * Q8_BLOCK, t.k); ++l)
-                    products += static_cast<int64_t>(t.qx[i * t.k + l]) * w[j * t.w_stride + l];
+                    products += static_cast<int64_t>(t.qx[i * t.k + l]) * weight(j, l);
                 sum += static_cast<double>(t.qx_scale[i * blocks + b]) * static_cast<double>(products);
             }
             if (t.scale) sum *= static_cast<double>(t.scale[j]);
@@ -115,7 +126,7 @@ void multiply_s8_q8(const LinearTile &t) {
 }  // namespace
 
 void linear_tile_scalar(const LinearTile &tile) {
-    if (tile.panels) return multiply_panels(tile);
+    if (tile.panels && tile.type != ElementType::s8) return multiply_panels(tile);
     switch (tile.type) {
         case ElementType::f32: return multiply<float>(tile);
         case ElementType::bf16: return multiply<c10::BFloat16>(tile);

@@ -1,6 +1,7 @@
 // packed_weights.cpp — each packing is its kernel's own (mkldnn::_reorder_linear_weight,
-// gpt_kernels::pack_linear_panels and aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/model/linear.py's
-// pack_for_onednn, pack_for_panels and pack_for_int4pack), so the compile measured the layout run here.
+// gpt_kernels::pack_linear_panels and pack_linear_q8_panels, aten::_convert_weight_to_int4pack_for_cpu, as
+// aot/gpt_aot/model/linear.py's pack_for_onednn, pack_for_panels, pack_for_q8_panels and pack_for_int4pack), so the
+// compile measured the layout run here.
 #include "exec/packed_weights.h"
 
 #include <ATen/Version.h>
@@ -57,6 +58,26 @@ at::Tensor pack_for_panels(const at::Tensor &weight) {
 
 bool fits_panels(const at::Tensor &t) { return t.scalar_type() == at::kBFloat16 && t.size(0) % 16 == 0; }
 
+at::Tensor pack_for_q8_panels(const at::Tensor &weight) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("gpt_kernels::pack_linear_q8_panels", "")
+                               .typed<at::Tensor(const at::Tensor &)>();
+    return op.call(weight);
+}
+
+// The activations' blocks of 32 inputs (kernels/cpu/linear_tile.h's Q8_BLOCK) must tile K.
+bool fits_q8_panels(const at::Tensor &t) { return t.scalar_type() == at::kChar && t.size(1) % 32 == 0; }
+
+at::Tensor pack(Packing packing, const at::Tensor &weight) {
+    switch (packing) {
+        case Packing::panels: return pack_for_panels(weight);
+        case Packing::q8_panels: return pack_for_q8_panels(weight);
+        case Packing::onednn: return pack_for_onednn(weight);
+        case Packing::int4_for_host: return pack_for_int4pack(weight);
+    }
+    return weight;
+}
+
 bool is_int4_weight(const at::Tensor &t) {
     return t.scalar_type() == at::kByte && t.dim() == 2 && t.size(0) % kInt4BlockRows == 0 && t.device().is_cpu();
 }
@@ -66,6 +87,7 @@ bool is_int4_weight(const at::Tensor &t) {
 std::optional<Packing> packing_of(const std::string &linear_form) {
     if (linear_form == "onednn") return Packing::onednn;
     if (linear_form == "panels") return Packing::panels;
+    if (linear_form == "q8panels") return Packing::q8_panels;
     if (linear_form == "int4pack") return Packing::int4_for_host;
     return std::nullopt;
 }
@@ -94,6 +116,15 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
                 packed_.emplace(
                     std::make_pair(name, packing),
                     std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_panels(it->second)));
+                break;
+            case Packing::q8_panels:
+                if (!found || !fits_q8_panels(it->second))
+                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
+                                                       "' in q8 panels, which is no int8 weight of this model with "
+                                                       "columns a multiple of 32");
+                packed_.emplace(
+                    std::make_pair(name, packing),
+                    std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_q8_panels(it->second)));
                 break;
             case Packing::onednn:
                 if (!found)
@@ -146,7 +177,7 @@ uint64_t PackedWeights::bytes() const {
 void PackedWeights::repack() {
     for (auto &[key, pair] : packed_) {
         if (!pair.first.defined()) continue;
-        pair.second.copy_(key.second == Packing::panels ? pack_for_panels(pair.first) : pack_for_onednn(pair.first));
+        pair.second.copy_(pack(key.second, pair.first));
     }
 }
 

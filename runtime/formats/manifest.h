@@ -77,10 +77,12 @@ struct GraphSpec {
     std::string file;
     int32_t max_batch = 0;
     // inference graphs: their linears' form, "mm", "reduction", "onednn", "kernel" (the kernel library's linear),
-    // "panels" (the same on bf16 weights packed in panels), "int8pack", "blocked", "int4pack" or "q8" (the kernel
-    // library's int8 linear with the activations rounded to int8 blocks)
+    // "panels" (the same on bf16 weights packed in panels), "int8pack", "blocked", "int4pack", "q8" (the kernel
+    // library's int8 linear with the activations rounded to int8 blocks) or "q8panels" (the same on int8 weights
+    // packed in q8 panels)
     std::string linear;
-    // onednn, panels and int4pack forms: the weights bound packed for the form's kernel (exec/packed_weights.h)
+    // onednn, panels, q8panels and int4pack forms: the weights bound packed for the form's kernel
+    // (exec/packed_weights.h)
     std::set<std::string> packed;
 };
 

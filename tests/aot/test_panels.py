@@ -110,3 +110,13 @@ def test_panels_pick_is_measured_among_the_bf16_candidates(fixtures):
     assert candidates["panels"]["runs"] and candidates["panels"]["ms"] > 0
     assert candidates["panels"]["max_abs_err"] <= measure.TOLERANCE[torch.bfloat16], candidates["panels"]
     assert model.linear_form == "mm" and all(m.packed is None for m in model.modules() if isinstance(m, Linear))
+
+
+def test_panels_measured_compiled_read_the_packed_copies(fixtures):
+    """decode_one's candidates are measured compiled when a reduction is among them (Inductor's code): there too the
+    panels form reads the packed copies. Under torch.compile `torch.compiler.is_exporting()` is true, and a form that
+    took it for an export read the stored weights as panels (logits off by about the logits themselves)."""
+    model = bf16_tiny(fixtures, "mm")
+    candidates = linear_pick.measure_decode_linear(model, ("mm", "reduction", "panels"), rows=1)
+    assert candidates["panels"]["runs"], candidates["panels"]
+    assert candidates["panels"]["max_abs_err"] <= measure.TOLERANCE[torch.bfloat16], candidates["panels"]

@@ -20,11 +20,13 @@ from gpt_aot.compiler import linear_pick, pipeline
 from gpt_aot.compiler.target import resolve
 from gpt_aot.compiler.training import OptimizerConfig
 from gpt_aot.model.gpt import GPT, GPTConfig
-from gpt_aot.model.linear import Linear, from_row_blocks, to_row_blocks
+from gpt_aot.model.linear import Linear, from_row_blocks, rounds_activations, to_row_blocks
 from gpt_aot.model.quantize import dequantized, quantize_int8, quantize_rows, set_int8_layout, weight_bytes
 
-# Over int8 rows (kernel: the kernel library's linear_int8; q8: its linear_int8_q8, which rounds the activations).
-INT8_FORMS = ("mm", "reduction", "int8pack", "kernel", "q8")
+# Over int8 rows (kernel: the kernel library's linear_int8; q8: its linear_int8_q8, which rounds the activations;
+# q8panels: the same on the weights packed in q8 panels).
+INT8_FORMS = ("mm", "reduction", "int8pack", "kernel", "q8", "q8panels")
+ROUNDED_FORMS = ("q8", "q8panels")
 # Each layout with the forms that read it (linear.LAYOUT_LINEAR_FORMS).
 LAYOUT_FORMS = [("rows", f) for f in INT8_FORMS] + [("blocks32", "mm"), ("blocks32", "blocked")]
 # Rows that are no multiple of 32 (48 wide: c_attn 144 rows, lm_head 128): the last block is padded.
@@ -104,7 +106,8 @@ def test_the_layout_changes_the_weights_storage_not_their_values():
 def test_each_int8_form_equals_the_dequantized_model(fixtures, dtype, layout, form, config):
     """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row, in each
     layout; the odd model's rows fill no whole number of blocks (and its 48 and 192 inputs none of q8's
-    blocks of 32). q8 rounds the activations: within ROUNDED_ACTIVATIONS_FRACTION of the logits."""
+    blocks of 32: q8panels reads those rows as q8 does). q8 and q8panels round the activations: within
+    ROUNDED_ACTIVATIONS_FRACTION of the logits."""
     if config == "tiny":
         model = quantized_tiny(fixtures, dtype)
     else:
@@ -113,7 +116,8 @@ def test_each_int8_form_equals_the_dequantized_model(fixtures, dtype, layout, fo
     assert all(p.dtype == dtype for p in reference.parameters())
     set_int8_layout(model, layout)
     model.set_linear_form(form)
-    assert_eager_model_matches(model, reference, dtype, ROUNDED_ACTIVATIONS_FRACTION if form == "q8" else None)
+    rounded = rounds_activations(form, layout)
+    assert_eager_model_matches(model, reference, dtype, ROUNDED_ACTIVATIONS_FRACTION if rounded else None)
 
 
 def test_the_reference_is_no_copy_of_the_float_model(fixtures):
@@ -134,25 +138,25 @@ def test_float_and_int8_forms_are_kept_apart(fixtures):
     with pytest.raises(ValueError, match="not one of"):
         model.set_linear_form("onednn")
     assert linear_pick.DECODE_ONE_LINEAR_FORMS["rows"] == INT8_FORMS
-    assert linear_pick.BATCHED_LINEAR_FORMS["rows"] == ("mm", "int8pack", "kernel", "q8")
+    assert linear_pick.BATCHED_LINEAR_FORMS["rows"] == ("mm", "int8pack", "kernel", *ROUNDED_FORMS)
     assert linear_pick.DECODE_ONE_LINEAR_FORMS["blocks32"] == linear_pick.BATCHED_LINEAR_FORMS["blocks32"]
     # decode_one chooses among every layout's forms; its pick sets the layout the other graphs read.
     assert linear_pick.graph_linear_forms(model, "decode_one") == (*INT8_FORMS, "blocked")
-    assert linear_pick.graph_linear_forms(model, "prefill") == ("mm", "int8pack", "kernel", "q8")
-    assert [linear_pick.int8_layout_for(f) for f in (*INT8_FORMS, "blocked")] == ["rows"] * 5 + ["blocks32"]
+    assert linear_pick.graph_linear_forms(model, "prefill") == ("mm", "int8pack", "kernel", *ROUNDED_FORMS)
+    assert [linear_pick.int8_layout_for(f) for f in (*INT8_FORMS, "blocked")] == ["rows"] * 6 + ["blocks32"]
 
 
 def test_int8_linear_forms_are_measured_against_mm(fixtures):
     model = quantized_tiny(fixtures)
     cpu = resolve("cpu", "auto", "fp32")
     pick = linear_pick.choose_linear(model, cpu, "auto", "math", "decode")
-    batched = {"mm", "int8pack", "kernel", "q8"}
+    batched = {"mm", "int8pack", "kernel", *ROUNDED_FORMS}
     assert set(pick["candidates"]) == batched and pick["rows"] == 8
-    assert_exact_but_rounded(pick, "q8")
+    assert_exact_but_rounded(pick, ROUNDED_FORMS)
     # prefill's pick is its own, measured on a prompt (the whole tiny context here)
     pick = linear_pick.choose_linear(model, cpu, "auto", "math", "prefill")
     assert pick["tokens"] == fixtures.CONFIG.block_size and set(pick["candidates"]) == batched
-    assert_exact_but_rounded(pick, "q8")
+    assert_exact_but_rounded(pick, ROUNDED_FORMS)
     with pytest.raises(ValueError, match="not one of"):
         linear_pick.choose_linear(model, cpu, "auto", "math", "train_step")
     # decode_one measures the rows layout's forms (the reduction compiled) and the blocked form in its layout,
@@ -161,7 +165,7 @@ def test_int8_linear_forms_are_measured_against_mm(fixtures):
     candidates = pick["candidates"]
     assert set(candidates) == {*INT8_FORMS, "blocked"} and model.int8_layout == "rows"
     assert candidates["mm"]["max_abs_err"] == 0.0 and all(c["ms"] > 0 for c in candidates.values())
-    assert_exact_but_rounded(pick, "q8")
+    assert_exact_but_rounded(pick, ROUNDED_FORMS)
     set_int8_layout(model, "blocks32")
     for graph in ("decode", "prefill"):
         pick = linear_pick.choose_linear(model, cpu, "auto", "math", graph)
@@ -190,16 +194,25 @@ def test_compiled_int8_graphs_equal_the_eager_int8_reference(artifacts, fixtures
 
 
 def test_compiled_q8_graphs_equal_the_eager_q8_model_and_the_golden_allows_its_rounding(artifacts, fixtures):
-    """tiny-int8-q8's graphs (all the kernel library's int8 linear with int8 activations) equal the eager model in
-    the same form within FP32_TOL (the same operator: only the order of sums moves), and the dequantised model
-    within its rounding; its golden vector is the dequantised model's, with an atol widened to cover the rounded
-    activations (golden.golden_tolerance)."""
+    """tiny-int8-q8's graphs (all the kernel library's int8 linear with int8 activations: decode_one's on the rows
+    as stored, prefill's and decode's on copies packed in q8 panels, every linear's weight listed packed) equal the
+    eager model in the same forms within FP32_TOL (the same integer products: only the order of sums moves), and
+    the dequantised model within its rounding; its golden vector is the dequantised model's, with an atol widened to
+    cover the rounded activations (golden.golden_tolerance)."""
     directory = artifacts / "tiny-int8-q8" / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
-    assert {manifest["graphs"][g]["linear"]["form"] for g in ("prefill", "decode", "decode_one")} == {"q8"}
-    assert manifest["kernels"]["operators"] == ["gpt_kernels::linear_int8_q8"]
+    forms = {g: manifest["graphs"][g]["linear"] for g in ("prefill", "decode", "decode_one")}
+    assert {g: linear["form"] for g, linear in forms.items()} == {
+        "prefill": "q8panels",
+        "decode": "q8panels",
+        "decode_one": "q8",
+    }
     model = quantized_tiny(fixtures)
-    model.set_linear_form("q8")
+    linears = {f"{name}.weight" for name, m in model.named_modules() if isinstance(m, Linear)}
+    assert set(forms["prefill"]["packed"]) == set(forms["decode"]["packed"]) == linears
+    assert "packed" not in forms["decode_one"]
+    assert manifest["kernels"]["operators"] == ["gpt_kernels::linear_int8_q8", "gpt_kernels::linear_int8_q8_panels"]
+    model.set_linear_form("q8panels")  # decode_one's q8 reads the same integers as the panels: one eager model
     assert_compiled_graphs_match(ArtifactGraphs(directory), model, fixtures.CONFIG.vocab_size)
     assert_eager_model_matches(
         model, dequantized(quantized_tiny(fixtures)), torch.float32, ROUNDED_ACTIVATIONS_FRACTION

@@ -137,3 +137,51 @@ TEST_CASE("every path rounds the activations to int8 blocks bit for bit as the s
         }
     }
 }
+
+TEST_CASE(
+    "the q8 int8 linear on weights in q8 panels is the rows' form, on every path, and its packing is refused "
+    "where it cannot pack") {
+    at::manual_seed(15);
+    // m: one row, the VNNI blocks of 8 rows and every remainder (1..7), the AVX2 blocks of 2; n: one panel to several
+    // tiles of 64 rows and a last tile of 16, 32 or 48, and rows past the last whole panel (fewer than a panel, a
+    // tile's last, GPT-2's head's 50257 % 16 = 1); k: one block to GPT-2's widths.
+    const std::vector<linear_checks::Shape> shapes = {
+        {1, 16, 32},    {2, 32, 64},   {3, 48, 96}, {7, 80, 128}, {8, 64, 768},  {9, 144, 256}, {16, 16, 3072},
+        {17, 208, 160}, {1, 784, 768}, {3, 5, 64},  {8, 71, 96},  {1, 129, 768}, {10, 33, 32}};
+    linear_checks::for_each_case(
+        shapes, [](Isa isa, at::ScalarType xtype, const linear_checks::Shape &s, bool with_bias) {
+            at::Tensor x = at::randn({s.m, s.k});
+            if (s.k >= 64) x.slice(1, 32, 64).zero_();  // a block of zeros: scale 0, every q 0
+            x = x.to(xtype);
+            at::Tensor w = at::randint(-127, 128, {s.n, s.k}).to(at::kChar);
+            w.select(0, 0).fill_(127);  // the largest and smallest weights a row: the unsigned bytes' ends (255, 1)
+            w.select(0, s.n - 1).fill_(-127);
+            const at::Tensor scale = (at::rand({s.n}) / (127.0 * std::sqrt(static_cast<double>(s.k)))).to(xtype);
+            const std::optional<at::Tensor> bias =
+                with_bias ? std::optional<at::Tensor>(at::randn({s.n}).to(xtype)) : std::nullopt;
+            const at::Tensor panels = gpt::kernels::pack_linear_q8_panels(w);
+            REQUIRE(panels.scalar_type() == at::kByte);
+            REQUIRE(panels.sizes() == w.sizes());
+            const at::Tensor got = gpt::kernels::linear_int8_q8_panels(x, panels, scale, bias, isa);
+            REQUIRE(got.scalar_type() == xtype);
+            REQUIRE(got.sizes() == at::IntArrayRef({s.m, s.n}));
+            // The same integer products as the rows' form, only the order of the fp32 sums apart.
+            const at::Tensor rows = gpt::kernels::linear_int8_q8(x, w, scale, bias, Isa::scalar);
+            CHECK(error(got, rows.to(at::kDouble)) < tolerance(s.k, xtype));
+            // The scalar reference reads the panels' bytes: exactly the rows' scalar result (the same integers, the
+            // same float64 sums).
+            const at::Tensor scalar = gpt::kernels::linear_int8_q8_panels(x, panels, scale, bias, Isa::scalar);
+            CHECK(at::equal(scalar, rows));
+        });
+    const at::Tensor q = at::randint(-127, 128, {32, 64}).to(at::kChar);
+    CHECK_THROWS_WITH(gpt::kernels::pack_linear_q8_panels(q.narrow(1, 0, 48)),
+                      Catch::Contains("with K a positive multiple of 32"));
+    CHECK_THROWS_WITH(gpt::kernels::linear_int8_q8_panels(at::randn({1, 48}), q.narrow(1, 0, 48).view(at::kByte),
+                                                          at::rand({32}), std::nullopt, Isa::scalar),
+                      Catch::Contains("K a multiple of 32"));
+    CHECK_THROWS_WITH(gpt::kernels::pack_linear_q8_panels(q.to(at::kFloat)),
+                      Catch::Contains("pack_linear_q8_panels: weight must be int8, not Float"));
+    CHECK_THROWS_WITH(
+        gpt::kernels::linear_int8_q8_panels(at::randn({1, 64}), q, at::rand({32}), std::nullopt, Isa::scalar),
+        Catch::Contains("weight must be uint8 q8 panels, not Char"));
+}

@@ -93,6 +93,14 @@ TEST_CASE(
     test::Model exact(test::artifact("int8-kernel"));
     REQUIRE(exact.status == GPT_OK);
     check_same_samples(model.handle, exact.handle);
+    // Its batched graphs read every linear's weight packed in q8 panels (a copy of as many bytes), decode_one the
+    // rows as stored: both held.
+    uint64_t linear_bytes = 0;
+    for (const auto &[name, tensor] : weights)
+        if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && tensor.scalar_type() == at::kChar)
+            linear_bytes += static_cast<uint64_t>(tensor.numel());
+    CHECK(linear_bytes > 0);
+    CHECK(test::loaded_weights_bytes(dir) == stored + linear_bytes);
 }
 
 TEST_CASE("an int8 artifact in blocks of 32 rows loads and matches its golden vector", "[int8]") {

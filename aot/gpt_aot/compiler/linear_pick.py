@@ -29,7 +29,7 @@ from gpt_aot.model.quantize import INT8_LAYOUTS, set_int8_layout
 # linear has a loop of its own for one row.
 DECODE_ONE_LINEAR_FORMS = {
     None: ("mm", "reduction", "kernel", "panels"),
-    "rows": ("mm", "reduction", "int8pack", "kernel", "q8"),
+    "rows": ("mm", "reduction", "int8pack", "kernel", "q8", "q8panels"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
 }
@@ -42,7 +42,7 @@ DECODE_ONE_LINEAR_FORMS = {
 # at 128).
 BATCHED_LINEAR_FORMS = {
     None: ("mm", "onednn", "kernel", "panels"),
-    "rows": ("mm", "int8pack", "kernel", "q8"),
+    "rows": ("mm", "int8pack", "kernel", "q8", "q8panels"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
 }

@@ -20,17 +20,18 @@ from torch.nn import functional as F
 
 from gpt_aot.model import kernels
 
-LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack", "q8")
+LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack", "q8", "q8panels")
 # The forms each weight layout allows: oneDNN's reads float weights; the kernel library's (kernels/cpu/linear.h:
 # weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) float weights and
 # int8 "rows"; int8 weights by their layout (quantize.py): aten's int8 kernel and the reduction over rows read
 # "rows", the blocked reduction "blocks32"; aten's int4 kernel and the kernel library's linear_int4 read int4
 # "blocks64"; "q8", the kernel library's int8 "rows" times the activations rounded to int8 blocks, "rows"; mm
 # reads any. "panels" is the kernel library's product over bf16 weights packed in panels where they run
-# (pack_for_panels), weights of other shapes (and a tied head) read by its `kernel` form as stored.
+# (pack_for_panels), weights of other shapes (and a tied head) read by its `kernel` form as stored; "q8panels" q8's
+# product over int8 "rows" packed in q8 panels where they run (pack_for_q8_panels), K a multiple of 32.
 LAYOUT_LINEAR_FORMS = {
     None: ("mm", "reduction", "onednn", "kernel", "panels"),
-    "rows": ("mm", "reduction", "int8pack", "kernel", "q8"),
+    "rows": ("mm", "reduction", "int8pack", "kernel", "q8", "q8panels"),
     "blocks32": ("mm", "blocked"),
     "blocks64": ("mm", "int4pack", "kernel"),
 }
@@ -41,7 +42,7 @@ PANEL_ROWS = 16  # output rows per panel of the panels form's packing (kernels/c
 INT4_ZERO = 8  # an int4 weight q (0..15) stands for (q - 8) * scale + zero (aten's int4 kernels' convention)
 # The forms whose graphs read copies of the linear weights packed where they run (the runtime's
 # exec/packed_weights.cpp, ArtifactGraphs, packed_linear_weights): the graph names the stored weight.
-PACKED_FORMS = ("onednn", "int4pack", "panels")
+PACKED_FORMS = ("onednn", "int4pack", "panels", "q8panels")
 
 
 def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
@@ -143,7 +144,7 @@ def int4_embedding(packed: torch.Tensor, scale_zero: torch.Tensor, idx: torch.Te
 def rounds_activations(form: str, weight_layout: str | None) -> bool:
     """Whether `form` rounds its activations before the products (the int4 kernel's and q8's int8 blocks): its results
     lie further from the dequantised reference than a reordering of sums, by the activations' rounding."""
-    return form == "q8" or (form == "kernel" and weight_layout == "blocks64")
+    return form in ("q8", "q8panels") or (form == "kernel" and weight_layout == "blocks64")
 
 
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
@@ -157,7 +158,7 @@ def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dty
         return False
     if form == "int4pack":
         return device.type == "cpu"
-    if form in ("kernel", "q8"):
+    if form in ("kernel", "q8", "q8panels"):
         return device.type == "cpu" and kernels.available()
     if form == "panels":
         return device.type == "cpu" and kernels.available() and weight_dtype == torch.bfloat16
@@ -197,7 +198,10 @@ class Linear(nn.Linear):
     in the same pass); "q8" the kernel library's with the activations rounded to
     int8 in blocks of 32 and multiplied by the int8 weights in integers
     (`gpt_kernels::linear_int8_q8`: llama.cpp's Q8_0 × Q8_0 scheme, a third of
-    the instructions a product at one row). The scale is the buffer
+    the instructions a product at one row); "q8panels" the same products on the
+    weights packed in q8 panels where they run (`linear_int8_q8_panels`: four
+    inputs of 16 outputs a vector, which each row's broadcast inputs multiply,
+    2.5-3x q8's speed at 8 rows). The scale is the buffer
     `weight_scale` that quantize.py adds.
     "blocked" reads the int8 weight laid out in blocks of 32 rows
     (to_row_blocks): the reduction runs over each block's inputs with 32
@@ -251,8 +255,10 @@ class Linear(nn.Linear):
             y = torch._weight_int8pack_mm(rows, self.weight, scale).view(*x.shape[:-1], -1)
         elif self.form == "kernel":
             return torch.ops.gpt_kernels.linear_int8(x, self.weight, scale, self.bias)
-        elif self.form == "q8":
+        elif self.form == "q8" or (self.form == "q8panels" and not fits_q8_panels(self.weight)):
             return torch.ops.gpt_kernels.linear_int8_q8(x, self.weight, scale, self.bias)
+        elif self.form == "q8panels":
+            return torch.ops.gpt_kernels.linear_int8_q8_panels(x, self._packed_for("q8panels"), scale, self.bias)
         elif self.form == "reduction":
             x = x.as_strided(x.shape, x.stride())  # as the float reduction: x stays one stored buffer
             y = (x.unsqueeze(-2) * self.weight.to(x.dtype)).sum(-1) * scale
@@ -296,12 +302,14 @@ class Linear(nn.Linear):
         return y if self.bias is None else y + self.bias
 
     def _packed_for(self, form: str) -> torch.Tensor:
-        """The weight `form` reads: in an exported graph the stored one, which the runtime binds packed; eagerly
-        the packed copy of packed_linear_weights, or one packed for this call."""
-        if torch.compiler.is_exporting():
-            return self.weight
+        """The weight `form` reads: the packed copy of packed_linear_weights (eagerly or under torch.compile, as the
+        compile measures), in an exported graph the stored one, which the runtime binds packed, or else one packed
+        for this call. The copy is looked for first: under torch.compile `torch.compiler.is_exporting()` is true as
+        well, and the measured graphs read the stored weight as if it were packed."""
         if self.packed is not None and form in self.packed:
             return self.packed[form]
+        if torch.compiler.is_exporting():
+            return self.weight
         return pack_linear_weight(self.weight, form)
 
 
@@ -313,7 +321,20 @@ def fits_panels(weight: torch.Tensor) -> bool:
 def pack_for_panels(weight: torch.Tensor) -> torch.Tensor:
     """A bf16 linear weight in the kernel library's panels (the same shape and dtype, its bytes reordered), as
     runtime/exec/packed_weights.cpp packs it."""
+    kernels.load()  # registered before the first call, whatever ran before
     return torch.ops.gpt_kernels.pack_linear_panels(weight.detach())
+
+
+def fits_q8_panels(weight: torch.Tensor) -> bool:
+    """Whether the q8panels form packs `weight`: int8 rows with K a multiple of the activations' blocks of 32."""
+    return weight.dtype == torch.int8 and weight.dim() == 2 and weight.shape[1] % 32 == 0
+
+
+def pack_for_q8_panels(weight: torch.Tensor) -> torch.Tensor:
+    """int8 linear rows in the kernel library's q8 panels ((N, K) uint8, the whole panels' bytes w + 128 reordered,
+    rows past the last whole panel as stored), as runtime/exec/packed_weights.cpp packs them."""
+    kernels.load()  # registered before the first call, whatever ran before
+    return torch.ops.gpt_kernels.pack_linear_q8_panels(weight.detach())
 
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
@@ -324,7 +345,12 @@ def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
 
 def pack_linear_weight(weight: torch.Tensor, form: str) -> torch.Tensor:
     """The copy of a linear's weight that the packed form `form` (PACKED_FORMS) reads."""
-    packers = {"int4pack": pack_for_int4pack, "onednn": pack_for_onednn, "panels": pack_for_panels}
+    packers = {
+        "int4pack": pack_for_int4pack,
+        "onednn": pack_for_onednn,
+        "panels": pack_for_panels,
+        "q8panels": pack_for_q8_panels,
+    }
     if form not in packers:
         raise ValueError(f"linear form {form!r} reads no packed weight")
     return packers[form](weight)
@@ -337,11 +363,12 @@ def packed_linear_weights(gpt: nn.Module, forms: tuple = PACKED_FORMS):
     linears = [m for m in gpt.modules() if isinstance(m, Linear)]
     int4 = {"int4pack"}
     for linear in linears:
-        reads = (
-            int4
-            if linear.weight.dtype == torch.uint8
-            else {"onednn"} | ({"panels"} & {f for f in forms if fits_panels(linear.weight)})
-        )
+        if linear.weight.dtype == torch.uint8:
+            reads = int4
+        elif linear.weight.dtype == torch.int8:
+            reads = {"q8panels"} if fits_q8_panels(linear.weight) else set()
+        else:
+            reads = {"onednn"} | ({"panels"} & {f for f in forms if fits_panels(linear.weight)})
         linear.packed = {form: pack_linear_weight(linear.weight, form) for form in forms if form in reads}
     try:
         yield
@@ -352,9 +379,14 @@ def packed_linear_weights(gpt: nn.Module, forms: tuple = PACKED_FORMS):
 
 def linear_weight_names(gpt: nn.Module, form: str) -> list[str]:
     """Names of the weights the runtime packs for the packed form `form` (PACKED_FORMS): every linear's, but for
-    panels those it packs (fits_panels) of linears in that form (a tied head reads the embedding's rows as stored)."""
+    panels those it packs (fits_panels) of linears in that form (a tied head reads the embedding's rows as stored),
+    for q8panels those it packs (fits_q8_panels)."""
+    fits = {
+        "panels": lambda m: m.form == "panels" and fits_panels(m.weight),
+        "q8panels": lambda m: fits_q8_panels(m.weight),
+    }
     return [
         f"{name}.weight"
         for name, m in gpt.named_modules()
-        if isinstance(m, Linear) and (form != "panels" or (m.form == "panels" and fits_panels(m.weight)))
+        if isinstance(m, Linear) and fits.get(form, lambda m: True)(m)
     ]
