@@ -79,7 +79,7 @@ PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
 ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
              "bf16panelschunked", "int8kernel", "int8q8", "int8q8chunked", "int8q8panelschunked", "int4kernel",
-             "int4kernelchunked")  # fmt: skip
+             "int4kernelchunked", "int4panelschunked")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
 DECODE_ATTENTION = {
@@ -95,6 +95,7 @@ DECODE_ATTENTION = {
     "int8q8panelschunked": "chunked",
     "int4kernel": "math",
     "int4kernelchunked": "chunked",
+    "int4panelschunked": "chunked",
 }
 # The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
 # linear_int4 over int4 blocks): nothing measured on the build host at all.
@@ -108,9 +109,11 @@ Q8_LINEAR = ("int8q8", "int8q8chunked")
 # The same products on the int8 weights packed in q8 panels at load (linear_int8_q8_panels), every graph: at 8 rows
 # 2.5-3x the rows' speed, at one about the same.
 Q8_PANELS_LINEAR = ("int8q8panelschunked",)
+# The kernel library's int4 linear on the blocks packed in u4 panels at load (linear_int4_panels), every graph.
+INT4_PANELS_LINEAR = ("int4panelschunked",)
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int8q8chunked": "int8",
-            "int8q8panelschunked": "int8",
+            "int8q8panelschunked": "int8", "int4panelschunked": "int4",
             "int4kernel": "int4", "int4kernelchunked": "int4"}  # fmt: skip
 
 
@@ -147,6 +150,8 @@ def compile_ours(files: Files, weights: str) -> float | None:
         cmd += ["--decode-linear", "q8", "--batched-linear", "kernel"]
     elif weights in Q8_PANELS_LINEAR:
         cmd += ["--decode-linear", "q8panels", "--batched-linear", "q8panels"]
+    elif weights in INT4_PANELS_LINEAR:
+        cmd += ["--decode-linear", "int4panels", "--batched-linear", "int4panels"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((artifact(files, "bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
@@ -304,7 +309,8 @@ def main() -> int:
     ours = [w for w in ARTIFACTS if f"ours-{w}" in args.impls]
     if (
         any(
-            w in DECODE_ATTENTION and w not in KERNEL_LINEAR + PANELS_LINEAR + Q8_LINEAR + Q8_PANELS_LINEAR
+            w in DECODE_ATTENTION
+            and w not in KERNEL_LINEAR + PANELS_LINEAR + Q8_LINEAR + Q8_PANELS_LINEAR + INT4_PANELS_LINEAR
             for w in ours
         )
         and "bf16" not in ours

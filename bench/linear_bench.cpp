@@ -55,6 +55,7 @@ struct Weights {
     // int4 values: our blocks of 64 rows as stored, aten's packing; their (scale, zero) pairs block by block as
     // stored (linear.py's to_int4_pair_blocks) and group by group, as aten's kernel reads them
     at::Tensor int4_blocks, int4pack, pair_blocks, scale_zero;
+    at::Tensor int4_panels;       // the blocks packed in u4 panels
     at::Tensor int8, int8_scale;  // int8 rows with a scale each (quantize.py's "rows")
     at::Tensor int8_panels;       // the same packed in q8 panels
 };
@@ -73,6 +74,7 @@ Weights make_weights(int64_t n, int64_t k) {
                         .contiguous()
                         .view({padded, k / 2});
     w.int4pack = at::_convert_weight_to_int4pack_for_cpu(q, 1);
+    w.int4_panels = gpt::kernels::pack_linear_int4_panels(w.int4_blocks);
     w.scale_zero = (at::rand({k / INT4_GROUP, padded, 2}) * 0.01).to(at::kBFloat16);
     w.pair_blocks = w.scale_zero.view({k / INT4_GROUP, padded / 64, 64, 2}).transpose(0, 1).contiguous();
     w.int8 = at::randint(-127, 128, {n, k}, at::kChar);
@@ -135,6 +137,9 @@ int main(int argc, char **argv) {
             const double torch_fp32 = each([&](const Weights &w) { at::linear(x32, w.fp32, b32); });
             const double ours_int4 = each(
                 [&](const Weights &w) { gpt::kernels::linear_int4(x, w.int4_blocks, w.pair_blocks, s.n, b, isa); });
+            const double ours_int4_panels = each([&](const Weights &w) {
+                gpt::kernels::linear_int4_panels(x, w.int4_panels, w.pair_blocks, s.n, b, isa);
+            });
             const double torch_int4 = each(
                 [&](const Weights &w) { at::_weight_int4pack_mm_for_cpu(x, w.int4pack, INT4_GROUP, w.scale_zero); });
             const double ours_int8 =
@@ -147,11 +152,13 @@ int main(int argc, char **argv) {
             std::printf(
                 "{\"shape\": \"%s\", \"n\": %lld, \"k\": %lld, \"rows\": %lld, \"isa\": \"%s\", \"threads\": %d, "
                 "\"cold\": %s, \"kernel_bf16_ms\": %.4f, \"kernel_panels_ms\": %.4f, \"torch_bf16_ms\": %.4f, "
-                "\"torch_fp32_ms\": %.4f, \"kernel_int4_ms\": %.4f, \"torch_int4_ms\": %.4f, \"kernel_int8_ms\": %.4f, "
+                "\"torch_fp32_ms\": %.4f, \"kernel_int4_ms\": %.4f, \"kernel_int4_panels_ms\": %.4f, "
+                "\"torch_int4_ms\": %.4f, \"kernel_int8_ms\": %.4f, "
                 "\"kernel_int8_q8_ms\": %.4f, \"kernel_int8_q8_panels_ms\": %.4f, \"torch_int8_ms\": %.4f}\n",
                 s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
                 gpt::kernels::isa_name(isa), threads, cold ? "true" : "false", ours, ours_panels, torch_bf16,
-                torch_fp32, ours_int4, torch_int4, ours_int8, ours_int8_q8, ours_int8_q8_panels, torch_int8);
+                torch_fp32, ours_int4, ours_int4_panels, torch_int4, ours_int8, ours_int8_q8, ours_int8_q8_panels,
+                torch_int8);
             std::fflush(stdout);
         }
     }

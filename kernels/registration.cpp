@@ -30,6 +30,8 @@ TORCH_LIBRARY(gpt_kernels, m) {
     m.def("pack_linear_panels(Tensor weight) -> Tensor");
     m.def("linear_int8_q8_panels(Tensor x, Tensor weight, Tensor scale, Tensor? bias) -> Tensor");
     m.def("pack_linear_q8_panels(Tensor weight) -> Tensor");
+    m.def("linear_int4_panels(Tensor x, Tensor weight, Tensor scale_zero, int rows, Tensor? bias) -> Tensor");
+    m.def("pack_linear_int4_panels(Tensor weight) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) {
@@ -43,6 +45,8 @@ TORCH_LIBRARY_IMPL(gpt_kernels, CPU, m) {
     m.impl("pack_linear_panels", &gpt::kernels::pack_linear_panels);
     m.impl("linear_int8_q8_panels", &gpt::kernels::linear_int8_q8_panels_cpu);
     m.impl("pack_linear_q8_panels", &gpt::kernels::pack_linear_q8_panels);
+    m.impl("linear_int4_panels", &gpt::kernels::linear_int4_panels_cpu);
+    m.impl("pack_linear_int4_panels", &gpt::kernels::pack_linear_int4_panels);
 }
 
 TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) {
@@ -54,4 +58,5 @@ TORCH_LIBRARY_IMPL(gpt_kernels, Meta, m) {
     m.impl("linear_int4", &gpt::kernels::linear_int4_meta);
     m.impl("linear_panels", &gpt::kernels::linear_meta);
     m.impl("linear_int8_q8_panels", &gpt::kernels::linear_int8_meta);
+    m.impl("linear_int4_panels", &gpt::kernels::linear_int4_meta);
 }

@@ -127,7 +127,8 @@ def main(argv=None) -> int:
         default="auto",
         help="auto (measured), mm, reduction, kernel (CPU: the kernel library's linear), panels (CPU, bf16: its "
         "linear on weights packed at load), (int8) int8pack, q8 (CPU: the kernel library's with int8 activations), "
-        "q8panels (the same on weights packed at load) or blocked, (int4) int4pack: a single sequence's decode "
+        "q8panels (the same on weights packed at load) or blocked, (int4) int4pack, kernel or int4panels (the "
+        "kernel library's on weights packed at load): a single sequence's decode "
         "linears (for int8, blocked lays the weights out in blocks of 32 rows)",
     )
     p.add_argument(
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
         default="auto",
         help="auto (measured for each graph), mm, onednn (CPU), kernel (CPU: the kernel library's linear), panels "
         "(CPU, bf16: its linear on weights packed at load), (int8) int8pack, q8 or q8panels (rows) or blocked "
-        "(blocks of 32 rows), (int4) int4pack: prefill's and decode's linears",
+        "(blocks of 32 rows), (int4) int4pack, kernel or int4panels: prefill's and decode's linears",
     )
     p.add_argument("--max-batch", type=int, default=MAX_BATCH)
     p.add_argument(

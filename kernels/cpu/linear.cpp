@@ -27,6 +27,8 @@ constexpr const char *LINEAR_PANELS = "gpt_kernels::linear_panels";
 constexpr const char *PACK_LINEAR_PANELS = "gpt_kernels::pack_linear_panels";
 constexpr const char *LINEAR_INT8_Q8_PANELS = "gpt_kernels::linear_int8_q8_panels";
 constexpr const char *PACK_LINEAR_Q8_PANELS = "gpt_kernels::pack_linear_q8_panels";
+constexpr const char *LINEAR_INT4_PANELS = "gpt_kernels::linear_int4_panels";
+constexpr const char *PACK_LINEAR_INT4_PANELS = "gpt_kernels::pack_linear_int4_panels";
 
 // Throws std::invalid_argument "op: what" unless ok; `what` a string literal, or a callable that builds the message.
 // Every call checks its arguments (~50 calls a decode step): a message built before it is known to be needed cost a
@@ -202,6 +204,33 @@ at::Tensor multiply(const char *op, const at::Tensor &x, const Weights &weights,
     return out;
 }
 
+// linear_int4 and linear_int4_panels: the checks of int4 blocks and their pairs, then the one product.
+at::Tensor linear_int4_blocks(const char *op, const at::Tensor &x, const at::Tensor &weight,
+                              const at::Tensor &scale_zero, int64_t rows, const std::optional<at::Tensor> &bias,
+                              Isa isa, bool panels) {
+    check(weight.scalar_type() == at::kByte, op,
+          [&] { return std::string("weight must be uint8, not ") + c10::toString(weight.scalar_type()); });
+    check(weight.dim() == 2 && weight.is_contiguous() && weight.size(0) % U4_BLOCK_ROWS == 0, op,
+          "weight must be contiguous (rows padded to a multiple of 64, K / 2) bytes");
+    check(rows > 0 && rows <= weight.size(0) && weight.size(0) - rows < U4_BLOCK_ROWS, op, [&] {
+        return "rows " + std::to_string(rows) + " do not fill weight's blocks of 64 (" +
+               std::to_string(weight.size(0)) + " rows)";
+    });
+    const int64_t K = 2 * weight.size(1);
+    check(scale_zero.dim() == 4 && scale_zero.size(0) * U4_BLOCK_ROWS == weight.size(0) &&
+              scale_zero.size(2) == U4_BLOCK_ROWS && scale_zero.size(3) == 2 && scale_zero.is_contiguous(),
+          op, "scale_zero must be contiguous (weight's blocks of 64 rows, groups, 64, 2)");
+    element_type(scale_zero.scalar_type(), op);
+    const int64_t groups = scale_zero.size(1);
+    check(groups > 0 && K % groups == 0 && K / groups % Q8_BLOCK == 0, op, [&] {
+        return std::to_string(groups) + " groups do not divide K " + std::to_string(K) + " into multiples of " +
+               std::to_string(Q8_BLOCK);
+    });
+    Weights weights{ElementType::u4, weight, rows, K, std::nullopt, scale_zero};
+    weights.panels = panels;
+    return multiply(op, x, weights, bias, isa);
+}
+
 at::Tensor shape_of(const at::Tensor &x, const at::Tensor &weight) {
     std::vector<c10::SymInt> shape(x.sym_sizes().begin(), x.sym_sizes().end());
     shape.back() = weight.sym_size(0);
@@ -276,13 +305,20 @@ at::Tensor pack_linear_q8_panels(const at::Tensor &weight) {
     check(weight.dim() == 2 && weight.size(0) > 0 && weight.size(1) > 0 && weight.size(1) % Q8_BLOCK == 0, op,
           [] { return "weight must be (N, K) with K a positive multiple of " + std::to_string(Q8_BLOCK); });
     const int64_t N = weight.size(0), K = weight.size(1), whole = N / PANEL_ROWS * PANEL_ROWS;
-    const at::Tensor panels = weight.narrow(0, 0, whole)
-                                  .view(at::kByte)
-                                  .bitwise_xor(128)
-                                  .reshape({whole / PANEL_ROWS, PANEL_ROWS, K / 4, 4})
-                                  .permute({0, 2, 1, 3})
-                                  .reshape({whole, K});
-    return at::cat({panels, weight.narrow(0, whole, N - whole).view(at::kByte)}, 0);
+    // One allocation, the packed copy, filled in place: tensor ops' temporaries were three weights' bytes at once (a
+    // load's peak memory: GPT-2's 39 MB head).
+    const at::Tensor rows = weight.contiguous();
+    at::Tensor packed = at::empty({N, K}, weight.options().dtype(at::kByte));
+    const auto *from = static_cast<const uint8_t *>(rows.data_ptr());
+    auto *to = static_cast<uint8_t *>(packed.data_ptr());
+    at::parallel_for(0, whole / PANEL_ROWS, 1, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p)
+            for (int64_t j = 0; j < PANEL_ROWS; ++j)
+                for (int64_t l = 0; l < K; ++l)
+                    to[p * PANEL_ROWS * K + l / 4 * 64 + j * 4 + l % 4] = from[(p * PANEL_ROWS + j) * K + l] ^ 0x80;
+    });
+    std::memcpy(to + whole * K, from + whole * K, static_cast<size_t>((N - whole) * K));
+    return packed;
 }
 
 at::Tensor linear_int8_q8_panels(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
@@ -298,28 +334,46 @@ at::Tensor linear_int8_q8_panels(const at::Tensor &x, const at::Tensor &weight, 
     return multiply(op, x, weights, bias, isa);
 }
 
-at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
-                       const std::optional<at::Tensor> &bias, Isa isa) {
-    const char *op = LINEAR_INT4;
+// (Npad, K) q's → (Npad / 16, 16, K / 8, 2, 4) → the low and high four bits of (Npad / 16, K / 8, 16, 4) bytes.
+at::Tensor pack_linear_int4_panels(const at::Tensor &weight) {
+    const char *op = PACK_LINEAR_INT4_PANELS;
     check(weight.scalar_type() == at::kByte, op,
           [&] { return std::string("weight must be uint8, not ") + c10::toString(weight.scalar_type()); });
-    check(weight.dim() == 2 && weight.is_contiguous() && weight.size(0) % U4_BLOCK_ROWS == 0, op,
-          "weight must be contiguous (rows padded to a multiple of 64, K / 2) bytes");
-    check(rows > 0 && rows <= weight.size(0) && weight.size(0) - rows < U4_BLOCK_ROWS, op, [&] {
-        return "rows " + std::to_string(rows) + " do not fill weight's blocks of 64 (" +
-               std::to_string(weight.size(0)) + " rows)";
+    check(weight.dim() == 2 && weight.size(0) > 0 && weight.size(0) % U4_BLOCK_ROWS == 0 && weight.size(1) > 0 &&
+              weight.size(1) * 2 % Q8_BLOCK == 0,
+          op, "weight must be (rows padded to a multiple of 64, K / 2) bytes with K a multiple of 32");
+    const int64_t N = weight.size(0), K = weight.size(1) * 2, half = U4_BLOCK_ROWS / 2;
+    // One allocation, filled in place (as pack_linear_q8_panels): row r's q of input l is in the block's byte
+    // (l, r % 32), low four bits for r % 64 < 32.
+    const at::Tensor stored = weight.contiguous();
+    at::Tensor packed = at::empty({N, K / 2}, weight.options());
+    const auto *from = static_cast<const uint8_t *>(stored.data_ptr());
+    auto *to = static_cast<uint8_t *>(packed.data_ptr());
+    const auto q_of = [&](int64_t r, int64_t l) {
+        const uint8_t byte = from[r / U4_BLOCK_ROWS * U4_BLOCK_ROWS * K / 2 + l * half + r % half];
+        return r % U4_BLOCK_ROWS < half ? byte & 15 : byte >> 4;
+    };
+    at::parallel_for(0, N / PANEL_ROWS, 1, [&](int64_t first, int64_t last) {
+        for (int64_t p = first; p < last; ++p)
+            for (int64_t step = 0; step < K / 8; ++step)
+                for (int64_t j = 0; j < PANEL_ROWS; ++j)
+                    for (int64_t i = 0; i < 4; ++i) {
+                        const int64_t r = p * PANEL_ROWS + j, l = 8 * step + i;
+                        to[p * PANEL_ROWS * K / 2 + step * 64 + j * 4 + i] =
+                            static_cast<uint8_t>(q_of(r, l) | q_of(r, l + 4) << 4);
+                    }
     });
-    const int64_t K = 2 * weight.size(1);
-    check(scale_zero.dim() == 4 && scale_zero.size(0) * U4_BLOCK_ROWS == weight.size(0) &&
-              scale_zero.size(2) == U4_BLOCK_ROWS && scale_zero.size(3) == 2 && scale_zero.is_contiguous(),
-          op, "scale_zero must be contiguous (weight's blocks of 64 rows, groups, 64, 2)");
-    element_type(scale_zero.scalar_type(), op);
-    const int64_t groups = scale_zero.size(1);
-    check(groups > 0 && K % groups == 0 && K / groups % Q8_BLOCK == 0, op, [&] {
-        return std::to_string(groups) + " groups do not divide K " + std::to_string(K) + " into multiples of " +
-               std::to_string(Q8_BLOCK);
-    });
-    return multiply(op, x, {ElementType::u4, weight, rows, K, std::nullopt, scale_zero}, bias, isa);
+    return packed;
+}
+
+at::Tensor linear_int4(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                       const std::optional<at::Tensor> &bias, Isa isa) {
+    return linear_int4_blocks(LINEAR_INT4, x, weight, scale_zero, rows, bias, isa, false);
+}
+
+at::Tensor linear_int4_panels(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                              const std::optional<at::Tensor> &bias, Isa isa) {
+    return linear_int4_blocks(LINEAR_INT4_PANELS, x, weight, scale_zero, rows, bias, isa, true);
 }
 
 at::Tensor linear_cpu(const at::Tensor &x, const at::Tensor &weight, const std::optional<at::Tensor> &bias) {
@@ -357,6 +411,11 @@ at::Tensor linear_int8_q8_panels_cpu(const at::Tensor &x, const at::Tensor &weig
 at::Tensor linear_int4_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
                            const std::optional<at::Tensor> &bias) {
     return linear_int4(x, weight, scale_zero, rows, bias, active_isa());
+}
+
+at::Tensor linear_int4_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero,
+                                  int64_t rows, const std::optional<at::Tensor> &bias) {
+    return linear_int4_panels(x, weight, scale_zero, rows, bias, active_isa());
 }
 
 at::Tensor linear_int4_meta(const at::Tensor &x, const at::Tensor &, const at::Tensor &, int64_t rows,

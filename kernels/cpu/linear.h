@@ -84,6 +84,19 @@ at::Tensor linear_int8_q8_panels(const at::Tensor &x, const at::Tensor &weight, 
 at::Tensor linear_int8_q8_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale,
                                      const std::optional<at::Tensor> &bias);
 
+// int4 "blocks64" weights packed in u4 panels of 16 output rows (pack_linear_int4_panels, once, where the weights are
+// loaded), for the outer-product form of linear_int4: a panel's eight inputs' q of 16 outputs are one 64-byte vector
+// (output j's in lane j, inputs 0..3 in the low four bits of its bytes, 4..7 in the high), which a mask and a shift
+// split into two vectors of four inputs, each multiplied by a row's four broadcast int8 inputs (with VNNI, one
+// `vpdpbusd` for 64 products). The packed weight has the stored one's shape and bytes, reordered; the (scale, zero)
+// pairs are read as stored. linear_int4_panels: linear_int4's result, weight the packing of its weight, K a multiple
+// of 32.
+at::Tensor pack_linear_int4_panels(const at::Tensor &weight);
+at::Tensor linear_int4_panels(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero, int64_t rows,
+                              const std::optional<at::Tensor> &bias, Isa isa);
+at::Tensor linear_int4_panels_cpu(const at::Tensor &x, const at::Tensor &weight, const at::Tensor &scale_zero,
+                                  int64_t rows, const std::optional<at::Tensor> &bias);
+
 constexpr int64_t LINEAR_TILE_ROWS = 64;  // a u4 block (U4_BLOCK_ROWS) is one tile
 
 }  // namespace gpt::kernels

@@ -29,7 +29,9 @@ struct LinearTile {
     // n is a multiple of PANEL_ROWS. s8 weights packed in q8 panels (pack_linear_q8_panels, with `qx`): panel p at
     // w + 16p · k bytes, a 64-byte vector for each four inputs: output j's weights of inputs 4l..4l + 3, each plus 128
     // (an unsigned byte), at 64l + 4j..4j + 3; the rows past the last whole panel as stored, row j at w + j · k; k is a
-    // multiple of Q8_BLOCK.
+    // multiple of Q8_BLOCK. u4 weights packed in u4 panels (pack_linear_int4_panels): the block's panel p at
+    // w + 8p · k bytes, a 64-byte vector for each eight inputs: output j's q of inputs 8l + i (i < 4) in the low four
+    // bits of byte 64l + 4j + i, of 8l + 4 + i in its high four.
     bool panels;
     int64_t m, n, k;
     const float *scale;  // (n,) this tile's rows' scales (s8 weights), or null: 1

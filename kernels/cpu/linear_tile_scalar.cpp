@@ -63,10 +63,20 @@ float element_of(ElementType type, const void *base, int64_t i) {
     }
 }
 
+// The q of row j and input l of a u4 block: as stored ("blocks64"), or packed in u4 panels (LinearTile::panels).
+int u4_element(const LinearTile &t, int64_t j, int64_t l) {
+    const auto *block = static_cast<const uint8_t *>(t.w);
+    if (t.panels) {
+        const uint8_t byte = block[j / PANEL_ROWS * PANEL_ROWS * t.k / 2 + l / 8 * 64 + j % PANEL_ROWS * 4 + l % 4];
+        return l % 8 < 4 ? byte & 15 : byte >> 4;
+    }
+    const uint8_t byte = block[l * (U4_BLOCK_ROWS / 2) + j % (U4_BLOCK_ROWS / 2)];
+    return j < U4_BLOCK_ROWS / 2 ? byte & 15 : byte >> 4;
+}
+
 // int4 weights times the quantized activations, one product at a time: each block's Σ qx · (q − 8) in integers,
 // scaled by the block's activation scale, each group's sum by the row's scale, plus its zero times the group's Σ x.
 void multiply_u4(const LinearTile &t) {
-    const auto *block = static_cast<const uint8_t *>(t.w);
     const int64_t blocks = t.k / Q8_BLOCK, groups = t.k / t.group;
     for (int64_t i = 0; i < t.m; ++i)
         for (int64_t j = 0; j < t.n; ++j) {
@@ -75,11 +85,8 @@ void multiply_u4(const LinearTile &t) {
                 double group_sum = 0.0;
                 for (int64_t b = g * t.group / Q8_BLOCK; b < (g + 1) * t.group / Q8_BLOCK; ++b) {
                     int64_t products = 0;
-                    for (int64_t l = b * Q8_BLOCK; l < (b + 1) * Q8_BLOCK; ++l) {
-                        const uint8_t byte = block[l * (U4_BLOCK_ROWS / 2) + j % (U4_BLOCK_ROWS / 2)];
-                        const int q = j < U4_BLOCK_ROWS / 2 ? byte & 15 : byte >> 4;
-                        products += static_cast<int64_t>(t.qx[i * t.k + l]) * (q - U4_ZERO);
-                    }
+                    for (int64_t l = b * Q8_BLOCK; l < (b + 1) * Q8_BLOCK; ++l)
+                        products += static_cast<int64_t>(t.qx[i * t.k + l]) * (u4_element(t, j, l) - U4_ZERO);
                     group_sum += static_cast<double>(t.qx_scale[i * blocks + b]) * static_cast<double>(products);
                 }
                 const int64_t pair = g * t.scale_zero_stride + 2 * j;
@@ -126,7 +133,7 @@ void multiply_s8_q8(const LinearTile &t) {
 }  // namespace
 
 void linear_tile_scalar(const LinearTile &tile) {
-    if (tile.panels && tile.type != ElementType::s8) return multiply_panels(tile);
+    if (tile.panels && tile.type == ElementType::bf16) return multiply_panels(tile);
     switch (tile.type) {
         case ElementType::f32: return multiply<float>(tile);
         case ElementType::bf16: return multiply<c10::BFloat16>(tile);

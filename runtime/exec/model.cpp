@@ -69,10 +69,10 @@ void compare(const at::Tensor &actual, const at::Tensor &expected, double atol, 
 }
 
 // Float weights are packed for the onednn form's graphs, bf16 ones for the panels form's, int8 ones for the
-// q8panels form's, int4 ones for the int4pack form's (each a copy as large as the stored weight; the stored one is
-// freed, as soon as it is packed, where every graph reads a copy that needs no stored weight: int4's, and panels' and
-// q8 panels' of a model without training graphs). Known before the weights are read, so that those freed early are read
-// apart from the others' arena.
+// q8panels form's, int4 ones for the int4pack and int4panels forms' (each a copy as large as the stored weight; the
+// stored one is freed, as soon as it is packed, where every graph reads a copy that needs no stored weight: int4's,
+// and panels' and q8 panels' of a model without training graphs). Known before the weights are read, so that those
+// freed early are read apart from the others' arena.
 PackingPlan packing_plan(const Manifest &manifest) {
     std::vector<std::pair<const char *, const GraphSpec *>> specs = {
         {"prefill", &manifest.prefill}, {"decode", &manifest.decode}, {"decode_one", &manifest.decode_one}};
@@ -92,7 +92,8 @@ PackingPlan packing_plan(const Manifest &manifest) {
     }
     const bool trains = manifest.training.has_value();
     const auto needs_no_stored = [trains](Packing p) {
-        return p == Packing::int4_for_host || ((p == Packing::panels || p == Packing::q8_panels) && !trains);
+        return p == Packing::int4_for_host || p == Packing::int4_panels ||
+               ((p == Packing::panels || p == Packing::q8_panels) && !trains);
     };
     for (const auto &entry : plan.wanted) {
         const std::string &name = entry.first;  // a lambda cannot capture a structured binding before C++20

@@ -1,7 +1,7 @@
 // packed_weights.cpp — each packing is its kernel's own (mkldnn::_reorder_linear_weight,
-// gpt_kernels::pack_linear_panels and pack_linear_q8_panels, aten::_convert_weight_to_int4pack_for_cpu, as
-// aot/gpt_aot/model/linear.py's pack_for_onednn, pack_for_panels, pack_for_q8_panels and pack_for_int4pack), so the
-// compile measured the layout run here.
+// gpt_kernels::pack_linear_panels, pack_linear_q8_panels and pack_linear_int4_panels,
+// aten::_convert_weight_to_int4pack_for_cpu, as aot/gpt_aot/model/linear.py's pack_for_onednn, pack_for_panels,
+// pack_for_q8_panels, pack_for_int4_panels and pack_for_int4pack), so the compile measured the layout run here.
 #include "exec/packed_weights.h"
 
 #include <ATen/Version.h>
@@ -68,10 +68,18 @@ at::Tensor pack_for_q8_panels(const at::Tensor &weight) {
 // The activations' blocks of 32 inputs (kernels/cpu/linear_tile.h's Q8_BLOCK) must tile K.
 bool fits_q8_panels(const at::Tensor &t) { return t.scalar_type() == at::kChar && t.size(1) % 32 == 0; }
 
+at::Tensor pack_for_int4_panels(const at::Tensor &weight) {
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("gpt_kernels::pack_linear_int4_panels", "")
+                               .typed<at::Tensor(const at::Tensor &)>();
+    return op.call(weight);
+}
+
 at::Tensor pack(Packing packing, const at::Tensor &weight) {
     switch (packing) {
         case Packing::panels: return pack_for_panels(weight);
         case Packing::q8_panels: return pack_for_q8_panels(weight);
+        case Packing::int4_panels: return pack_for_int4_panels(weight);
         case Packing::onednn: return pack_for_onednn(weight);
         case Packing::int4_for_host: return pack_for_int4pack(weight);
     }
@@ -88,6 +96,7 @@ std::optional<Packing> packing_of(const std::string &linear_form) {
     if (linear_form == "onednn") return Packing::onednn;
     if (linear_form == "panels") return Packing::panels;
     if (linear_form == "q8panels") return Packing::q8_panels;
+    if (linear_form == "int4panels") return Packing::int4_panels;
     if (linear_form == "int4pack") return Packing::int4_for_host;
     return std::nullopt;
 }
@@ -116,6 +125,14 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
                 packed_.emplace(
                     std::make_pair(name, packing),
                     std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_panels(it->second)));
+                break;
+            case Packing::int4_panels:
+                if (!found || !is_int4_weight(it->second) || it->second.size(1) * 2 % 32 != 0)
+                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
+                                                       "' in u4 panels, which is no int4 weight of this model with "
+                                                       "columns a multiple of 32");
+                packed_.emplace(std::make_pair(name, packing),
+                                std::make_pair(at::Tensor(), pack_for_int4_panels(it->second)));
                 break;
             case Packing::q8_panels:
                 if (!found || !fits_q8_panels(it->second))

@@ -6,6 +6,8 @@
 //            (kernels/cpu/linear.h's pack_linear_panels): the same shape and bytes, reordered.
 //   q8_panels its product of int8 weights and int8 activations reads them in q8 panels of 16 outputs
 //            (pack_linear_q8_panels): the same shape and size, uint8, reordered and offset by 128.
+//   int4_panels its int4 product reads "blocks64" in u4 panels of 16 outputs (pack_linear_int4_panels): the
+//            same shape and bytes, reordered.
 //   int4pack aten's CPU int4 kernel reads a packing that depends on the host's ATen CPU capability at run
 //            time (AVX-512: blocks of 64 rows, the stored "blocks64" itself; AVX2: blocks of 32 rows;
 //            default: another), so the stored layout is packed again here, by aten's own packer.
@@ -27,6 +29,7 @@ enum class Packing {
     onednn,         // float weights, for the onednn form
     panels,         // bf16 weights, for the panels form
     q8_panels,      // int8 weights, for the q8panels form
+    int4_panels,    // int4 "blocks64" weights, for the int4panels form
     int4_for_host,  // int4 "blocks64" weights, for the int4pack form on this host
 };
 
@@ -45,7 +48,7 @@ public:
     // Packs each (name, packing) of `wanted` (each name a 2-D weight of `weights`). Where oneDNN cannot pack
     // here, no weight is packed for it and its graphs read the plain weights (slower, same result); the int4
     // kernel reads the stored layout only on AVX-512, so an int4 weight that cannot be packed fails the load,
-    // as does a weight the panels or q8panels form cannot read.
+    // as does a weight the panels, q8panels or int4panels form cannot read.
     // Copies keep a reference to their stored weight for repack() where those can change (`weights_change`: the
     // model trains; oneDNN's always, as before); otherwise none. Each weight named in `release` (one that no
     // graph reads once packed) leaves `weights` as soon as its last copy is made, so that a load holds one

@@ -77,7 +77,8 @@ std::vector<std::string> string_list(const json &obj, const char *key, const std
 const char *linear_forms_for(const std::string &weight_layout) {
     if (weight_layout == "rows") return "mm, reduction, int8pack, kernel, q8 or q8panels (the weights are int8 rows)";
     if (weight_layout == "blocks32") return "mm or blocked (the weights are int8 blocks of 32 rows)";
-    if (weight_layout == "blocks64") return "mm, int4pack or kernel (the weights are int4 blocks of 64 rows)";
+    if (weight_layout == "blocks64")
+        return "mm, int4pack, kernel or int4panels (the weights are int4 blocks of 64 rows)";
     return "mm, reduction, onednn, kernel or panels";
 }
 
@@ -86,7 +87,8 @@ bool form_reads_weights(const std::string &form, const std::string &weight_layou
         return form == "mm" || form == "reduction" || form == "int8pack" || form == "kernel" || form == "q8" ||
                form == "q8panels";
     if (weight_layout == "blocks32") return form == "mm" || form == "blocked";
-    if (weight_layout == "blocks64") return form == "mm" || form == "int4pack" || form == "kernel";
+    if (weight_layout == "blocks64")
+        return form == "mm" || form == "int4pack" || form == "kernel" || form == "int4panels";
     return form == "mm" || form == "reduction" || form == "onednn" || form == "kernel" || form == "panels";
 }
 
@@ -96,11 +98,11 @@ GraphSpec inference_graph_spec(const json &graphs, const char *name, const std::
     spec.linear = string_field(linear, "form");
     if (!form_reads_weights(spec.linear, weight_layout))
         invalid("'graphs." + std::string(name) + ".linear.form' must be " + linear_forms_for(weight_layout));
-    // onednn, panels and q8panels list the weights they read packed; int4pack too, except in artifacts compiled
-    // before the runtime packed them for the host (their graphs read the stored weights: exec/model.cpp checks the
-    // host).
+    // onednn, panels, q8panels and int4panels list the weights they read packed; int4pack too, except in artifacts
+    // compiled before the runtime packed them for the host (their graphs read the stored weights: exec/model.cpp
+    // checks the host).
     if (spec.linear == "onednn" || spec.linear == "panels" || spec.linear == "q8panels" ||
-        (spec.linear == "int4pack" && linear.contains("packed"))) {
+        spec.linear == "int4panels" || (spec.linear == "int4pack" && linear.contains("packed"))) {
         const auto packed = string_list(linear, "packed", "graphs." + std::string(name) + ".linear.packed");
         spec.packed.insert(packed.begin(), packed.end());
     }

@@ -78,10 +78,10 @@ struct GraphSpec {
     int32_t max_batch = 0;
     // inference graphs: their linears' form, "mm", "reduction", "onednn", "kernel" (the kernel library's linear),
     // "panels" (the same on bf16 weights packed in panels), "int8pack", "blocked", "int4pack", "q8" (the kernel
-    // library's int8 linear with the activations rounded to int8 blocks) or "q8panels" (the same on int8 weights
-    // packed in q8 panels)
+    // library's int8 linear with the activations rounded to int8 blocks), "q8panels" (the same on int8 weights
+    // packed in q8 panels) or "int4panels" (the kernel library's int4 linear on weights packed in u4 panels)
     std::string linear;
-    // onednn, panels, q8panels and int4pack forms: the weights bound packed for the form's kernel
+    // onednn, panels, q8panels, int4panels and int4pack forms: the weights bound packed for the form's kernel
     // (exec/packed_weights.h)
     std::set<std::string> packed;
 };

@@ -42,6 +42,8 @@ from gpt_aot.model.linear import (
 )
 from gpt_aot.model.quantize import dequantized, quantize_groups, quantize_int4, quantize_int8, weight_bytes
 
+# The kernel library's int4 linear on the stored blocks and on u4 panels: the forms that round the activations.
+ROUNDED_FORMS = ("kernel", "int4panels")
 ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
 # ATen's x86 CPU capabilities, each running the kernels of the one before too. ATEN_CPU_CAPABILITY picks one
@@ -129,7 +131,7 @@ def test_quantizing_keeps_names_and_ties_and_takes_under_a_third_of_gpt2_124m_bf
     assert all(state[n].dtype == torch.uint8 and state[f"{n}_scale_zero"].dtype == torch.bfloat16 for n in linears)
     assert all(int(state[f"{n}_group_size"]) == 32 for n in linears)
     assert model.transformer.wte.weight is model.lm_head.weight and model.weight_layout == "blocks64"
-    assert model.linear_forms == ("mm", "int4pack", "kernel") and model.int8_layout is None
+    assert model.linear_forms == ("mm", "int4pack", "kernel", "int4panels") and model.int8_layout is None
     int4_bytes = weight_bytes(model, torch.bfloat16)
     # int4 is 1/4 of bf16's bytes plus a bf16 scale and zero per 32 weights (1/16 of bf16's): 0.3125 of the
     # linears' bytes; the layer norms, biases and the position table stay bf16 (measured: 0.3175).
@@ -141,12 +143,13 @@ def test_quantizing_keeps_names_and_ties_and_takes_under_a_third_of_gpt2_124m_bf
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("form", ["mm", "int4pack", "kernel"])
+@pytest.mark.parametrize("form", ["mm", "int4pack", "kernel", "int4panels"])
 @pytest.mark.parametrize("config", ["tiny", "odd"])
 def test_each_int4_form_equals_the_dequantized_model(fixtures, dtype, form, config):
     """Prefill of 3 rows, then decode steps of 3 rows at their own positions and of 1 row; the odd
-    model's rows fill no whole number of blocks (and groups of 64). The kernel library's int4 linear rounds
-    the activations to int8 blocks: within ROUNDED_ACTIVATIONS_FRACTION of the logits."""
+    model's rows fill no whole number of blocks (and groups of 64). The kernel library's int4 linear (kernel, and
+    int4panels on the blocks packed in u4 panels) rounds the activations to int8 blocks: within
+    ROUNDED_ACTIVATIONS_FRACTION of the logits."""
     if config == "tiny":
         model = quantized_tiny(fixtures, dtype)
     else:
@@ -154,7 +157,8 @@ def test_each_int4_form_equals_the_dequantized_model(fixtures, dtype, form, conf
     reference = dequantized(model)
     assert all(p.dtype == dtype for p in reference.parameters())
     model.set_linear_form(form)
-    assert_eager_model_matches(model, reference, dtype, ROUNDED_ACTIVATIONS_FRACTION if form == "kernel" else None)
+    rounded = form in ROUNDED_FORMS
+    assert_eager_model_matches(model, reference, dtype, ROUNDED_ACTIVATIONS_FRACTION if rounded else None)
 
 
 def test_the_reference_is_the_int4_weights_not_the_float_or_int8_ones(fixtures):
@@ -173,17 +177,17 @@ def test_the_reference_is_the_int4_weights_not_the_float_or_int8_ones(fixtures):
 
 def test_int4_forms_are_measured_on_the_cpu_only(fixtures):
     model = quantized_tiny(fixtures)
-    assert linear_pick.graph_linear_forms(model, "decode_one") == ("mm", "int4pack", "kernel")
-    assert linear_pick.graph_linear_forms(model, "decode") == ("mm", "int4pack", "kernel")
+    assert linear_pick.graph_linear_forms(model, "decode_one") == ("mm", "int4pack", *ROUNDED_FORMS)
+    assert linear_pick.graph_linear_forms(model, "decode") == ("mm", "int4pack", *ROUNDED_FORMS)
     assert linear_form_runs_on("int4pack", torch.device("cpu"), torch.uint8)
     assert not linear_form_runs_on("int4pack", torch.device("cuda"), torch.uint8)  # another packing there
     assert not linear_form_runs_on("int4pack", torch.device("cpu"), torch.int8)
     cpu = resolve("cpu", "auto", "fp32")
     for graph in ("decode_one", "decode", "prefill"):
         pick = linear_pick.choose_linear(model, cpu, "auto", "math", graph)
-        assert set(pick["candidates"]) == {"mm", "int4pack", "kernel"}, graph
+        assert set(pick["candidates"]) == {"mm", "int4pack", *ROUNDED_FORMS}, graph
         # The kernel's rounded activations are past an fp32 artifact's tolerance and within their own.
-        assert_exact_but_rounded(pick, "kernel", graph)
+        assert_exact_but_rounded(pick, ROUNDED_FORMS, graph)
     with pytest.raises(ValueError, match="not one of"):
         linear_pick.choose_linear(model, cpu, "blocked", "math", "decode")
 
@@ -196,15 +200,23 @@ def test_compiled_int4_graphs_equal_the_eager_int4_reference(artifacts, fixtures
 
 
 def test_compiled_int4_kernel_graphs_equal_the_eager_kernel_and_the_golden_allows_its_rounding(artifacts, fixtures):
-    """tiny-int4-kernel's graphs (all the kernel library's int4 linear) equal the eager model in the same form
-    within FP32_TOL (the same operator: only the order of sums moves); its golden vector is the dequantised
+    """tiny-int4-kernel's graphs (all the kernel library's int4 linear: decode_one's on the blocks as stored, the
+    batched graphs' on copies in u4 panels, every linear's listed packed) equal the eager model in the same forms
+    within FP32_TOL (the same integer products: only the order of sums moves); its golden vector is the dequantised
     model's, with an atol widened to cover the kernel's rounded activations (golden.golden_tolerance)."""
     directory = artifacts / "tiny-int4-kernel" / "cpu"
     manifest = json.loads((directory / "manifest.json").read_text())
-    assert {manifest["graphs"][g]["linear"]["form"] for g in ("prefill", "decode", "decode_one")} == {"kernel"}
-    assert manifest["kernels"]["operators"] == ["gpt_kernels::linear_int4"]
+    forms = {g: manifest["graphs"][g]["linear"] for g in ("prefill", "decode", "decode_one")}
+    assert {g: linear["form"] for g, linear in forms.items()} == {
+        "prefill": "int4panels",
+        "decode": "int4panels",
+        "decode_one": "kernel",
+    }
     model = quantized_tiny(fixtures)
-    model.set_linear_form("kernel")
+    linears = {f"{name}.weight" for name, m in model.named_modules() if isinstance(m, Linear)}
+    assert set(forms["prefill"]["packed"]) == set(forms["decode"]["packed"]) == linears
+    assert manifest["kernels"]["operators"] == ["gpt_kernels::linear_int4", "gpt_kernels::linear_int4_panels"]
+    model.set_linear_form("int4panels")  # decode_one's kernel reads the same integers as the panels
     assert_compiled_graphs_match(ArtifactGraphs(directory), model, fixtures.CONFIG.vocab_size)
     plain = json.loads((artifacts / "tiny-int4" / "cpu" / "manifest.json").read_text())
     assert plain["golden"]["atol"] == FP32_TOL < manifest["golden"]["atol"] < 5e-2

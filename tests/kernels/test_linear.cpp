@@ -90,14 +90,17 @@ at::Tensor to_pair_blocks(const at::Tensor &by_group) {
     return by_group.view({groups, rows / 64, 64, 2}).transpose(0, 1).contiguous();
 }
 
-TEST_CASE("the int4 linear is the dequantised linear within its activations' rounding, every path its reference") {
+TEST_CASE(
+    "the int4 linear, as stored and in u4 panels, is the dequantised linear within its activations' rounding, every "
+    "path its reference") {
     at::manual_seed(11);
     const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kBFloat16, at::kHalf};
     struct Shape {
         int64_t m, n, k, groups;
     };
-    // m: one row (both nibbles a pass), pairs of rows and a remainder; n: part of one block, whole blocks, a last
-    // block partly filled; groups of 32 (one activation block), 64 and 256 inputs.
+    // m: one row (both nibbles a pass), pairs of rows and a remainder (the panels: blocks of 8 rows and 1..7, of 2 and
+    // 1); n: part of one block, whole blocks, a last block partly filled (a panel partly, and panels of padding rows);
+    // groups of 32 (one activation block), 64 and 256 inputs.
     const std::vector<Shape> shapes = {{1, 1, 32, 1},      {1, 64, 64, 2},    {2, 70, 96, 3},
                                        {3, 130, 128, 2},   {5, 64, 256, 1},   {33, 65, 64, 1},
                                        {16, 100, 768, 24}, {1, 300, 768, 24}, {7, 129, 192, 3}};
@@ -139,6 +142,18 @@ TEST_CASE("the int4 linear is the dequantised linear within its activations' rou
                     const at::Tensor scalar =
                         gpt::kernels::linear_int4(x, blocks, to_pair_blocks(scale_zero), s.n, bias, Isa::scalar);
                     CHECK(error(got, scalar.to(at::kDouble)) < tolerance(s.k, xtype));
+                    // In u4 panels: the same integer products, only the order of the float sums apart; the scalar
+                    // path reads the panels' bytes and gives exactly its result on the stored layout.
+                    const at::Tensor panels = gpt::kernels::pack_linear_int4_panels(blocks);
+                    REQUIRE(panels.sizes() == blocks.sizes());
+                    REQUIRE(panels.scalar_type() == at::kByte);
+                    const at::Tensor in_panels =
+                        gpt::kernels::linear_int4_panels(x, panels, to_pair_blocks(scale_zero), s.n, bias, isa);
+                    REQUIRE(in_panels.sizes() == got.sizes());
+                    CHECK(error(in_panels, scalar.to(at::kDouble)) < tolerance(s.k, xtype));
+                    CHECK(at::equal(
+                        gpt::kernels::linear_int4_panels(x, panels, to_pair_blocks(scale_zero), s.n, bias, Isa::scalar),
+                        scalar));
                 }
 }
 
@@ -158,6 +173,10 @@ TEST_CASE("the int4 linear's integer sums hold the largest products a block can 
                     gpt::kernels::linear_int4(x, to_blocks64(q), to_pair_blocks(scale_zero), n, std::nullopt, isa);
                 const float want = static_cast<float>(k) * x_value * static_cast<float>(q_value - 8) * 0.5F;
                 CHECK(at::allclose(got, at::full({1, n}, want), 1e-5, 0.0));
+                const at::Tensor panels = gpt::kernels::pack_linear_int4_panels(to_blocks64(q));
+                CHECK(at::allclose(
+                    gpt::kernels::linear_int4_panels(x, panels, to_pair_blocks(scale_zero), n, std::nullopt, isa),
+                    at::full({1, n}, want), 1e-5, 0.0));
             }
 }
 

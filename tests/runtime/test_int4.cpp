@@ -4,7 +4,8 @@
 // linears read copies packed for the host's kernel), refuses a trainer, a damaged or reshaped scale,
 // weight or group size never reaches the kernel, and graphs that read the stored packing run only
 // where the kernel reads it. The other ATen CPU capabilities: tests/aot/test_int4.py runs `gpt verify`
-// under each. tiny-int4-kernel: every graph the kernel library's int4 linear, which reads the stored blocks.
+// under each. tiny-int4-kernel: every graph the kernel library's int4 linear, decode_one's on the stored blocks,
+// the batched graphs' on copies packed in u4 panels.
 #include <ATen/TensorOperators.h>
 #include <ATen/Version.h>
 #include <ATen/core/Tensor.h>
@@ -58,8 +59,8 @@ TEST_CASE("an int4 model holds its file's bytes, each linear packed for the host
 }
 
 TEST_CASE(
-    "an int4 artifact whose graphs call the kernel library's int4 linear reads the blocks as stored and "
-    "matches its golden vector within the rounding its manifest allows",
+    "an int4 artifact whose graphs call the kernel library's int4 linear reads the blocks as stored and in u4 "
+    "panels, and matches its golden vector within the rounding its manifest allows",
     "[int4][memory]") {
     const auto dir = test::artifact("int4-kernel");
     test::Model model(dir);
@@ -72,8 +73,14 @@ TEST_CASE(
     CHECK(atol > 1e-4);
     CHECK(err >= 0);
     CHECK(err <= atol);
-    // No copy packed for aten's kernel: the weights held are the file's.
-    CHECK(test::loaded_weights_bytes(dir) == stored);
+    // decode_one reads the stored blocks, the batched graphs copies in u4 panels of every linear's (as many bytes):
+    // both held.
+    uint64_t linear_bytes = 0;
+    for (const auto &[name, tensor] : weights)
+        if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && tensor.scalar_type() == at::kByte)
+            linear_bytes += static_cast<uint64_t>(tensor.nbytes());
+    CHECK(linear_bytes > 0);
+    CHECK(test::loaded_weights_bytes(dir) == stored + linear_bytes);
 }
 
 TEST_CASE("a trainer on an int4 artifact is refused: quantized weights are for inference only", "[int4][train]") {
@@ -195,7 +202,7 @@ TEST_CASE("a manifest's int4 quantization must be whole and agree with the linea
     }
     SECTION("aten's int8 kernel over int4 weights") {
         m["graphs"]["decode"]["linear"]["form"] = "int8pack";
-        mention = "must be mm, int4pack or kernel (the weights are int4 blocks of 64 rows)";
+        mention = "must be mm, int4pack, kernel or int4panels (the weights are int4 blocks of 64 rows)";
     }
     SECTION("the int4 kernel over float weights") {
         m["weights"].erase("quantization");

@@ -31,7 +31,7 @@ DECODE_ONE_LINEAR_FORMS = {
     None: ("mm", "reduction", "kernel", "panels"),
     "rows": ("mm", "reduction", "int8pack", "kernel", "q8", "q8panels"),
     "blocks32": ("mm", "blocked"),
-    "blocks64": ("mm", "int4pack", "kernel"),
+    "blocks64": ("mm", "int4pack", "kernel", "int4panels"),
 }
 # Graphs that step many rows (prefill, decode): matrix products (the kernel
 # library's linear among them), and the blocked reduction, which reads a block
@@ -44,7 +44,7 @@ BATCHED_LINEAR_FORMS = {
     None: ("mm", "onednn", "kernel", "panels"),
     "rows": ("mm", "int8pack", "kernel", "q8", "q8panels"),
     "blocks32": ("mm", "blocked"),
-    "blocks64": ("mm", "int4pack", "kernel"),
+    "blocks64": ("mm", "int4pack", "kernel", "int4panels"),
 }
 COMPILED_FORMS = ("reduction", "blocked")  # Inductor's code: measured compiled
 BATCHED_ROWS = 8

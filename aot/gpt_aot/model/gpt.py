@@ -274,7 +274,7 @@ class GPT(nn.Module):
     def set_linear_form(self, form: str):
         if form not in self.linear_forms:
             raise ValueError(f"linear form {form!r} is not one of {self.linear_forms}")
-        if form in ("kernel", "panels", "q8", "q8panels"):
+        if form in ("kernel", "panels", "q8", "q8panels", "int4panels"):
             kernels.load()  # the form calls the library's operators: registered here before any forward
         for module in self.modules():
             if isinstance(module, Linear):

@@ -20,7 +20,19 @@ from torch.nn import functional as F
 
 from gpt_aot.model import kernels
 
-LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "blocked", "int4pack", "q8", "q8panels")
+LINEAR_FORMS = (
+    "mm",
+    "reduction",
+    "onednn",
+    "kernel",
+    "panels",
+    "int8pack",
+    "blocked",
+    "int4pack",
+    "q8",
+    "q8panels",
+    "int4panels",
+)
 # The forms each weight layout allows: oneDNN's reads float weights; the kernel library's (kernels/cpu/linear.h:
 # weights widened in registers, for CPUs where torch's bf16 GEMM is a dot product at a time) float weights and
 # int8 "rows"; int8 weights by their layout (quantize.py): aten's int8 kernel and the reduction over rows read
@@ -28,12 +40,13 @@ LINEAR_FORMS = ("mm", "reduction", "onednn", "kernel", "panels", "int8pack", "bl
 # "blocks64"; "q8", the kernel library's int8 "rows" times the activations rounded to int8 blocks, "rows"; mm
 # reads any. "panels" is the kernel library's product over bf16 weights packed in panels where they run
 # (pack_for_panels), weights of other shapes (and a tied head) read by its `kernel` form as stored; "q8panels" q8's
-# product over int8 "rows" packed in q8 panels where they run (pack_for_q8_panels), K a multiple of 32.
+# product over int8 "rows" packed in q8 panels where they run (pack_for_q8_panels), K a multiple of 32; "int4panels"
+# the kernel library's int4 product over "blocks64" packed in u4 panels where they run (pack_for_int4_panels).
 LAYOUT_LINEAR_FORMS = {
     None: ("mm", "reduction", "onednn", "kernel", "panels"),
     "rows": ("mm", "reduction", "int8pack", "kernel", "q8", "q8panels"),
     "blocks32": ("mm", "blocked"),
-    "blocks64": ("mm", "int4pack", "kernel"),
+    "blocks64": ("mm", "int4pack", "kernel", "int4panels"),
 }
 WEIGHT_LAYOUTS = tuple(LAYOUT_LINEAR_FORMS)
 BLOCK_ROWS = 32  # output rows per block of the int8 "blocks32" layout
@@ -42,7 +55,7 @@ PANEL_ROWS = 16  # output rows per panel of the panels form's packing (kernels/c
 INT4_ZERO = 8  # an int4 weight q (0..15) stands for (q - 8) * scale + zero (aten's int4 kernels' convention)
 # The forms whose graphs read copies of the linear weights packed where they run (the runtime's
 # exec/packed_weights.cpp, ArtifactGraphs, packed_linear_weights): the graph names the stored weight.
-PACKED_FORMS = ("onednn", "int4pack", "panels", "q8panels")
+PACKED_FORMS = ("onednn", "int4pack", "panels", "q8panels", "int4panels")
 
 
 def to_row_blocks(q: torch.Tensor) -> torch.Tensor:
@@ -144,7 +157,7 @@ def int4_embedding(packed: torch.Tensor, scale_zero: torch.Tensor, idx: torch.Te
 def rounds_activations(form: str, weight_layout: str | None) -> bool:
     """Whether `form` rounds its activations before the products (the int4 kernel's and q8's int8 blocks): its results
     lie further from the dequantised reference than a reordering of sums, by the activations' rounding."""
-    return form in ("q8", "q8panels") or (form == "kernel" and weight_layout == "blocks64")
+    return form in ("q8", "q8panels", "int4panels") or (form == "kernel" and weight_layout == "blocks64")
 
 
 def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dtype = torch.float32) -> bool:
@@ -158,7 +171,7 @@ def linear_form_runs_on(form: str, device: torch.device, weight_dtype: torch.dty
         return False
     if form == "int4pack":
         return device.type == "cpu"
-    if form in ("kernel", "q8", "q8panels"):
+    if form in ("kernel", "q8", "q8panels", "int4panels"):
         return device.type == "cpu" and kernels.available()
     if form == "panels":
         return device.type == "cpu" and kernels.available() and weight_dtype == torch.bfloat16
@@ -213,8 +226,10 @@ class Linear(nn.Linear):
     of inputs and output row) and `weight_group_size` (quantize.py), "mm" reads
     the dequantised weight, "kernel" the kernel library's (`gpt_kernels::linear_int4`:
     the activations rounded to int8 in blocks of 32 and multiplied by the int4
-    values in integers, llama.cpp's Q8_0 scheme; the blocks read as stored) and
-    "int4pack" aten's CPU int4 kernel (weight-only: each weight dequantised). It is
+    values in integers, llama.cpp's Q8_0 scheme; the blocks read as stored),
+    "int4panels" the same products on the blocks packed in u4 panels where they
+    run (`linear_int4_panels`: eight inputs of 16 outputs a vector, no unpacking
+    into row order) and "int4pack" aten's CPU int4 kernel (weight-only: each weight dequantised). It is
     called through the quantized op that takes the group size as a tensor: the
     aten op's lowering would add a constant of its own to the compiled graph,
     one the weights file does not hold. The kernel reads the host's packing
@@ -295,6 +310,10 @@ class Linear(nn.Linear):
             return torch.ops.gpt_kernels.linear_int4(
                 x, self.weight, self.weight_scale_zero, self.out_features, self.bias
             )
+        elif self.form == "int4panels":
+            return torch.ops.gpt_kernels.linear_int4_panels(
+                x, self._packed_for("int4panels"), self.weight_scale_zero, self.out_features, self.bias
+            )
         elif self.form == "mm":
             y = F.linear(x, dequantize_int4(self.weight, self.weight_scale_zero, self.out_features, x.dtype))
         else:
@@ -337,6 +356,13 @@ def pack_for_q8_panels(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.gpt_kernels.pack_linear_q8_panels(weight.detach())
 
 
+def pack_for_int4_panels(weight: torch.Tensor) -> torch.Tensor:
+    """int4 "blocks64" weights in the kernel library's u4 panels (the same shape and bytes, each panel's eight inputs
+    of 16 outputs a 64-byte run), as runtime/exec/packed_weights.cpp packs them."""
+    kernels.load()  # registered before the first call, whatever ran before
+    return torch.ops.gpt_kernels.pack_linear_int4_panels(weight.detach())
+
+
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
     """A linear's weight in the layout oneDNN's product reads fastest (opaque,
     for its linear only), as runtime/exec/packed_weights.cpp packs it."""
@@ -350,6 +376,7 @@ def pack_linear_weight(weight: torch.Tensor, form: str) -> torch.Tensor:
         "onednn": pack_for_onednn,
         "panels": pack_for_panels,
         "q8panels": pack_for_q8_panels,
+        "int4panels": pack_for_int4_panels,
     }
     if form not in packers:
         raise ValueError(f"linear form {form!r} reads no packed weight")
@@ -361,7 +388,7 @@ def packed_linear_weights(gpt: nn.Module, forms: tuple = PACKED_FORMS):
     """Runs the packed forms among `forms` (PACKED_FORMS) on packed weights, as the runtime's graphs do: each
     linear's weight packed for each of them that reads it."""
     linears = [m for m in gpt.modules() if isinstance(m, Linear)]
-    int4 = {"int4pack"}
+    int4 = {"int4pack", "int4panels"}
     for linear in linears:
         if linear.weight.dtype == torch.uint8:
             reads = int4
