@@ -347,6 +347,8 @@ def test_linear_forms_compute_the_same_product(fixtures):
         "blocked",
         "int4pack",
         "q8",
+        "q8panels",
+        "int4panels",
     }
     for bias in (True, False):
         linear = Linear(16, 24, bias=bias)
