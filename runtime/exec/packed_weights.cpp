@@ -48,32 +48,26 @@ at::Tensor pack_for_int4pack(const at::Tensor &stored) {
     return at::_convert_weight_to_int4pack_for_cpu(int4_values(stored), 1);
 }
 
-// The kernel library's packing (kernels/cpu/linear.h), registered with the dispatcher where this library loads.
+// One of the kernel library's packings (kernels/cpu/linear.h: gpt_kernels::pack_linear_<name>), registered with the
+// dispatcher where this library loads; looked up once a weight, at load.
+at::Tensor kernel_library_pack(const char *name, const at::Tensor &weight) {
+    return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<at::Tensor(const at::Tensor &)>().call(
+        weight);
+}
+
 at::Tensor pack_for_panels(const at::Tensor &weight) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("gpt_kernels::pack_linear_panels", "")
-                               .typed<at::Tensor(const at::Tensor &)>();
-    return op.call(weight);
+    return kernel_library_pack("gpt_kernels::pack_linear_panels", weight);
+}
+at::Tensor pack_for_q8_panels(const at::Tensor &weight) {
+    return kernel_library_pack("gpt_kernels::pack_linear_q8_panels", weight);
+}
+at::Tensor pack_for_int4_panels(const at::Tensor &weight) {
+    return kernel_library_pack("gpt_kernels::pack_linear_int4_panels", weight);
 }
 
 bool fits_panels(const at::Tensor &t) { return t.scalar_type() == at::kBFloat16 && t.size(0) % 16 == 0; }
-
-at::Tensor pack_for_q8_panels(const at::Tensor &weight) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("gpt_kernels::pack_linear_q8_panels", "")
-                               .typed<at::Tensor(const at::Tensor &)>();
-    return op.call(weight);
-}
-
 // The activations' blocks of 32 inputs (kernels/cpu/linear_tile.h's Q8_BLOCK) must tile K.
 bool fits_q8_panels(const at::Tensor &t) { return t.scalar_type() == at::kChar && t.size(1) % 32 == 0; }
-
-at::Tensor pack_for_int4_panels(const at::Tensor &weight) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow("gpt_kernels::pack_linear_int4_panels", "")
-                               .typed<at::Tensor(const at::Tensor &)>();
-    return op.call(weight);
-}
 
 at::Tensor pack(Packing packing, const at::Tensor &weight) {
     switch (packing) {
@@ -88,6 +82,29 @@ at::Tensor pack(Packing packing, const at::Tensor &weight) {
 
 bool is_int4_weight(const at::Tensor &t) {
     return t.scalar_type() == at::kByte && t.dim() == 2 && t.size(0) % kInt4BlockRows == 0 && t.device().is_cpu();
+}
+
+// What the kernels' packings read (every packing but oneDNN's), and the load's refusal of another weight.
+struct KernelPacking {
+    bool (*reads)(const at::Tensor &);
+    const char *refusal;
+};
+
+KernelPacking kernel_packing(Packing packing) {
+    switch (packing) {
+        case Packing::int4_for_host:
+            return {is_int4_weight, "for the int4 kernel, which is no int4 weight of this model"};
+        case Packing::panels:
+            return {fits_panels, "in panels, which is no bf16 weight of this model with rows a multiple of 16"};
+        case Packing::q8_panels:
+            return {fits_q8_panels,
+                    "in q8 panels, which is no int8 weight of this model with columns a multiple of 32"};
+        case Packing::int4_panels:
+            return {[](const at::Tensor &t) { return is_int4_weight(t) && t.size(1) * 2 % 32 == 0; },
+                    "in u4 panels, which is no int4 weight of this model with columns a multiple of 32"};
+        case Packing::onednn: break;
+    }
+    return {[](const at::Tensor &) { return true; }, ""};
 }
 
 }  // namespace
@@ -109,45 +126,19 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
         const auto &[name, packing] = *entry;
         auto it = weights.find(name);
         const bool found = it != weights.end() && it->second.dim() == 2 && it->second.device().is_cpu();
-        switch (packing) {
-            case Packing::int4_for_host:
-                if (!found || !is_int4_weight(it->second))
-                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
-                                                       "' for the int4 kernel, which is no int4 weight of this model");
-                packed_.emplace(std::make_pair(name, packing),
-                                std::make_pair(at::Tensor(), pack_for_int4pack(it->second)));
-                break;
-            case Packing::panels:
-                if (!found || !fits_panels(it->second))
-                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
-                                                       "' in panels, which is no bf16 weight of this model with "
-                                                       "rows a multiple of 16");
-                packed_.emplace(
-                    std::make_pair(name, packing),
-                    std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_panels(it->second)));
-                break;
-            case Packing::int4_panels:
-                if (!found || !is_int4_weight(it->second) || it->second.size(1) * 2 % 32 != 0)
-                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
-                                                       "' in u4 panels, which is no int4 weight of this model with "
-                                                       "columns a multiple of 32");
-                packed_.emplace(std::make_pair(name, packing),
-                                std::make_pair(at::Tensor(), pack_for_int4_panels(it->second)));
-                break;
-            case Packing::q8_panels:
-                if (!found || !fits_q8_panels(it->second))
-                    fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name +
-                                                       "' in q8 panels, which is no int8 weight of this model with "
-                                                       "columns a multiple of 32");
-                packed_.emplace(
-                    std::make_pair(name, packing),
-                    std::make_pair(weights_change ? it->second : at::Tensor(), pack_for_q8_panels(it->second)));
-                break;
-            case Packing::onednn:
-                if (!found)
-                    fail(GPT_ERR_ARTIFACT_INVALID,
-                         "the manifest packs '" + name + "' for oneDNN, which is no 2-D CPU weight of this model");
-                if (onednn_failed) break;
+        if (packing != Packing::onednn) {
+            const KernelPacking rule = kernel_packing(packing);
+            if (!found || !rule.reads(it->second))
+                fail(GPT_ERR_ARTIFACT_INVALID, "the manifest packs '" + name + "' " + rule.refusal);
+            // Quantized weights never change (inference only): only float ones keep their stored weight for repack.
+            const bool follows = weights_change && packing == Packing::panels;
+            packed_.emplace(std::make_pair(name, packing),
+                            std::make_pair(follows ? it->second : at::Tensor(), pack(packing, it->second)));
+        } else {
+            if (!found)
+                fail(GPT_ERR_ARTIFACT_INVALID,
+                     "the manifest packs '" + name + "' for oneDNN, which is no 2-D CPU weight of this model");
+            if (!onednn_failed) {
                 try {
                     packed_.emplace(std::make_pair(name, packing),
                                     std::make_pair(it->second, pack_for_onednn(it->second)));
@@ -157,7 +148,7 @@ PackedWeights::PackedWeights(std::map<std::string, at::Tensor> &weights,
                                           e.what());
                     onednn_failed = true;
                 }
-                break;
+            }
         }
         // `wanted` is ordered by name: after a name's last packing, its stored weight can go.
         const auto next = std::next(entry);

@@ -75,10 +75,7 @@ TEST_CASE(
     CHECK(err <= atol);
     // decode_one reads the stored blocks, the batched graphs copies in u4 panels of every linear's (as many bytes):
     // both held.
-    uint64_t linear_bytes = 0;
-    for (const auto &[name, tensor] : weights)
-        if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && tensor.scalar_type() == at::kByte)
-            linear_bytes += static_cast<uint64_t>(tensor.nbytes());
+    const uint64_t linear_bytes = test::linear_weight_bytes(weights, at::kByte);
     CHECK(linear_bytes > 0);
     CHECK(test::loaded_weights_bytes(dir) == stored + linear_bytes);
 }

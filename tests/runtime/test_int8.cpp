@@ -95,10 +95,7 @@ TEST_CASE(
     check_same_samples(model.handle, exact.handle);
     // Its batched graphs read every linear's weight packed in q8 panels (a copy of as many bytes), decode_one the
     // rows as stored: both held.
-    uint64_t linear_bytes = 0;
-    for (const auto &[name, tensor] : weights)
-        if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && tensor.scalar_type() == at::kChar)
-            linear_bytes += static_cast<uint64_t>(tensor.numel());
+    const uint64_t linear_bytes = test::linear_weight_bytes(weights, at::kChar);
     CHECK(linear_bytes > 0);
     CHECK(test::loaded_weights_bytes(dir) == stored + linear_bytes);
 }

@@ -159,6 +159,16 @@ StoredWeights stored_weights(const std::filesystem::path &dir) {
     return stored;
 }
 
+uint64_t linear_weight_bytes(const std::map<std::string, at::Tensor> &tensors, at::ScalarType dtype) {
+    const std::string suffix = ".weight";
+    uint64_t bytes = 0;
+    for (const auto &[name, tensor] : tensors)
+        if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+            tensor.scalar_type() == dtype)
+            bytes += static_cast<uint64_t>(tensor.nbytes());
+    return bytes;
+}
+
 double golden_error(gpt_model *model) {
     double err = -1;
     return gpt_model_verify(model, &err) == GPT_OK ? err : -1;

@@ -90,6 +90,8 @@ struct StoredWeights {
     uint64_t bytes = 0;
 };
 StoredWeights stored_weights(const std::filesystem::path &dir);
+// The bytes of `tensors`' linear weights of `dtype` (names ending in ".weight"): what a packed form copies.
+uint64_t linear_weight_bytes(const std::map<std::string, at::Tensor> &tensors, at::ScalarType dtype);
 // gpt_model_verify's largest error against the golden vector; -1 if verification fails.
 double golden_error(gpt_model *model);
 
