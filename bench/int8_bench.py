@@ -79,7 +79,7 @@ PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
 ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
              "bf16panelschunked", "int8kernel", "int8q8", "int8q8chunked", "int8q8panelschunked", "int4kernel",
-             "int4kernelchunked", "int4panelschunked")  # fmt: skip
+             "int4kernelchunked", "int4panelschunked", "int4kernelpanelschunked")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
 DECODE_ATTENTION = {
@@ -96,6 +96,7 @@ DECODE_ATTENTION = {
     "int4kernel": "math",
     "int4kernelchunked": "chunked",
     "int4panelschunked": "chunked",
+    "int4kernelpanelschunked": "chunked",
 }
 # The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
 # linear_int4 over int4 blocks): nothing measured on the build host at all.
@@ -109,11 +110,12 @@ Q8_LINEAR = ("int8q8", "int8q8chunked")
 # The same products on the int8 weights packed in q8 panels at load (linear_int8_q8_panels), every graph: at 8 rows
 # 2.5-3x the rows' speed, at one about the same.
 Q8_PANELS_LINEAR = ("int8q8panelschunked",)
-# The kernel library's int4 linear on the blocks packed in u4 panels at load (linear_int4_panels), every graph.
-INT4_PANELS_LINEAR = ("int4panelschunked",)
+# The kernel library's int4 linear on the blocks packed in u4 panels at load (linear_int4_panels), every graph; or
+# decode_one on the stored blocks (faster at one row) and the batched graphs on the panels (both copies held).
+INT4_PANELS_LINEAR = ("int4panelschunked", "int4kernelpanelschunked")
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int8q8chunked": "int8",
-            "int8q8panelschunked": "int8", "int4panelschunked": "int4",
+            "int8q8panelschunked": "int8", "int4panelschunked": "int4", "int4kernelpanelschunked": "int4",
             "int4kernel": "int4", "int4kernelchunked": "int4"}  # fmt: skip
 
 
@@ -151,7 +153,8 @@ def compile_ours(files: Files, weights: str) -> float | None:
     elif weights in Q8_PANELS_LINEAR:
         cmd += ["--decode-linear", "q8panels", "--batched-linear", "q8panels"]
     elif weights in INT4_PANELS_LINEAR:
-        cmd += ["--decode-linear", "int4panels", "--batched-linear", "int4panels"]
+        decode_one = "kernel" if weights == "int4kernelpanelschunked" else "int4panels"
+        cmd += ["--decode-linear", decode_one, "--batched-linear", "int4panels"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((artifact(files, "bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
