@@ -39,7 +39,7 @@ class Files:
         return WORK / "server" / f"gpt2-{self.size}-bf16.gguf"
 
     def gguf(self, kind: str) -> Path:
-        """llama.cpp's file of `kind` (bf16, q8_0, q4_0, q4_k_m)."""
+        """llama.cpp's file of `kind` (bf16, q8_0, q4_0, q4_1, q4_k_m)."""
         return self.bf16_gguf if kind == "bf16" else WORK / "int8" / f"gpt2-{self.size}-{kind}.gguf"
 
     @property

@@ -1,5 +1,5 @@
 """Decode with int8 and int4 weights, side by side (issue #27): our int8, int4 and bf16 artifacts, llama.cpp's
-Q8_0, Q4_0, Q4_K_M (and bf16) and CTranslate2's int8, GPT-2 124M on the same weights and threads.
+Q8_0, Q4_0, Q4_1, Q4_K_M (and bf16) and CTranslate2's int8, GPT-2 124M on the same weights and threads.
 
     bench/llama_setup.sh && .venv/bin/python bench/server_weights.py --skip-compile && \\
         .venv/bin/python bench/int8_weights.py           # the peers' weights (bench/work/int8/)
@@ -16,7 +16,8 @@ to the kernel library's, each with the linear forms the measured bf16 artifact p
 linear on weights packed in panels at load); `int8kernel` its int8
 linear, `int8q8` the same but decode_one's with int8 activations (linear_int8_q8), `int4kernel` its int4 one
 (int8 activations), decode's attention math; each of `bf16panels`, `int8q8`, `int4kernel` with a `chunked` suffix
-the same with the kernel library's decode attention), the linear forms measured by the compile). Rows:
+the same with the kernel library's decode attention; `int4g64` ones int4 in groups of 64 inputs, Q4_0's bytes a
+weight), the linear forms measured by the compile). Rows:
 bench/runtime_bench.c `generate` for ours (one session of B sequences, one batched prefill of C - GEN tokens, GEN
 greedy steps), bench/int8_peers.py for the peers (its docstring says how each is timed); context C as
 bench/suite.py's. Every implementation runs in its own process, rounds alternate the implementations, and each cell
@@ -79,7 +80,8 @@ PY = sys.executable
 # Our artifacts, each at Files(size).artifact(name).
 ARTIFACTS = ("int8", "int4", "bf16", "bf16math", "bf16chunked", "bf16kernel", "bf16panels", "bf16kernelchunked",
              "bf16panelschunked", "int8kernel", "int8q8", "int8q8chunked", "int8q8panelschunked", "int4kernel",
-             "int4kernelchunked", "int4panelschunked", "int4kernelpanelschunked")  # fmt: skip
+             "int4kernelchunked", "int4panelschunked", "int4kernelpanelschunked", "int4g64kernelchunked",
+             "int4g64kernelpanelschunked")  # fmt: skip
 # Decode's attention pinned: the others measure it (auto). A pinned artifact takes the linear forms the measured
 # bf16 artifact picked (compiled first), so the two differ by decode's attention alone.
 DECODE_ATTENTION = {
@@ -97,10 +99,13 @@ DECODE_ATTENTION = {
     "int4kernelchunked": "chunked",
     "int4panelschunked": "chunked",
     "int4kernelpanelschunked": "chunked",
+    "int4g64kernelchunked": "chunked",
+    "int4g64kernelpanelschunked": "chunked",
 }
 # The kernel library's linear pinned in every graph (int8kernel: its linear_int8 over int8 rows; int4kernel: its
 # linear_int4 over int4 blocks): nothing measured on the build host at all.
-KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel", "int4kernelchunked")
+KERNEL_LINEAR = ("bf16kernel", "bf16kernelchunked", "int8kernel", "int4kernel", "int4kernelchunked",
+                 "int4g64kernelchunked")  # fmt: skip
 # Its linear on bf16 weights packed in panels at load (the tied head its row kernel), every graph.
 PANELS_LINEAR = ("bf16panels", "bf16panelschunked")
 # Its int8 linear with the activations rounded to int8 blocks (linear_int8_q8) in decode_one, where it reads the
@@ -112,11 +117,15 @@ Q8_LINEAR = ("int8q8", "int8q8chunked")
 Q8_PANELS_LINEAR = ("int8q8panelschunked",)
 # The kernel library's int4 linear on the blocks packed in u4 panels at load (linear_int4_panels), every graph; or
 # decode_one on the stored blocks (faster at one row) and the batched graphs on the panels (both copies held).
-INT4_PANELS_LINEAR = ("int4panelschunked", "int4kernelpanelschunked")
+INT4_PANELS_LINEAR = ("int4panelschunked", "int4kernelpanelschunked", "int4g64kernelpanelschunked")
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int8q8chunked": "int8",
             "int8q8panelschunked": "int8", "int4panelschunked": "int4", "int4kernelpanelschunked": "int4",
-            "int4kernel": "int4", "int4kernelchunked": "int4"}  # fmt: skip
+            "int4kernel": "int4", "int4kernelchunked": "int4", "int4g64kernelchunked": "int4",
+            "int4g64kernelpanelschunked": "int4"}  # fmt: skip
+# int4's groups of inputs where not 32: at 64, a scale and a zero (bf16) a group cost 4.5 bits a weight, Q4_0's
+# bytes (its groups of 32 hold a scale alone); at 32 our int4 is Q4_1's scheme and bytes (5 bits a weight).
+GROUP_SIZE = {"int4g64kernelchunked": 64, "int4g64kernelpanelschunked": 64}
 
 
 # Per --level: the suffix of our artifacts' directories, their --isa, the kernels' path, llama.cpp's build.
@@ -153,13 +162,14 @@ def compile_ours(files: Files, weights: str) -> float | None:
     elif weights in Q8_PANELS_LINEAR:
         cmd += ["--decode-linear", "q8panels", "--batched-linear", "q8panels"]
     elif weights in INT4_PANELS_LINEAR:
-        decode_one = "kernel" if weights == "int4kernelpanelschunked" else "int4panels"
+        decode_one = "int4panels" if weights == "int4panelschunked" else "kernel"
         cmd += ["--decode-linear", decode_one, "--batched-linear", "int4panels"]
     elif weights in DECODE_ATTENTION:
         picked = json.loads((artifact(files, "bf16") / "cpu" / "manifest.json").read_text())["graphs"]
         cmd += ["--decode-linear", picked["decode_one"]["linear"]["form"]]
         cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
     cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", QUANTIZE[weights]] if weights in QUANTIZE else [])
+    cmd += ["--group-size", str(GROUP_SIZE[weights])] if weights in GROUP_SIZE else []
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
     return time.perf_counter() - start

@@ -2,7 +2,7 @@
 timing greedy decode of GPT-2 124M on the same weights (bench/int8_weights.py makes them; bench/llama_setup.sh
 builds llama.cpp).
 
-    .venv/bin/python bench/int8_peers.py [--peer llama ct2] [--llama-weights q8_0 q4_0 q4_k_m bf16] [--threads 2]
+    .venv/bin/python bench/int8_peers.py [--peer llama ct2] [--llama-weights q8_0 q4_0 q4_1 q4_k_m bf16] [--threads 2]
         [--batches 1 8] [--contexts 128 1024] [--gen 32] [--reps 3] [--no-check] [--size 124m] [--out FILE]
 
 Prints the rows as JSON (and writes them to --out): one per implementation, weights, batch B and context C,
@@ -55,7 +55,7 @@ LLAMA_BINS = {"native": LLAMA / "bin", "avx2": ROOT / "bench" / "work" / "llama-
 BATCHED_BENCH = LLAMA_BINS["native"] / "llama-batched-bench"
 LLAMA_SERVER = LLAMA_BINS["native"] / "llama-server"
 INT8 = ROOT / "bench" / "work" / "int8"
-GGUF_KINDS = ("q8_0", "q4_0", "q4_k_m", "bf16")
+GGUF_KINDS = ("q8_0", "q4_0", "q4_1", "q4_k_m", "bf16")
 REFERENCE = ROOT / "bench" / "work" / "server" / "reference.json"
 LOGS = INT8 / "logs"
 VOCAB = 50257

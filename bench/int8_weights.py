@@ -13,6 +13,9 @@ Hugging Face layout, bf16), so every implementation starts from the very same bi
                                          as users run it: the matrices Q4_0 (blocks of 32 4-bit weights with an f16
                                          scale, 4.5 bits a weight), token_embd (also the output matrix) the type
                                          llama-quantize gives it (Q6_K); the stretch of issue #27 compares our int4
+- bench/work/int8/gpt2-124m-q4_1.gguf    llama-quantize Q4_1 of the same: blocks of 32 4-bit weights with an f16
+                                         scale and an f16 minimum (5 bits a weight), our int4's scheme at groups of
+                                         32 (a scale and a zero per group); token_embd as llama-quantize gives it
 - bench/work/int8/gpt2-124m-q4_k_m.gguf  llama-quantize Q4_K_M of the same: Q4_K matrices (super-blocks of 256, 6-bit
                                          scales and mins), some Q6_K, as llama-quantize's recipe picks them
 - bench/work/int8/ct2-gpt2-124m-int8/    CTranslate2's converter (TransformersConverter, as
@@ -45,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 WORK = ROOT / "bench" / "work" / "int8"
 QUANTIZE = ROOT / "bench" / "work" / "llama" / "bin" / "llama-quantize"
-LLAMA_QUANTIZED = ("Q4_0", "Q4_K_M")  # llama-quantize's types, of the bf16 GGUF
+LLAMA_QUANTIZED = ("Q4_0", "Q4_1", "Q4_K_M")  # llama-quantize's types, of the bf16 GGUF
 CT2_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # ctranslate2.specs.model_spec's order
 
 

@@ -14,4 +14,6 @@
 // 2: linear_int4's scale_zero is (blocks of 64 rows, groups, 64, 2), each block's pairs in one run (1: (groups,
 //    rows, 2)); the activations' group sums are added in 8 lanes (linear_q8_activations.cpp), moving the int4 and q8
 //    linears' results by float rounding.
-#define GPT_KERNELS_VERSION 2
+// 3: the graphs call the operators as the C functions of c_shims.h (AOTInductor's `custom_ops_to_c_shims`), which a
+//    runtime of version 2 does not export: its dlopen of such a graph would fail on an undefined symbol.
+#define GPT_KERNELS_VERSION 3

@@ -7,6 +7,8 @@
 #include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/inductor/aoti_torch/utils.h>
 
+#include <dlfcn.h>
+
 #include <optional>
 
 #include "base/error.h"
@@ -35,6 +37,20 @@ struct ContainerConstants : torch::inductor::AOTIModelContainerRunner {
     }
 };
 
+// The artifacts' CPU graphs call the kernel library's C shims (kernels/c_shims.h), which the dynamic linker binds
+// in the process's global scope when it loads a graph's library. A process that opened libgpt_runtime with
+// RTLD_LOCAL (a plugin host, Python's ctypes) holds them outside that scope, and the graph would fail to load on
+// an undefined symbol: reopen this library RTLD_GLOBAL once (RTLD_NOLOAD: never a second copy; the handle is kept).
+void make_kernel_shims_global() {
+    static const bool done = [] {
+        Dl_info self{};
+        if (dladdr(reinterpret_cast<void *>(&make_kernel_shims_global), &self) != 0 && self.dli_fname != nullptr)
+            (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+        return true;
+    }();
+    (void)done;
+}
+
 }  // namespace
 
 Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceHealth &health, int num_runners,
@@ -43,6 +59,7 @@ Graph::Graph(std::string name, const Bytes &package, c10::Device device, DeviceH
     // The loader reads a path, so the verified bytes go to a file no one else can write.
     PrivateTempDir dir;
     const std::string file = dir.write(name_ + ".pt2", package);
+    make_kernel_shims_global();
     try {
         loader_ = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
             // The single-threaded path takes one instance (torch refuses more); its calls take turns.

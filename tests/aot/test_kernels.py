@@ -1,5 +1,5 @@
 """The kernel library (kernels/) from the compile to the runtime. Its decode attention ("chunked"): a measured
-candidate, called by the compiled decode graphs through torch's dispatcher, equal to eager PyTorch, the same
+candidate, called by the compiled decode graphs as a C function (kernels/c_shims.h), equal to eager PyTorch, the same
 greedy tokens on every vector path the host runs, and refused by a runtime that lacks the version an artifact
 names. The kernel against its scalar reference and SDPA on each path: tests/kernels/test_decode_attention.cpp.
 Its linear (the "kernel" linear form): torch's linear as an operator, and an artifact whose graphs all call it
@@ -8,6 +8,7 @@ Its linear (the "kernel" linear form): torch's linear as an operator, and an art
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -48,7 +49,9 @@ def test_the_decode_graphs_call_the_library_and_the_manifest_names_its_version(a
     operators = [OPERATOR, ROWS_OPERATOR]
     assert manifest["kernels"] == {"library": "gpt_kernels", "version": kernels.load(), "operators": operators}
     assert manifest["attention"]["decode"]["backend"] == "chunked"
-    calls = {graph: packages.extern_operators(directory / f"{graph}.pt2") for graph in manifest["graphs"]}
+    calls = {graph: packages.kernel_operators(directory / f"{graph}.pt2") for graph in manifest["graphs"]}
+    # Every call a C function's: none through the proxy executor.
+    assert all(not packages.extern_operators(directory / f"{graph}.pt2") for graph in manifest["graphs"])
     expected = {
         "prefill": set(),
         "decode": {OPERATOR},
@@ -225,8 +228,9 @@ def test_an_artifact_with_the_kernel_linear_calls_it_in_every_graph_and_equals_e
     assert {graph: manifest["graphs"][graph]["linear"]["form"] for graph in manifest["graphs"]} == dict.fromkeys(
         ("prefill", "decode", "decode_one", "extend"), "kernel"
     )
-    calls = {graph: packages.extern_operators(out / f"{graph}.pt2") for graph in manifest["graphs"]}
+    calls = {graph: packages.kernel_operators(out / f"{graph}.pt2") for graph in manifest["graphs"]}
     assert calls == dict.fromkeys(manifest["graphs"], {linear})
+    assert all(not packages.extern_operators(out / f"{graph}.pt2") for graph in manifest["graphs"])
     graphs, eager = ArtifactGraphs(out), fixtures.tiny_model("naive")
     idx = torch.randint(0, fixtures.CONFIG.vocab_size, (3, 7), generator=torch.Generator().manual_seed(4))
     kv_c, kv_e = graphs.new_kv_cache(3), eager.new_kv_cache(3)
@@ -280,3 +284,23 @@ def test_the_panels_artifacts_verify_and_give_one_greedy_text_on_every_path(arti
         texts[isa] = (greedy.stdout, sampled.stdout)
     assert len(set(texts[None][1])) > 5, texts[None]
     assert all(text == texts[None] for text in texts.values()), texts
+
+
+def test_every_operator_a_graph_calls_has_its_c_shim_and_no_torch_function_shares_its_name():
+    """kernels/c_shims.h declares a C function for each operator of registration.cpp but the packing ones (called by
+    the runtime at load) and the library's queries; libgpt_runtime exports each (runtime/abi/exports.map), and
+    torch's own libraries define none of the names: a graph binds its calls in the process's global scope, where
+    the first definition would win."""
+    registered = set(re.findall(r'm\.def\(\s*"(\w+)\(', (kernels.SOURCE / "registration.cpp").read_text()))
+    called_by_graphs = {op for op in registered if not op.startswith("pack_") and op not in ("version", "threaded")}
+    assert set(kernels.c_shim_declarations()) == called_by_graphs
+    names = {f"aoti_torch_cpu_{op}" for op in called_by_graphs}
+    torch_lib = Path(torch.__file__).parent / "lib"
+    for library in sorted(torch_lib.glob("libtorch*.so")):
+        exported = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True)
+        assert exported.returncode == 0, exported.stderr
+        assert not names & set(re.findall(r"\b(aoti_torch_cpu_\w+)$", exported.stdout, re.MULTILINE)), library
+    runtime = ROOT / "build" / "runtime" / "libgpt_runtime.so"
+    if runtime.exists():
+        exported = subprocess.run(["nm", "-D", "--defined-only", str(runtime)], capture_output=True, text=True)
+        assert names <= set(exported.stdout.split()), "libgpt_runtime does not export every C shim"

@@ -34,8 +34,14 @@ fi
 
 abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$root/include/gpt_runtime.h")
 lib=$(ls "$prefix"/lib*/libgpt_runtime.so."$abi")
-leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || true)
-[ -z "$leaked" ] || { echo "exported beyond the C API: $leaked"; exit 1; }
+# The C API, and the kernel library's C shims that the artifacts' graphs call (kernels/c_shims.h), no more.
+shims=$(sed -n 's/^GPT_KERNELS_SHIM AOTITorchError \(aoti_torch_cpu_[a-z0-9_]*\)(.*/\1/p' "$root/kernels/c_shims.h")
+[ -n "$shims" ] || { echo "no C shim declared in kernels/c_shims.h"; exit 1; }
+exported=$(nm -D --defined-only "$lib" | awk '{print $3}')
+leaked=$(grep -v '^gpt_' <<<"$exported" | grep -vxF "$shims" || true)
+[ -z "$leaked" ] || { echo "exported beyond the C API and the kernels' C shims: $leaked"; exit 1; }
+missing=$(grep -vxF "$exported" <<<"$shims" || true)
+[ -z "$missing" ] || { echo "kernel C shims not exported: $missing"; exit 1; }
 # grep -q reads the output whole from a variable: fed by a pipe it may quit early,
 # and the writer's SIGPIPE fails the pipeline under pipefail.
 dynamic=$(readelf -d "$lib")

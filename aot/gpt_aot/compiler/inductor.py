@@ -6,8 +6,9 @@ from pathlib import Path
 import torch
 
 from gpt_aot.compiler import isa, torch_patches
-from gpt_aot.compiler.packages import extern_operators, wrapper_source
+from gpt_aot.compiler.packages import kernel_operators, wrapper_source
 from gpt_aot.compiler.target import Target
+from gpt_aot.model import kernels
 from gpt_aot.model.attention import attention_context
 
 # One copy of the weights for all graphs: nothing is baked into the .so, every
@@ -30,14 +31,14 @@ KERNEL_SYMBOLS = {
     ("cuda", "efficient"): "_scaled_dot_product_efficient_attention",
     ("cuda", "cudnn"): "_scaled_dot_product_cudnn_attention",
 }
-# The kernel library's operators, called through the proxy executor (packages.extern_operators): decode's, and
-# the mixed graph's (tokens of any sequences).
+# The kernel library's attention operators (packages.kernel_operators): decode's, and the mixed graph's (tokens of
+# any sequences).
 OWN_KERNEL_OPERATORS = {("cpu", "chunked"): ("gpt_kernels::decode_attention", "gpt_kernels::decode_attention_rows")}
 
 
 def check_kernel(package: Path, device: str, kind: str) -> None:
     """Prove the compiled graph calls the chosen attention kernel, not a fallback."""
-    code, operators = wrapper_source(package), extern_operators(package)
+    code, operators = wrapper_source(package), kernel_operators(package)
     symbol = KERNEL_SYMBOLS.get((device, kind))
     expected = {symbol} if symbol else set(OWN_KERNEL_OPERATORS.get((device, kind), ()))
     called = {s for s in KERNEL_SYMBOLS.values() if s + "(" in code or s + "_" in code}
@@ -51,6 +52,10 @@ def check_kernel(package: Path, device: str, kind: str) -> None:
 def compile_package(program, package: Path, target: Target, attention: str) -> None:
     """AOTInductor-compile one exported program with the attention backend pinned, for the target's ISA level."""
     level = target.isa_level if target.device == "cpu" else isa.NATIVE
+    configs = dict(INDUCTOR_CONFIGS)
+    if target.device == "cpu" and kernels.available():
+        # The kernel library's operators called as C functions, not through the proxy executor (kernels/c_shims.h).
+        configs["aot_inductor.custom_ops_to_c_shims"] = kernels.c_shims()
     with attention_context(attention), torch_patches.compiling_for(level):
-        torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=INDUCTOR_CONFIGS)
+        torch._inductor.aoti_compile_and_package(program, package_path=str(package), inductor_configs=configs)
     check_kernel(package, target.device, attention)

@@ -11,6 +11,7 @@ import zipfile
 from pathlib import Path
 
 from gpt_aot.compiler import isa
+from gpt_aot.model import kernels
 
 
 def package_sources(package: Path, suffix: str = ".cpp") -> str:
@@ -30,6 +31,16 @@ def extern_operators(package: Path) -> set[str]:
     with zipfile.ZipFile(package) as z:
         files = [json.loads(z.read(n)) for n in z.namelist() if n.endswith("wrapper.json")]
     return {node["node"]["target"] for f in files for node in f.get("nodes", [])}
+
+
+def kernel_operators(package: Path) -> set[str]:
+    """The kernel library's operators a package calls: as the C functions of kernels/c_shims.h (the generated wrapper
+    checks each call's status: `AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_<operator>(`), or through the proxy
+    executor where a package was compiled without their declarations."""
+    code = wrapper_source(package)
+    shims = kernels.c_shim_declarations()
+    direct = {f"gpt_kernels::{name}" for name in shims if f"AOTI_TORCH_ERROR_CODE_CHECK(aoti_torch_cpu_{name}(" in code}
+    return direct | {op for op in extern_operators(package) if op.startswith("gpt_kernels::")}
 
 
 def kernel_sources(package: Path) -> str:

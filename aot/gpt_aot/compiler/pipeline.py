@@ -190,8 +190,7 @@ def compile_artifact(
                     model, target, attention, attention_pick.measure_training
                 )
             training_section = compile_training(model, target, work, train_choice, max_batch, train, progress)
-        called = sorted({op for p in work.glob("*.pt2") for op in packages.extern_operators(p)})
-        own = [op for op in called if op.startswith("gpt_kernels::")]
+        own = sorted({op for p in work.glob("*.pt2") for op in packages.kernel_operators(p)})
         kernels_section = {"library": "gpt_kernels", "version": kernels.load(), "operators": own} if own else None
         if target.device == "cpu":
             # Every graph's recorded compile commands, training graphs' too, say what the code may execute.

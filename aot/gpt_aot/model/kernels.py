@@ -3,9 +3,13 @@ dispatcher: the compile traces and measures the `gpt_kernels` operators as the r
 sources in, runs them.
 
 Built once per source change by torch's extension builder (cached under its build directory), on first use.
+The compiled graphs call the operators through C functions (kernels/c_shims.h; c_shims() declares them to
+AOTInductor), which the loaded library exports to the whole process, as libgpt_runtime does where an artifact runs.
 """
 
+import ctypes
 import functools
+import re
 import warnings
 from pathlib import Path
 
@@ -14,6 +18,7 @@ import torch
 SOURCE = Path(__file__).resolve().parents[3] / "kernels"
 SOURCES = (
     "registration.cpp",
+    "c_shims.cpp",
     "cpu/isa.cpp",
     "cpu/threads.cpp",
     "cpu/decode_attention.cpp",
@@ -37,6 +42,8 @@ def load() -> int:
 
     if not (SOURCE / "kernels.h").is_file():
         raise RuntimeError(f"the kernel library's sources are not at {SOURCE}: gpt_aot runs from its repository")
+    build = Path(cpp_extension.get_default_build_root()) / "gpt_kernels"
+    build.mkdir(parents=True, exist_ok=True)
     cpp_extension.load(
         name="gpt_kernels",
         sources=[str(SOURCE / s) for s in SOURCES],
@@ -44,9 +51,13 @@ def load() -> int:
         # OpenMP, or at::parallel_for runs every kernel on one thread (kernels/cpu/threads.h).
         extra_cflags=["-O3", "-fopenmp"],
         extra_ldflags=["-fopenmp"],
+        build_directory=str(build),
         is_python_module=False,
         verbose=False,
     )
+    # torch loads it into a local scope; a graph package (loaded to measure it, or to check the golden vector) binds
+    # its calls of the C shims in the global one.
+    ctypes.CDLL(str(build / "gpt_kernels.so"), mode=ctypes.RTLD_GLOBAL)
     if not torch.ops.gpt_kernels.threaded():
         raise RuntimeError("the kernel library was built without OpenMP: its kernels would run on one thread")
     return int(torch.ops.gpt_kernels.version())
@@ -61,3 +72,22 @@ def available() -> bool:
         warnings.warn(f"the kernel library did not build, its kernels are left out: {e}", stacklevel=2)
         return False
     return True
+
+
+# One declaration of kernels/c_shims.h: `GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_<operator>(...);`
+SHIM_DECLARATION = re.compile(r"^GPT_KERNELS_SHIM (AOTITorchError aoti_torch_cpu_(\w+)\(.*\));$", re.MULTILINE)
+
+
+def c_shim_declarations() -> dict[str, str]:
+    """Each operator's C function as kernels/c_shims.h declares it (operator name: declaration)."""
+    found = {name: decl for decl, name in SHIM_DECLARATION.findall((SOURCE / "c_shims.h").read_text())}
+    if not found:
+        raise RuntimeError(f"no C shim declared in {SOURCE / 'c_shims.h'}")
+    return found
+
+
+def c_shims() -> dict:
+    """AOTInductor's `aot_inductor.custom_ops_to_c_shims`: every operator of the library a graph calls, with the C
+    function the generated wrapper calls instead of dispatching through its proxy executor."""
+    load()
+    return {getattr(torch.ops.gpt_kernels, name).default: [decl] for name, decl in c_shim_declarations().items()}

@@ -1,0 +1,29 @@
+// c_shims.h — the kernel library's operators as C functions that AOTInductor-compiled graphs call directly.
+//
+// A graph calls an operator outside torch's C shim through its proxy executor: per call the arguments boxed from
+// a JSON description, the schema's dispatch, the outputs unboxed (GPT-2 124M's decode step makes 61 such calls,
+// 355M's 121). Given a declaration for an operator (AOTInductor's `custom_ops_to_c_shims`), the generated wrapper
+// instead calls `aoti_torch_cpu_<operator>` with the tensors' handles, as it calls torch's own shim functions.
+//
+// Each line below is one operator's declaration, in AOTInductor's convention: a tensor's handle, a pointer to one
+// for an optional tensor (null for none), int64_t for int, double for float, and last a pointer for the result's
+// new handle. The compile reads this file (aot/gpt_aot/model/kernels.py) and declares exactly these functions to
+// AOTInductor; libgpt_runtime defines and exports them (c_shims.cpp, runtime/abi/exports.map), so an artifact's
+// graphs bind to them when the runtime loads it. Keep one declaration a line.
+#pragma once
+
+#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+
+#define GPT_KERNELS_SHIM extern "C" __attribute__((visibility("default")))
+
+// clang-format off
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear_panels(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear_int8(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle scale, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear_int8_q8(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle scale, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear_int8_q8_panels(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle scale, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear_int4(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle scale_zero, int64_t rows, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_linear_int4_panels(AtenTensorHandle x, AtenTensorHandle weight, AtenTensorHandle scale_zero, int64_t rows, AtenTensorHandle *bias, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_decode_attention(AtenTensorHandle q, AtenTensorHandle k, AtenTensorHandle v, AtenTensorHandle k_cache, AtenTensorHandle v_cache, AtenTensorHandle pos, double scale, AtenTensorHandle *ret0);
+GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_decode_attention_rows(AtenTensorHandle q, AtenTensorHandle k, AtenTensorHandle v, AtenTensorHandle k_cache, AtenTensorHandle v_cache, AtenTensorHandle pos, AtenTensorHandle seq, double scale, AtenTensorHandle *ret0);
+// clang-format on
