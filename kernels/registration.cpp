@@ -3,6 +3,7 @@
 #include <torch/library.h>
 
 #include "cpu/decode_attention.h"
+#include "cpu/isa.h"
 #include "cpu/linear.h"
 #include "cpu/threads.h"
 #include "kernels.h"
@@ -11,11 +12,21 @@ namespace {
 
 int64_t kernels_version() { return GPT_KERNELS_VERSION; }
 
+std::string active_path() { return gpt::kernels::isa_name(gpt::kernels::active_isa()); }
+
+// "" gives the choice back to the CPU and GPT_KERNELS_ISA.
+void use_path(const std::string &path) {
+    gpt::kernels::override_isa(path.empty() ? std::nullopt : std::optional(gpt::kernels::parse_isa(path, "use_path")));
+}
+
 }  // namespace
 
 TORCH_LIBRARY(gpt_kernels, m) {
     m.def("version() -> int", &kernels_version);
     m.def("threaded() -> bool", &gpt::kernels::threaded);  // the compile refuses a build whose loops run on one thread
+    // The vector path every kernel runs (cpu/isa.h), and the compile's override of it while it measures a level.
+    m.def("active_path() -> str", &active_path);
+    m.def("use_path(str path) -> ()", &use_path);
     m.def(
         "decode_attention(Tensor q, Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
         "float scale) -> Tensor");

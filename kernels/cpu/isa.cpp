@@ -1,6 +1,7 @@
 // isa.cpp — the CPU's vector paths (CPUID and XCR0 through the compiler's builtins) and the GPT_KERNELS_ISA switch.
 #include "cpu/isa.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -17,10 +18,10 @@ const char *isa_name(Isa isa) {
     return "unknown";
 }
 
-Isa parse_isa(const std::string &name) {
+Isa parse_isa(const std::string &name, const char *source) {
     for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni, Isa::avx512_bf16})
         if (name == isa_name(isa)) return isa;
-    throw std::invalid_argument("GPT_KERNELS_ISA=" + name +
+    throw std::invalid_argument(std::string(source) + "=" + name +
                                 " names no path: use scalar, avx2, avx512, avx512_vnni or avx512_bf16");
 }
 
@@ -53,18 +54,29 @@ Isa choose() {
         if (cpu_runs(isa)) widest = isa;
     const char *forced = std::getenv("GPT_KERNELS_ISA");
     if (forced == nullptr || *forced == '\0') return widest;
-    const Isa isa = parse_isa(forced);
+    const Isa isa = parse_isa(forced, "GPT_KERNELS_ISA");
     if (!cpu_runs(isa))
         throw std::runtime_error(std::string("GPT_KERNELS_ISA=") + forced + ": this CPU cannot run that path (its " +
                                  "widest is " + isa_name(widest) + ")");
     return isa;
 }
 
+// override_isa's path as its enumerator's value, or NO_OVERRIDE.
+constexpr int NO_OVERRIDE = -1;
+std::atomic<int> overridden{NO_OVERRIDE};
+
 }  // namespace
 
 Isa active_isa() {
-    static const Isa isa = choose();
-    return isa;
+    static const Isa chosen = choose();
+    const int isa = overridden.load(std::memory_order_relaxed);
+    return isa == NO_OVERRIDE ? chosen : static_cast<Isa>(isa);
+}
+
+void override_isa(std::optional<Isa> isa) {
+    if (isa && !cpu_runs(*isa))
+        throw std::runtime_error(std::string("this CPU cannot run the kernels' ") + isa_name(*isa) + " path");
+    overridden.store(isa ? static_cast<int>(*isa) : NO_OVERRIDE, std::memory_order_relaxed);
 }
 
 }  // namespace gpt::kernels

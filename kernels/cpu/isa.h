@@ -3,6 +3,7 @@
 // of its level and a lower path can be forced for tests and comparisons.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace gpt::kernels {
@@ -18,6 +19,13 @@ bool cpu_runs(Isa isa);  // CPUID and the OS's saved register state (XCR0) both 
 // (read once). A value that names no path throws std::invalid_argument, one this CPU cannot run
 // std::runtime_error, each with the reason.
 Isa active_isa();
-Isa parse_isa(const std::string &name);  // throws std::invalid_argument for a name that is not a path
+// Throws std::invalid_argument for a name that is not a path, its message naming `source` (where the name came from).
+Isa parse_isa(const std::string &name, const char *source);
+
+// A path in place of active_isa's own choice, process-wide, until cleared (nullopt): the compile of an artifact for
+// an ISA level measures its forms on the level's path (the `gpt_kernels::use_path` operator), as Inductor's code
+// there is compiled for the level, so that what it picks is the fastest at the level's floor. Throws
+// std::runtime_error for a path this CPU cannot run.
+void override_isa(std::optional<Isa> isa);
 
 }  // namespace gpt::kernels

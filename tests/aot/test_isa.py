@@ -11,6 +11,7 @@ from gpt_aot.artifact.golden import GOLDEN_TOLERANCE
 from gpt_aot.artifact.loader import ArtifactGraphs
 from gpt_aot.compiler import isa, packages, torch_patches
 from gpt_aot.compiler.target import resolve
+from gpt_aot.model import kernels
 
 pytestmark = pytest.mark.skipif(
     isa.missing_for_level("x86-64-v3") != [], reason="this machine cannot run x86-64-v3 code"
@@ -49,6 +50,8 @@ def test_v3_artifact_records_exactly_the_extensions_of_the_flags_in_its_packages
     expected = isa.extensions(compilers.pop(), sorted(set(flags)))
     target = manifest["target"]
     assert target["isa_level"] == "x86-64-v3" and target["isa"] == "avx2"
+    # The kernel library ran the level's path while the compile measured and checked (kernels.running_for).
+    assert target["kernels_path"] == "avx2"
     assert target["isa_extensions"] == expected
     assert set(target["isa_flags"]) == set(flags)
     # what x86-64-v3 is (psABI): AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE, XSAVE on top of v2; no AVX-512
@@ -222,3 +225,17 @@ def test_a_native_compile_lowers_inductors_vector_isa_below_what_the_kernel_hide
         assert not lowered or set(isa.extensions("g++", lowered.build_arch_flags().split())) <= isa.cpu_flags() - {
             max(needed)
         }
+
+
+def test_the_kernels_run_a_levels_path_while_its_compile_measures_and_the_cpus_own_after():
+    """kernels.running_for: x86-64-v3's floor is AVX2 + FMA, the library's avx2 path; a native compile leaves the
+    choice to the CPU (and GPT_KERNELS_ISA); the override ends with the block, however it ends."""
+    own = kernels.active_path()
+    with kernels.running_for("x86-64-v3"):
+        assert kernels.active_path() == "avx2"
+    assert kernels.active_path() == own
+    with kernels.running_for(isa.NATIVE):
+        assert kernels.active_path() == own
+    with pytest.raises(RuntimeError, match="stop"), kernels.running_for("x86-64-v3"):
+        raise RuntimeError("stop")
+    assert kernels.active_path() == own

@@ -228,6 +228,23 @@ TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernel
     CHECK_THROWS_WITH(rows({1, 0, 1}, {4, 4, 4}), Catch::Contains("two tokens go to position 4 of cache row 1"));
     CHECK_NOTHROW(rows({1, 0, 1}, {4, 4, 5}));
     CHECK_THROWS_WITH(call(q.narrow(0, 0, 1), pos.narrow(0, 0, 1)), Catch::Contains("the caches must have q's B rows"));
-    CHECK_THROWS_AS(gpt::kernels::parse_isa("avx3"), std::invalid_argument);
-    CHECK(gpt::kernels::parse_isa("avx2") == Isa::avx2);
+    CHECK_THROWS_WITH(gpt::kernels::parse_isa("avx3", "GPT_KERNELS_ISA"),
+                      Catch::Contains("GPT_KERNELS_ISA=avx3 names no path"));
+    CHECK(gpt::kernels::parse_isa("avx2", "use_path") == Isa::avx2);
+}
+
+TEST_CASE("a compile's override of the kernels' path holds until cleared, and only a path this CPU runs") {
+    const Isa chosen = gpt::kernels::active_isa();
+    for (Isa isa : {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni, Isa::avx512_bf16}) {
+        CAPTURE(gpt::kernels::isa_name(isa));
+        if (!gpt::kernels::cpu_runs(isa)) {
+            CHECK_THROWS_WITH(gpt::kernels::override_isa(isa), Catch::Contains("this CPU cannot run"));
+            CHECK(gpt::kernels::active_isa() == chosen);
+            continue;
+        }
+        gpt::kernels::override_isa(isa);
+        CHECK(gpt::kernels::active_isa() == isa);
+        gpt::kernels::override_isa(std::nullopt);
+        CHECK(gpt::kernels::active_isa() == chosen);
+    }
 }

@@ -145,8 +145,14 @@ def compile_artifact(
         else:
             quantize_int4(model, target.dtype, group_size)
     model = model.to(device=target.torch_device, dtype=target.dtype).eval()
-    # The measurements compile for the level too, so the forms chosen are the fastest of the code shipped.
-    with replaced_directory(Path(out_dir)) as work, torch_patches.compiling_for(target.isa_level):
+    # The measurements compile for the level too, and run the kernel library's path of the level, so the forms
+    # chosen are the fastest of the code shipped, at the level's floor.
+    with (
+        replaced_directory(Path(out_dir)) as work,
+        torch_patches.compiling_for(target.isa_level),
+        kernels.running_for(target.isa_level),
+    ):
+        kernels_path = kernels.active_path() if target.device == "cpu" else None
         with progress.stage("choose attention"):
             choice = attention_pick.choose_attention(model, target, attention)
             choice["decode"] = attention_pick.choose_attention(
@@ -195,6 +201,8 @@ def compile_artifact(
         if target.device == "cpu":
             # Every graph's recorded compile commands, training graphs' too, say what the code may execute.
             recorded = packages.package_isa(sorted(work.glob("*.pt2")))
+            if kernels_path:  # the kernel library's path the forms were measured on (kernels.running_for)
+                recorded["kernels_path"] = kernels_path
             target = dataclasses.replace(target, details={**target.details, **recorded})
         quantization = None
         if quantize:

@@ -11,6 +11,7 @@ import ctypes
 import functools
 import re
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -72,6 +73,31 @@ def available() -> bool:
         warnings.warn(f"the kernel library did not build, its kernels are left out: {e}", stacklevel=2)
         return False
     return True
+
+
+# The kernels' vector path (kernels/cpu/isa.h) at the floor of each portable ISA level: what its hosts run at least.
+LEVEL_PATHS = {"x86-64-v3": "avx2", "x86-64-v4": "avx512"}
+
+
+@contextmanager
+def running_for(level: str):
+    """The library's kernels run the path of ISA `level` inside this block (a level not in LEVEL_PATHS, "native":
+    the CPU's own choice), so that a compile for a portable level measures its forms on the code of that level's
+    hosts, as Inductor's own code there is compiled for the level (torch_patches.compiling_for)."""
+    path = LEVEL_PATHS.get(level)
+    if path is None or not available():
+        yield
+        return
+    torch.ops.gpt_kernels.use_path(path)
+    try:
+        yield
+    finally:
+        torch.ops.gpt_kernels.use_path("")
+
+
+def active_path() -> str | None:
+    """The path the library's kernels run now ("avx512_bf16", "avx2", ...), None where it did not build."""
+    return str(torch.ops.gpt_kernels.active_path()) if available() else None
 
 
 # One declaration of kernels/c_shims.h: `GPT_KERNELS_SHIM AOTITorchError aoti_torch_cpu_<operator>(...);`
