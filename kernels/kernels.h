@@ -2,9 +2,10 @@
 // (which refuses an artifact that names a version it lacks).
 //
 // The library is a set of torch operators in the `gpt_kernels` namespace, registered with torch's dispatcher
-// when their object files load (TORCH_LIBRARY): AOTInductor-compiled graphs call them through the dispatcher,
-// so an artifact that uses one runs only in a process that registered it — libgpt_runtime compiles them in,
-// and the Python compile builds the same sources (aot/gpt_aot/model/kernels.py).
+// when their object files load (TORCH_LIBRARY), which the compile traces and measures; AOTInductor-compiled graphs
+// call them as the C functions of c_shims.h, so an artifact that uses one runs only in a process that exports
+// them — libgpt_runtime compiles them in, and the Python compile builds the same sources
+// (aot/gpt_aot/model/kernels.py).
 #pragma once
 
 // Raised whenever an operator's schema or results change: an artifact compiled against version N runs on a

@@ -103,8 +103,8 @@ struct TrainingSpec {
     GraphSpec adamw;
 };
 
-// The project's kernel library (kernels/kernels.h) as an artifact needs it: its graphs call these operators
-// through torch's dispatcher, as the library of `version` defines them.
+// The project's kernel library (kernels/kernels.h) as an artifact needs it: its graphs call these operators (as
+// the C functions of kernels/c_shims.h), as the library of `version` defines them.
 struct KernelsSpec {
     int64_t version = 0;
     std::vector<std::string> operators;  // "gpt_kernels::<name>"
