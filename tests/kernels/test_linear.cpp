@@ -98,12 +98,13 @@ TEST_CASE(
     struct Shape {
         int64_t m, n, k, groups;
     };
-    // m: one row (both nibbles a pass), pairs of rows and a remainder (the panels: blocks of 8 rows and 1..7, of 2 and
-    // 1); n: part of one block, whole blocks, a last block partly filled (a panel partly, and panels of padding rows);
-    // groups of 32 (one activation block), 64 and 256 inputs.
-    const std::vector<Shape> shapes = {{1, 1, 32, 1},      {1, 64, 64, 2},    {2, 70, 96, 3},
-                                       {3, 130, 128, 2},   {5, 64, 256, 1},   {33, 65, 64, 1},
-                                       {16, 100, 768, 24}, {1, 300, 768, 24}, {7, 129, 192, 3}};
+    // m: one row (both nibbles a pass; the panels: a block's four panels at once where the block has more than three,
+    // else panel by panel), pairs of rows and a remainder (the panels: blocks of 8 rows and 1..7, of 2 and 1); n: part
+    // of one block, whole blocks, a last block partly filled (a panel partly, and panels of padding rows); groups of
+    // 32 (one activation block), 64 and 256 inputs.
+    const std::vector<Shape> shapes = {{1, 1, 32, 1},    {1, 64, 64, 2},  {2, 70, 96, 3},     {3, 130, 128, 2},
+                                       {5, 64, 256, 1},  {33, 65, 64, 1}, {16, 100, 768, 24}, {1, 300, 768, 24},
+                                       {7, 129, 192, 3}, {1, 120, 256, 4}};
     for (const Isa isa : paths_here())
         for (const at::ScalarType xtype : dtypes)
             for (const Shape &s : shapes)
