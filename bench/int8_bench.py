@@ -59,12 +59,18 @@ from gpt2_sizes import SIZES, Files, config  # noqa: E402
 sys.path.insert(0, str(ROOT / "aot"))
 from gpt_aot.artifact.manifest import (  # noqa: E402
     FORMAT_VERSION,
+    INT4_PAIR_BLOCKS_FORMAT_VERSION,
     KERNELS_FORMAT_VERSION,
     WITHOUT_KERNELS_FORMAT_VERSION,
 )
 from gpt_aot.model import kernels  # noqa: E402
 
-FORMAT_VERSIONS = (FORMAT_VERSION, KERNELS_FORMAT_VERSION, WITHOUT_KERNELS_FORMAT_VERSION)
+FORMAT_VERSIONS = (
+    FORMAT_VERSION,
+    INT4_PAIR_BLOCKS_FORMAT_VERSION,
+    KERNELS_FORMAT_VERSION,
+    WITHOUT_KERNELS_FORMAT_VERSION,
+)
 
 
 def is_current(manifest: Path) -> bool:
@@ -118,6 +124,13 @@ Q8_PANELS_LINEAR = ("int8q8panelschunked",)
 # The kernel library's int4 linear on the blocks packed in u4 panels at load (linear_int4_panels), every graph; or
 # decode_one on the stored blocks (faster at one row) and the batched graphs on the panels (both copies held).
 INT4_PANELS_LINEAR = ("int4panelschunked", "int4kernelpanelschunked", "int4g64kernelpanelschunked")
+# An int8 KV cache (--kv-dtype int8) under another artifact's options: <that artifact>kv8.
+KV_INT8 = ("bf16panelschunkedkv8", "int8q8panelschunkedkv8", "int4panelschunkedkv8")
+ARTIFACTS += KV_INT8
+# llama.cpp's Q8_0 KV cache (-ctk/-ctv q8_0, with its flash attention, which a quantized V needs) under a GGUF's
+# weights: <weights>kvq8, the peer of our int8 cache.
+LLAMA_KV_Q8 = "kvq8"
+LLAMA_KV_Q8_ARGS = ["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]
 # --quantize of each quantized artifact
 QUANTIZE = {"int8": "int8", "int4": "int4", "int8kernel": "int8", "int8q8": "int8", "int8q8chunked": "int8",
             "int8q8panelschunked": "int8", "int4panelschunked": "int4", "int4kernelpanelschunked": "int4",
@@ -148,6 +161,8 @@ def compile_ours(files: Files, weights: str) -> float | None:
     manifest = out / "cpu" / "manifest.json"
     if is_current(manifest):
         return None
+    kv_int8 = weights in KV_INT8
+    weights = weights.removesuffix("kv8") if kv_int8 else weights  # the options are the base artifact's
     # --tokenizer names merges.txt: vocab.json alone would be taken for an HF tokenizer.json (server_weights.py).
     cmd = [PY, "-m", "gpt_aot", "compile", "--ckpt", str(files.hf_dir / "model.safetensors")]
     cmd += ["--tokenizer", str(files.hf_dir / "merges.txt"), "--dtype", "bf16", "--attention", "math"]
@@ -170,6 +185,7 @@ def compile_ours(files: Files, weights: str) -> float | None:
         cmd += ["--batched-linear", picked["decode"]["linear"]["form"]]
     cmd += ["--max-batch", "8", "-o", str(out)] + (["--quantize", QUANTIZE[weights]] if weights in QUANTIZE else [])
     cmd += ["--group-size", str(GROUP_SIZE[weights])] if weights in GROUP_SIZE else []
+    cmd += ["--kv-dtype", "int8"] if kv_int8 else []
     start = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT / "aot"), "PATH": "/usr/bin:/bin"})
     return time.perf_counter() - start
@@ -198,7 +214,7 @@ def weight_bytes(files: Files, impl: str, weights: str) -> int:
         quantization = manifest["weights"].get("quantization")
         total = quantization["weight_bytes"] if quantization else manifest["files"]["weights.safetensors"]["size"]
     elif impl == "llama.cpp":
-        total = files.gguf(weights).stat().st_size
+        total = files.gguf(weights.removesuffix(LLAMA_KV_Q8)).stat().st_size
     else:
         total = (files.ct2_dir / "model.bin").stat().st_size
     shape = config(files.size)
@@ -219,7 +235,20 @@ def attention_pick_of(files: Files, weights: str) -> dict:
     return json.loads((artifact(files, weights) / "cpu" / "manifest.json").read_text())["attention"]["decode"]
 
 
-def cache_bytes(files: Files, batch: int, positions: float, element: int) -> float:
+def cache_element_bytes(files: Files, impl: str, weights: str) -> float:
+    """Bytes a cached key or value element takes: bf16's 2, CTranslate2's int8 fp32 4, an int8 cache's one and its
+    scale's share (ours: 4 bytes a head; Q8_0: 2 bytes a block of 32)."""
+    if impl == "CTranslate2":
+        return 4  # CTranslate2's int8 keeps its cache in fp32
+    if impl == "ours" and weights in KV_INT8:
+        shape = config(files.size)
+        return 1 + 4 / (shape["n_embd"] // shape["n_head"])
+    if impl == "llama.cpp" and weights.endswith(LLAMA_KV_Q8):
+        return 34 / 32
+    return 2
+
+
+def cache_bytes(files: Files, batch: int, positions: float, element: float) -> float:
     shape = config(files.size)
     return 2 * shape["n_layer"] * batch * positions * shape["n_embd"] * element
 
@@ -228,7 +257,7 @@ def summarize(files: Files, cells: dict, gen: int, bandwidth: float) -> list[dic
     rows = []
     for (impl, weights, batch, context), cell in cells.items():
         ms = statistics.median(cell["steps_ms"])
-        cache_element = 4 if impl == "CTranslate2" else 2  # CTranslate2's int8 keeps its cache in fp32
+        cache_element = cache_element_bytes(files, impl, weights)
         read = weight_bytes(files, impl, weights) + cache_bytes(files, batch, context - (gen - 1) / 2, cache_element)
         rows.append({"impl": impl, "weights": weights, "batch": batch, "context": context, "ms_per_step": ms,
                      "min_ms": min(cell["steps_ms"]), "max_ms": max(cell["steps_ms"]),
@@ -342,8 +371,10 @@ def main() -> int:
             if name == "ours":
                 rows = our_rows(files, weights, args.threads, *shape)
             elif name == "llama":
-                rows = int8_peers.llama_rows(files.gguf(weights), args.threads, *shape, weights=weights,
-                                             ref=ref if round_ == 0 else None)  # fmt: skip
+                kv_q8 = weights.endswith(LLAMA_KV_Q8)
+                rows = int8_peers.llama_rows(files.gguf(weights.removesuffix(LLAMA_KV_Q8)), args.threads, *shape,
+                                             weights=weights, ref=ref if round_ == 0 else None,
+                                             extra=LLAMA_KV_Q8_ARGS if kv_q8 else [])  # fmt: skip
             else:
                 rows = int8_peers.ct2_rows(files.ct2_dir, args.threads, *shape, ref=ref if round_ == 0 else None)
             for row in rows:

@@ -205,9 +205,10 @@ def llama_version() -> str:
     return sdist + " ".join((out.stdout + out.stderr).strip().split("\n")[:2])
 
 
-def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps=3, weights=None, ref=None):
+def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps=3, weights=None, ref=None, extra=()):
     """llama-batched-bench rows for one GGUF: for each context one process, rows for every batch; with `ref`
-    (reference()), its greedy completion checked against PyTorch's first."""
+    (reference()), its greedy completion checked against PyTorch's first; `extra`, more of its arguments (the KV
+    cache's type)."""
     gguf = Path(gguf)
     weights = weights or gguf.stem.rsplit("-", 1)[-1]
     if not BATCHED_BENCH.exists():
@@ -224,7 +225,8 @@ def llama_rows(gguf, threads, batches=(1, 8), contexts=(128, 1024), gen=32, reps
         npl = [b for _ in range(reps + 1) for b in batches]  # the first len(batches) rows are the warm-up
         t = str(threads)
         cmd = [str(BATCHED_BENCH), "-m", str(gguf), "-t", t, "-tb", t, "-c", str(n_ctx), "-npp", str(prompt),
-               "-ntg", str(gen), "-npl", ",".join(map(str, npl)), "--output-format", "jsonl", "-lv", "4"]  # fmt: skip
+               "-ntg", str(gen), "-npl", ",".join(map(str, npl)), "--output-format", "jsonl", "-lv", "4",
+               *extra]  # fmt: skip
         print(f"llama.cpp {weights} context {context}: {' '.join(cmd)}", file=sys.stderr, flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         log = LOGS / f"batched-bench-{weights}-{context}.log"

@@ -17,4 +17,7 @@
 //    linears' results by float rounding.
 // 3: the graphs call the operators as the C functions of c_shims.h (AOTInductor's `custom_ops_to_c_shims`), which a
 //    runtime of version 2 does not export: its dlopen of such a graph would fail on an undefined symbol.
+// Later, with no version of its own: decode_attention and decode_attention_rows take int8 caches
+//    (cpu/kv_row_q8.h). An artifact whose graphs hand them such caches is manifest format 16, which a runtime
+//    without them refuses before it runs a graph.
 #define GPT_KERNELS_VERSION 3

@@ -49,6 +49,7 @@ def _compile(args) -> int:
         train=train,
         quantize=args.quantize,
         group_size=args.group_size,
+        kv_dtype=args.kv_dtype,
     )
     print(
         f"artifact {out}: attention prefill={manifest['attention']['backend']} "
@@ -150,6 +151,13 @@ def main(argv=None) -> int:
         type=int,
         default=32,
         help="int4: inputs per group sharing a scale and a zero (32, 64, 128 or 256; smaller is more accurate)",
+    )
+    p.add_argument(
+        "--kv-dtype",
+        choices=["int8"],
+        help="the KV cache's dtype where not the activations': int8 (CPU), each position's values rounded to int8 "
+        "with a scale of its own (half of bf16's bytes, which decode reads whole every step; the kernel library's "
+        "chunked attention)",
     )
     p.add_argument("--train", action="store_true", help="also compile train_step, eval_loss and AdamW graphs")
     defaults = OptimizerConfig()

@@ -10,7 +10,7 @@
 namespace gpt::kernels {
 
 struct AttentionChunk {
-    ElementType type;
+    ElementType type;   // the cache's: f32, bf16, f16, or s8 (positions as kv_row_q8.h lays them out)
     const float *q;     // (D,) the query in fp32, already multiplied by the scale
     const void *k, *v;  // position `begin` of this (sequence, head)'s cache, D contiguous elements a position
     int64_t k_stride;   // elements from one position to the next in k

@@ -5,13 +5,22 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "cpu/attention_chunk.h"
+#include "cpu/kv_row_q8.h"
 #include "cpu/scalar_elements.h"
 
 namespace gpt::kernels {
 
 namespace {
+
+// An int8 cache's position is its values times its scale (kv_row_q8.h); a float one's is its values.
+template <class T>
+float row_scale(const char *row, int64_t d) {
+    if constexpr (std::is_same_v<T, int8_t>) return kv_q8_scale(row, d);
+    return 1.0f;
+}
 
 template <class T>
 void attend(const AttentionChunk &c) {
@@ -19,17 +28,20 @@ void attend(const AttentionChunk &c) {
     const auto *v = static_cast<const char *>(c.v);
     float max = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < c.positions; ++j) {
+        const char *row = k + j * c.k_stride * static_cast<int64_t>(sizeof(T));
         float s = 0.0f;
-        for (int64_t i = 0; i < c.d; ++i) s += c.q[i] * element<T>(k + j * c.k_stride * sizeof(T), i);
-        c.scores[j] = s;
-        max = std::fmax(max, s);
+        for (int64_t i = 0; i < c.d; ++i) s += c.q[i] * element<T>(row, i);
+        c.scores[j] = s * row_scale<T>(row, c.d);
+        max = std::fmax(max, c.scores[j]);
     }
     float sum = 0.0f;
     std::memset(c.acc, 0, sizeof(float) * static_cast<size_t>(c.d));
     for (int64_t j = 0; j < c.positions; ++j) {
+        const char *row = v + j * c.v_stride * static_cast<int64_t>(sizeof(T));
         const float p = std::exp(c.scores[j] - max);
         sum += p;
-        for (int64_t i = 0; i < c.d; ++i) c.acc[i] += p * element<T>(v + j * c.v_stride * sizeof(T), i);
+        const float weight = p * row_scale<T>(row, c.d);
+        for (int64_t i = 0; i < c.d; ++i) c.acc[i] += weight * element<T>(row, i);
     }
     *c.max = max;
     *c.sum = sum;
@@ -42,8 +54,8 @@ void attend_chunk_scalar(const AttentionChunk &chunk) {
         case ElementType::f32: return attend<float>(chunk);
         case ElementType::bf16: return attend<c10::BFloat16>(chunk);
         case ElementType::f16: return attend<c10::Half>(chunk);
-        case ElementType::s8:
-        case ElementType::u4: return;  // never a cache's: element_type() refuses integer tensors
+        case ElementType::s8: return attend<int8_t>(chunk);
+        case ElementType::u4: return;  // never a cache's
     }
 }
 

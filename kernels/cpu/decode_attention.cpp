@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu/attention_chunk.h"
+#include "cpu/kv_row_q8.h"
 #include "cpu/tensor_element_type.h"
 
 namespace gpt::kernels {
@@ -110,18 +111,23 @@ at::Tensor attend_tokens(const at::Tensor &q_in, const at::Tensor &k, const at::
     const int64_t rows = k_cache.size(0);
     check(q_in.size(2) == 1 && k.sizes() == q_in.sizes() && v.sizes() == q_in.sizes(),
           "q, k and v must be (B, H, 1, D): one new token a row");
-    check(k_cache.sizes() == v_cache.sizes() && k_cache.size(1) == H && k_cache.size(3) == D,
-          "the caches must be (rows, H, S, D) with q's H and D");
-    check(seq_in.defined() || rows == B, "the caches must have q's B rows");
     const at::ScalarType dtype = q_in.scalar_type();
-    check(k.scalar_type() == dtype && v.scalar_type() == dtype && k_cache.scalar_type() == dtype &&
-              v_cache.scalar_type() == dtype,
-          "q, k, v and the caches must share a dtype");
+    check(k.scalar_type() == dtype && v.scalar_type() == dtype, "q, k and v must share a dtype");
+    // A cache in q's dtype holds D elements a position; an int8 one D int8 values and their scale (kv_row_q8.h).
+    const bool q8_cache = k_cache.scalar_type() == at::kChar;
+    const int64_t position_size = q8_cache ? D + KV_Q8_SCALE_BYTES : D;
+    check(k_cache.scalar_type() == v_cache.scalar_type() && (q8_cache || k_cache.scalar_type() == dtype),
+          "the caches must be in q's dtype, or both int8");
+    check(k_cache.sizes() == v_cache.sizes() && k_cache.size(1) == H && k_cache.size(3) == position_size,
+          q8_cache ? "int8 caches must be (rows, H, S, D + 4) with q's H and D"
+                   : "the caches must be (rows, H, S, D) with q's H and D");
+    check(seq_in.defined() || rows == B, "the caches must have q's B rows");
     check(k_cache.stride(3) == 1 && v_cache.stride(3) == 1, "each cache position's D elements must be contiguous");
     for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&q_in, &k, &v, &k_cache, &v_cache, &pos_in})
         check(t->device().is_cpu(), "a CPU kernel takes CPU tensors");
     check(pos_in.dim() == 1 && pos_in.size(0) == B && pos_in.scalar_type() == at::kLong, "pos must be (B,) int64");
     const ElementType type = element_type(dtype, "gpt_kernels::decode_attention");
+    const ElementType cache_type = q8_cache ? ElementType::s8 : type;
     const ChunkFn attend_chunk = chunk_fn(isa);
     const at::Tensor pos = pos_in.contiguous();
     const int64_t *pos_data = pos.data_ptr<int64_t>();
@@ -150,19 +156,26 @@ at::Tensor attend_tokens(const at::Tensor &q_in, const at::Tensor &k, const at::
     // Every new key and value into the caches at its row's position, before any query attends (tokens of one
     // sequence then see their earlier ones), and the queries in fp32, scaled once: plain row copies over (b, h),
     // where torch's indexing and conversions cost more than the copies at one token a row.
-    const int64_t element = static_cast<int64_t>(k_cache.element_size());
+    const int64_t element = static_cast<int64_t>(q_in.element_size());
+    const int64_t cache_element = static_cast<int64_t>(k_cache.element_size());
     auto *k_data = static_cast<char *>(k_cache.data_ptr());
     auto *v_data = static_cast<char *>(v_cache.data_ptr());
     std::vector<float> q_scaled(static_cast<size_t>(B * H * D));
+    std::vector<float> widened(q8_cache ? static_cast<size_t>(D) : 0);
+    const auto store = [&](const at::Tensor &t, int64_t b, int64_t h, char *to) {
+        if (!q8_cache) return copy_row(token_row(t, b, h), t.stride(3), D, element, to);
+        scaled_row(token_row(t, b, h), t.stride(3), type, D, 1.0f, widened.data());
+        store_kv_q8_row(widened.data(), D, to);
+    };
     for (int64_t b = 0; b < B; ++b) {
         const int64_t r = row_of[b];
         for (int64_t h = 0; h < H; ++h) {
-            char *k_row =
-                k_data + (r * k_cache.stride(0) + h * k_cache.stride(1) + pos_data[b] * k_cache.stride(2)) * element;
-            char *v_row =
-                v_data + (r * v_cache.stride(0) + h * v_cache.stride(1) + pos_data[b] * v_cache.stride(2)) * element;
-            copy_row(token_row(k, b, h), k.stride(3), D, element, k_row);
-            copy_row(token_row(v, b, h), v.stride(3), D, element, v_row);
+            store(k, b, h,
+                  k_data + (r * k_cache.stride(0) + h * k_cache.stride(1) + pos_data[b] * k_cache.stride(2)) *
+                               cache_element);
+            store(v, b, h,
+                  v_data + (r * v_cache.stride(0) + h * v_cache.stride(1) + pos_data[b] * v_cache.stride(2)) *
+                               cache_element);
             scaled_row(token_row(q_in, b, h), q_in.stride(3), type, D, static_cast<float>(scale),
                        q_scaled.data() + (b * H + h) * D);
         }
@@ -184,12 +197,12 @@ at::Tensor attend_tokens(const at::Tensor &q_in, const at::Tensor &k, const at::
                 continue;
             }
             AttentionChunk chunk{};
-            chunk.type = type;
+            chunk.type = cache_type;
             chunk.q = q_data + bh * D;
-            chunk.k =
-                k_data + (row_of[b] * k_cache.stride(0) + h * k_cache.stride(1) + first * k_cache.stride(2)) * element;
-            chunk.v =
-                v_data + (row_of[b] * v_cache.stride(0) + h * v_cache.stride(1) + first * v_cache.stride(2)) * element;
+            chunk.k = k_data + (row_of[b] * k_cache.stride(0) + h * k_cache.stride(1) + first * k_cache.stride(2)) *
+                                   cache_element;
+            chunk.v = v_data + (row_of[b] * v_cache.stride(0) + h * v_cache.stride(1) + first * v_cache.stride(2)) *
+                                   cache_element;
             chunk.k_stride = k_cache.stride(2);
             chunk.v_stride = v_cache.stride(2);
             chunk.positions = std::min(KV_CHUNK, pos_data[b] + 1 - first);

@@ -10,7 +10,9 @@ namespace gpt::kernels {
 
 // q, k, v (B, H, 1, D): the new token's projections; k_cache, v_cache (B, H, S, D), written in place; pos (B,)
 // int64, each in [0, S): row b's key and value go to position pos[b], and its query sees positions 0..pos[b].
-// One dtype for q, k, v and the caches (float, bfloat16 or half), D contiguous in each cache. Returns (B, H, 1, D)
+// One dtype for q, k, v (float, bfloat16 or half); the caches in it, D contiguous elements a position, or int8,
+// (B, H, S, D + 4), each position D values and their scale (kv_row_q8.h), where the new key and value are rounded
+// as they are written. Returns (B, H, 1, D)
 // in q's dtype: softmax(q·kᵀ·scale) · v over the positions seen, as scaled_dot_product_attention computes it
 // with the mask `position <= pos[b]`. Throws std::invalid_argument for other shapes, dtypes or positions.
 //

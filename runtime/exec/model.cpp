@@ -202,9 +202,14 @@ void Model::bind_inference_graphs(const PackingPlan &plan) {
 // from a contiguous one's, as in the graphs' export (GPT.new_kv_cache).
 at::Tensor Model::new_kv_cache(int64_t batch) const {
     const ModelConfig &c = config();
-    // The activations' dtype, also for int8 linears.
-    const at::TensorOptions options = weight("transformer.wpe.weight").options();
-    const std::vector<int64_t> shape = {c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim()};
+    // The activations' dtype, also for int8 linears; or int8, each position its values and their scale.
+    at::TensorOptions options = weight("transformer.wpe.weight").options();
+    int64_t position = c.head_dim();
+    if (manifest_.kv_cache_dtype == "int8") {
+        options = options.dtype(at::kChar);
+        position += kKvInt8ScaleBytes;
+    }
+    const std::vector<int64_t> shape = {c.n_layer, 2, batch, c.n_head, c.block_size + 1, position};
     // The manifest bounds each size (formats/manifest.h), not their product: counted so it cannot wrap.
     int64_t bytes = static_cast<int64_t>(options.dtype().itemsize());
     for (const int64_t size : shape)

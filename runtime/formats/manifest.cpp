@@ -337,6 +337,21 @@ Manifest parse_manifest(const Bytes &text) {
         m.kernels = kernels_spec(j.at("kernels"));
     }
 
+    // Optional: the cache is in `dtype` without it.
+    if (j.contains("kv_cache")) {
+        if (m.format_version < kKvCacheFormatVersion)
+            invalid("'kv_cache' needs format version " + std::to_string(kKvCacheFormatVersion) + " or later");
+        const json &kv_cache = field(j, "kv_cache");
+        m.kv_cache_dtype = string_field(kv_cache, "dtype");
+        if (m.kv_cache_dtype != "int8") invalid("'kv_cache.dtype' must be 'int8'");
+        if (field(kv_cache, "position_bytes") != m.model.head_dim() + kKvInt8ScaleBytes)
+            invalid("'kv_cache.position_bytes' of an int8 cache must be head_dim + " +
+                    std::to_string(kKvInt8ScaleBytes));
+        if (m.target.device != "cpu") invalid("an int8 KV cache is read by the CPU kernel library alone");
+        // Only the library's attention reads it: the graphs hold no other reader (pipeline.check_kv_dtype).
+        if (!m.kernels) invalid("an int8 KV cache needs the kernel library's attention ('kernels')");
+    }
+
     const json &files = field(j, "files");
     if (!files.is_object() || files.empty()) invalid("'files' must list every file with its sha256");
     for (const auto &[name, entry] : files.items()) {

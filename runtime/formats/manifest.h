@@ -20,9 +20,12 @@ namespace gpt {
 
 inline constexpr const char *kManifestFile = "manifest.json";
 inline constexpr const char *kFormatName = "gpt-aot";
-// 14: "kernels", the kernel library's operators the graphs call; 15: int4 (scale, zero) pairs stored block by block
-// (history: aot/gpt_aot/artifact/manifest.py).
-inline constexpr int kFormatVersion = 15;
+// 14: "kernels", the kernel library's operators the graphs call; 15: int4 (scale, zero) pairs stored block by block;
+// 16: "kv_cache", an int8 KV cache (history: aot/gpt_aot/artifact/manifest.py).
+inline constexpr int kFormatVersion = 16;
+inline constexpr int kKvCacheFormatVersion = 16;
+// An int8 KV cache's position: head_dim int8 values, then their fp32 scale (kernels/cpu/kv_row_q8.h).
+inline constexpr int kKvInt8ScaleBytes = 4;
 // int4 artifacts before 15 store their pairs group by group, a layout this runtime no longer reads.
 inline constexpr int kInt4PairBlocksFormatVersion = 15;
 // Also read: 12 is 13 without training.master_dtype, whose adamw graph takes the model's dtype.
@@ -146,6 +149,8 @@ struct Manifest {
     double golden_rtol = 0;
     std::optional<TrainingSpec> training;
     std::optional<KernelsSpec> kernels;  // from format 14, where a graph calls the kernel library
+    // "" for a KV cache in `dtype`; "int8" (format 16): each position head_dim int8 values and their fp32 scale.
+    std::string kv_cache_dtype;
     std::map<std::string, FileEntry> files;
 };
 

@@ -262,12 +262,13 @@ def test_the_kernel_linears_artifact_verifies_and_gives_eagers_greedy_tokens_on_
 
 
 @pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
-@pytest.mark.parametrize("name", ["tiny-bf16-panels", "tiny-int8-q8", "tiny-int4-kernel"])
+@pytest.mark.parametrize("name", ["tiny-bf16-panels", "tiny-int8-q8", "tiny-int4-kernel", "tiny-kv-int8"])
 def test_the_panels_artifacts_verify_and_give_one_greedy_text_on_every_path(artifacts, name):
     """tiny-bf16-panels (bf16 activations: on avx512_bf16 the panel tile multiplies with `vdpbf16ps`, on the others
     with FMAs, summing in another order), tiny-int8-q8 (its batched graphs on q8 panels: with VNNI `vpdpbusd` on
     the weights plus 128, on the others `vpmaddubsw` on the weights given the inputs' signs) and tiny-int4-kernel (on
-    u4 panels: `vpdpbusd`, or `vpmaddubsw` and `vpmaddwd`): the golden check passes
+    u4 panels: `vpdpbusd`, or `vpmaddubsw` and `vpmaddwd`) and tiny-kv-int8 (tiny-bf16-panels' linears over an int8
+    KV cache, each path's attention widening its bytes): the golden check passes
     and the greedy and sampled text are the same with the dispatch on the widest path and forced to each lower one."""
     out = artifacts / name / "cpu"
     texts = {}

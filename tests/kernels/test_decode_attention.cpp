@@ -199,6 +199,93 @@ TEST_CASE("tokens of several sequences in one call give what one call per token 
     }
 }
 
+namespace {
+
+// An int8 cache's positions as the kernel's header lays them out (kernels/cpu/kv_row_q8.h), computed here by torch:
+// each row's values times 127 / its largest magnitude, rounded to nearest even, then that scale's four bytes.
+at::Tensor quantized_rows(const at::Tensor &x) {
+    const at::Tensor values = x.to(at::kFloat);
+    const at::Tensor scale = values.abs().amax(-1, true) / 127.0f;
+    const at::Tensor inverse = at::where(scale > 0, scale.reciprocal(), at::zeros_like(scale));
+    const at::Tensor rounded = (values * inverse).round().to(at::kChar);
+    return at::cat({rounded, scale.contiguous().view(at::kChar)}, -1);
+}
+
+// Their values, each row's int8 values times its scale, in float64.
+at::Tensor dequantized_rows(const at::Tensor &rows) {
+    const int64_t d = rows.size(-1) - 4;
+    const at::Tensor scale = rows.narrow(-1, d, 4).contiguous().view(at::kFloat);
+    return rows.narrow(-1, 0, d).to(at::kDouble) * scale.to(at::kDouble);
+}
+
+// An int8 cache as the runtime holds one: a view of the first S of S + 1 positions.
+at::Tensor q8_cache(const Case &c) {
+    return quantized_rows(at::randn({c.batch, c.heads, c.positions + 1, c.head_size})).narrow(2, 0, c.positions);
+}
+
+}  // namespace
+
+TEST_CASE("int8 caches: SDPA over their values, each new key and value written as the reference rounds it",
+          "[kernels]") {
+    at::manual_seed(8);
+    const std::vector<Case> cases = {{1, 2, 1, 64}, {3, 4, 5, 20}, {2, 2, 257, 64}, {16, 2, 40, 3}, {2, 12, 700, 64}};
+    for (Isa isa : paths_here()) {
+        for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+            for (const Case &c : cases) {
+                INFO(gpt::kernels::isa_name(isa) << " " << c10::toString(dtype) << " B=" << c.batch << " H=" << c.heads
+                                                 << " S=" << c.positions << " D=" << c.head_size);
+                const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size}).to(dtype);
+                const at::Tensor k = at::randn_like(q), v = at::randn_like(q);
+                at::Tensor k_cache = q8_cache(c), v_cache = q8_cache(c);
+                at::Tensor pos = at::randint(c.positions, {c.batch}, at::kLong);
+                pos[c.batch - 1] = c.positions - 1;
+                // The caches as the kernel must leave them: each row's new key and value rounded at its position.
+                at::Tensor k_expected = k_cache.clone(), v_expected = v_cache.clone();
+                for (int64_t b = 0; b < c.batch; ++b) {
+                    const int64_t p = pos[b].item<int64_t>();
+                    k_expected[b].select(1, p).copy_(quantized_rows(k[b].select(1, 0)));
+                    v_expected[b].select(1, p).copy_(quantized_rows(v[b].select(1, 0)));
+                }
+                const at::Tensor visible =
+                    at::arange(c.positions).view({1, c.positions}).le(pos.view({-1, 1})).view({c.batch, 1, 1, -1});
+                const at::Tensor expected = at::scaled_dot_product_attention(
+                    q.to(at::kDouble), dequantized_rows(k_expected), dequantized_rows(v_expected), visible);
+                const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_size));
+                const at::Tensor out = gpt::kernels::decode_attention(q, k, v, k_cache, v_cache, pos, scale, isa);
+                CHECK(out.scalar_type() == dtype);
+                CHECK(at::equal(k_cache, k_expected));
+                CHECK(at::equal(v_cache, v_expected));
+                CHECK((out.to(at::kDouble) - expected).abs().max().item<double>() <=
+                      (dtype == at::kFloat ? 2e-5 : tolerance(dtype)));
+            }
+        }
+    }
+}
+
+TEST_CASE("an int8 cache's attention stays within its rounding of a float cache's", "[kernels]") {
+    // The same keys and values held in fp32 and in int8: the outputs differ by what rounding each position to
+    // 255 levels of its own largest magnitude moves them: at most half a level, 0.016 here, where row 3 sees only
+    // its new value (whose largest magnitude is near 4).
+    at::manual_seed(9);
+    const Case c{4, 12, 1024, 64};
+    const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size}), k = at::randn_like(q), v = at::randn_like(q);
+    const at::Tensor keys = at::randn({c.batch, c.heads, c.positions + 1, c.head_size}), values = at::randn_like(keys);
+    const at::Tensor pos = at::tensor(std::vector<int64_t>{1023, 511, 64, 0});
+    at::Tensor k_float = keys.narrow(2, 0, c.positions), v_float = values.narrow(2, 0, c.positions);
+    at::Tensor k_int8 = quantized_rows(keys).narrow(2, 0, c.positions);
+    at::Tensor v_int8 = quantized_rows(values).narrow(2, 0, c.positions);
+    const Isa isa = gpt::kernels::active_isa();
+    const at::Tensor exact = gpt::kernels::decode_attention(q, k, v, k_float, v_float, pos, 0.125, isa);
+    const at::Tensor rounded = gpt::kernels::decode_attention(q, k, v, k_int8, v_int8, pos, 0.125, isa);
+    const double err = (rounded - exact).abs().max().item<double>();
+    CAPTURE(err);
+    CHECK(err > 0.0);
+    CHECK(err <= 0.02);
+    // A position of zeros keeps scale 0 and reads back as zeros.
+    const at::Tensor zeros = quantized_rows(at::zeros({1, 1, 1, 8}));
+    CHECK(at::equal(zeros, at::zeros({1, 1, 1, 12}, at::kChar)));
+}
+
 TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernels]") {
     const Case c{2, 2, 8, 16};
     const at::Tensor q = at::randn({c.batch, c.heads, 1, c.head_size});
@@ -210,9 +297,18 @@ TEST_CASE("decode attention refuses what it cannot compute, naming it", "[kernel
     CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int64_t>{1, 8})),
                       Catch::Contains("pos[1] = 8 is outside the cache's 8 positions"));
     CHECK_THROWS_WITH(call(q, at::tensor(std::vector<int64_t>{-1, 0})), Catch::Contains("pos[0] = -1"));
-    CHECK_THROWS_WITH(call(q.to(at::kBFloat16), pos), Catch::Contains("must share a dtype"));
+    CHECK_THROWS_WITH(call(q.to(at::kBFloat16), pos), Catch::Contains("the caches must be in q's dtype, or both int8"));
     CHECK_THROWS_WITH(call(q.expand({2, 2, 3, 16}), pos), Catch::Contains("one new token a row"));
-    CHECK_THROWS_WITH(call(q.to(at::kDouble), pos), Catch::Contains("must share a dtype"));
+    CHECK_THROWS_WITH(call(q.to(at::kDouble), pos), Catch::Contains("the caches must be in q's dtype, or both int8"));
+    CHECK_THROWS_WITH(gpt::kernels::decode_attention(q, q.to(at::kHalf), q, k_cache, v_cache, pos, 0.25, Isa::scalar),
+                      Catch::Contains("q, k and v must share a dtype"));
+    // An int8 cache holds each position's scale after its D values: D + 4 bytes a position, no other width.
+    at::Tensor k8 = at::zeros({c.batch, c.heads, c.positions, c.head_size}, at::kChar), v8 = at::zeros_like(k8);
+    CHECK_THROWS_WITH(gpt::kernels::decode_attention(q, q, q, k8, v8, pos, 0.25, Isa::scalar),
+                      Catch::Contains("int8 caches must be (rows, H, S, D + 4)"));
+    at::Tensor k8_wide = at::zeros({c.batch, c.heads, c.positions, c.head_size + 4}, at::kChar);
+    CHECK_THROWS_WITH(gpt::kernels::decode_attention(q, q, q, k8_wide, v_cache, pos, 0.25, Isa::scalar),
+                      Catch::Contains("the caches must be in q's dtype, or both int8"));
     at::Tensor k64 = k_cache.to(at::kDouble), v64 = v_cache.to(at::kDouble);
     const at::Tensor q64 = q.to(at::kDouble);
     CHECK_THROWS_WITH(gpt::kernels::decode_attention(q64, q64, q64, k64, v64, pos, 0.25, Isa::scalar),

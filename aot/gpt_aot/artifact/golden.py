@@ -57,7 +57,8 @@ def golden_tolerance(
     """(atol, rtol) for `golden` (golden_vector of `model`, which computes in `dtype`, its weights
     perhaps quantized): GOLDEN_TOLERANCE's for fp32, else calibrated to this model's rounding noise
     (see NOISE_MARGIN), with rtol 0. Where one of the graphs' linear `forms` rounds the activations
-    (linear.rounds_activations), atol is at least NOISE_MARGIN times that form's distance from the golden."""
+    (linear.rounds_activations), atol is at least NOISE_MARGIN times that form's distance from the golden; so
+    too for an int8 KV cache, against the same model over a float cache."""
     atol, rtol = _dtype_tolerance(model, golden, dtype)
     logits = ("prefill_logits", "decode_logits")
     saved = model.linear_form
@@ -69,6 +70,15 @@ def golden_tolerance(
                 atol = max(atol, NOISE_MARGIN * max((golden[k] - rounded[k]).abs().max().item() for k in logits))
     finally:
         model.set_linear_form(saved)
+    if model.kv_dtype:
+        # The cache rounds each key and value as a form rounding the activations does: a graph whose keys differ
+        # from eager's in the last bit may round one to the next int8 level. Bounded as those forms are, by its
+        # distance from the same model over a float cache.
+        float_cache = copy.deepcopy(model)
+        float_cache.set_kv_dtype(None)
+        float_cache.set_attention("math")
+        exact = golden_vector(float_cache, "math")
+        atol = max(atol, NOISE_MARGIN * max((golden[k] - exact[k]).abs().max().item() for k in logits))
     return atol, rtol
 
 
@@ -79,6 +89,7 @@ def _dtype_tolerance(model: GPT, golden: dict, dtype: torch.dtype) -> tuple[floa
     # The same weights in fp32, through the plain kernels every device runs in fp32 (flash and cuDNN
     # attention have no fp32 kernels; a quantized model's dequantized product).
     reference_model = copy.deepcopy(model).float()
+    reference_model.set_kv_dtype(None)  # math reads a float cache
     reference_model.set_attention("math")
     reference_model.set_linear_form("mm")
     reference = golden_vector(reference_model)

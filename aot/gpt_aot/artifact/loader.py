@@ -53,8 +53,11 @@ class ArtifactGraphs:
     # The graphs' cache layout (gpt.GPT.new_kv_cache): one spare position.
     def new_kv_cache(self, batch: int) -> torch.Tensor:
         m = self.manifest["model"]
-        shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"] + 1, m["n_embd"] // m["n_head"])
-        return torch.zeros(shape, dtype=getattr(torch, self.manifest["dtype"]), device=self.device)
+        position, dtype = m["n_embd"] // m["n_head"], getattr(torch, self.manifest["dtype"])
+        if "kv_cache" in self.manifest:  # int8, each position's scale after its values
+            position, dtype = self.manifest["kv_cache"]["position_bytes"], torch.int8
+        shape = (m["n_layer"], 2, batch, m["n_head"], m["block_size"] + 1, position)
+        return torch.zeros(shape, dtype=dtype, device=self.device)
 
     # Compiled graphs assume the contiguous strides they were traced with and do not
     # check them: a strided view (idx[:, :1]) would be misread, so inputs are made contiguous.

@@ -49,7 +49,11 @@ FORMAT_NAME = "gpt-aot"
 #     one run beside its bytes: linear.to_int4_pair_blocks), where 12 to 14 stored [cols / group, padded rows, 2];
 #     kernel library version 2 (linear_int4 reads them so). Written only by int4 artifacts: others keep 14 or 13,
 #     which older runtimes read as before; the runtime reads int4 artifacts of 15 alone.
-FORMAT_VERSION = 15
+# 16: "kv_cache": {"dtype": "int8", ...}: the graphs take an int8 KV cache (n_layer, 2, batch, n_head, block_size + 1,
+#     head_dim + 4), each position's head_dim values rounded to int8, then their fp32 scale (kernels/cpu/kv_row_q8.h).
+#     Written only by artifacts with such a cache: a runtime that does not know it would hand the graphs a float one.
+FORMAT_VERSION = 16
+INT4_PAIR_BLOCKS_FORMAT_VERSION = 15
 KERNELS_FORMAT_VERSION = 14
 WITHOUT_KERNELS_FORMAT_VERSION = 13
 MANIFEST = "manifest.json"
@@ -75,8 +79,10 @@ def file_entries(directory: Path) -> dict:
 
 
 def write_manifest(directory: Path, body: dict) -> dict:
-    if body.get("weights", {}).get("quantization", {}).get("scheme") == "int4":
+    if "kv_cache" in body:
         version = FORMAT_VERSION
+    elif body.get("weights", {}).get("quantization", {}).get("scheme") == "int4":
+        version = INT4_PAIR_BLOCKS_FORMAT_VERSION
     else:
         version = KERNELS_FORMAT_VERSION if "kernels" in body else WITHOUT_KERNELS_FORMAT_VERSION
     manifest = {"format": FORMAT_NAME, "format_version": version, **body}

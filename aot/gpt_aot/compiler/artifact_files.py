@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from gpt_aot.artifact.golden import golden_tolerance, golden_vector
 from gpt_aot.artifact.manifest import write_manifest
 from gpt_aot.compiler.target import Target
-from gpt_aot.model.gpt import GPT
+from gpt_aot.model.gpt import GPT, KV_Q8_SCALE_BYTES
 
 
 def weights_for_runtime(model: GPT) -> tuple[dict, dict]:
@@ -25,6 +25,17 @@ def weights_for_runtime(model: GPT) -> tuple[dict, dict]:
         seen[key] = name
         tensors[name] = tensor.detach().contiguous().cpu()
     return tensors, tied
+
+
+def kv_cache_section(model: GPT) -> dict:
+    """The manifest's record of a KV cache that is not in the activations' dtype (gpt.KV_DTYPES)."""
+    c = model.config
+    return {
+        "dtype": model.kv_dtype,
+        "position_bytes": c.head_dim + KV_Q8_SCALE_BYTES,
+        "layout": "each position's head_dim values rounded to int8 against their largest magnitude / 127, then that "
+        "scale as float32",
+    }
 
 
 def write_artifact_files(
@@ -69,6 +80,7 @@ def write_artifact_files(
             "graphs": graphs,
             "tokenizer": {"file": "tokenizer.json", "kind": tokenizer["kind"]},
             "golden": {"file": "golden.safetensors", "atol": atol, "rtol": rtol},
+            **({"kv_cache": kv_cache_section(model)} if model.kv_dtype else {}),
             **({"training": training} if training else {}),
             **({"kernels": kernels} if kernels else {}),
         },

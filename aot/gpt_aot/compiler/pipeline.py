@@ -24,7 +24,7 @@ from gpt_aot.compiler.inductor import compile_package
 from gpt_aot.compiler.target import Target
 from gpt_aot.model import kernels
 from gpt_aot.model.attention import ONE_QUERY_KINDS, attention_context, several_queries_kind
-from gpt_aot.model.gpt import GPT
+from gpt_aot.model.gpt import GPT, KV_DTYPES
 from gpt_aot.model.quantize import QUANTIZATIONS, quantize_int4, quantize_int8, set_int8_layout, weight_bytes
 from gpt_aot.text.tokenizer import check_fits
 
@@ -102,6 +102,31 @@ def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_b
     return {**section, **specs}
 
 
+# An int8 KV cache is read by the kernel library's attention alone (gpt.KV_DTYPES): decode's graphs call it, and a
+# prompt's tokens attend through it (as queries one at a time over the cache they write), so nothing is measured.
+KV_DTYPE_ATTENTION = {"backend": "chunked", "selected_by": "kv_dtype: only the chunked kernel reads an int8 cache"}
+
+
+def check_kv_dtype(kv_dtype: str | None, target: Target, decode_attention: str | None):
+    """Refuses a KV cache dtype that the target, or the decode attention asked for, cannot read, before anything is
+    measured. `--attention` names prefill's and training's kernel, which never read it."""
+    if kv_dtype is None:
+        return
+    if kv_dtype not in KV_DTYPES:
+        raise ValueError(f"KV cache dtype {kv_dtype!r} is not one of {', '.join(KV_DTYPES)}")
+    if target.device != "cpu":
+        raise ValueError(
+            f"an {kv_dtype} KV cache is read by the CPU kernel library's attention: not on {target.device}"
+        )
+    if decode_attention not in (None, "auto", "chunked"):
+        raise ValueError(
+            f"an {kv_dtype} KV cache is read by the chunked attention only: --decode-attention {decode_attention} "
+            "cannot read it (leave it auto, or name chunked)"
+        )
+    if not kernels.available():
+        raise ValueError(f"an {kv_dtype} KV cache needs the kernel library, which did not build here")
+
+
 def compile_artifact(
     model: GPT,
     target: Target,
@@ -117,6 +142,7 @@ def compile_artifact(
     train: training.OptimizerConfig | None = None,
     quantize: str | None = None,
     group_size: int = 32,
+    kv_dtype: str | None = None,
 ) -> dict:
     """Build `out_dir` (e.g. model_artifacts/<name>/cpu) and return its manifest.
     `attention` (prefill's and training's, and decode's unless `decode_attention`
@@ -124,7 +150,9 @@ def compile_artifact(
     (prefill's and decode's) are pinned or "auto" (measured here).
     With `train`, the artifact also holds the training graphs; with
     quantize="int8" or "int4", its linears' weights are int8, or int4 in groups
-    of `group_size` inputs (model/quantize.py; inference only)."""
+    of `group_size` inputs (model/quantize.py; inference only). With kv_dtype="int8"
+    the KV cache is int8 (gpt.KV_DTYPES), which only the kernel library's chunked
+    attention reads: decode's kernel, and the one a prompt's tokens attend through."""
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantization {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     if quantize and train is not None:
@@ -135,6 +163,7 @@ def compile_artifact(
         # The optimizer's state is fp32 (training.MASTER_DTYPE), but fp16's backward itself loses small gradients
         # (below 2^-24) without loss scaling, which nanoGPT does with a GradScaler and the runtime does not.
         raise ValueError("training needs fp32 or bf16 weights: fp16 gradients underflow without loss scaling")
+    check_kv_dtype(kv_dtype, target, decode_attention)
     check_fits(tokenizer, model.config.vocab_size)
     progress = Progress(quiet=quiet)
     unquantized_bytes = weight_bytes(model, target.dtype)
@@ -154,10 +183,14 @@ def compile_artifact(
     ):
         kernels_path = kernels.active_path() if target.device == "cpu" else None
         with progress.stage("choose attention"):
-            choice = attention_pick.choose_attention(model, target, attention)
-            choice["decode"] = attention_pick.choose_attention(
-                model, target, decode_attention or attention, attention_pick.measure_decode
-            )
+            if kv_dtype:
+                model.set_kv_dtype(kv_dtype)
+                choice = {**KV_DTYPE_ATTENTION, "decode": KV_DTYPE_ATTENTION}
+            else:
+                choice = attention_pick.choose_attention(model, target, attention)
+                choice["decode"] = attention_pick.choose_attention(
+                    model, target, decode_attention or attention, attention_pick.measure_decode
+                )
             kinds = {"prefill": choice["backend"], "decode": choice["decode"]["backend"]}
         with progress.stage("choose linear forms"):
             rows = min(linear_pick.BATCHED_ROWS, max_batch)
@@ -178,7 +211,9 @@ def compile_artifact(
             f"export graphs (attention: prefill {kinds['prefill']}, decode {kinds['decode']}; linears: {forms})"
         ):
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
-            kinds["decode_one"], kinds["extend"] = kinds["decode"], several_queries_kind(kinds["decode"])
+            kinds["decode_one"] = kinds["decode"]
+            # A prompt's piece attends through an int8 cache with decode's kernel (KV_DTYPE_ATTENTION).
+            kinds["extend"] = kinds["decode"] if kv_dtype else several_queries_kind(kinds["decode"])
             kinds["mixed"] = kinds["decode"]
         specs = {graph: spec for graph, spec in graph_specs(model).items() if graph in programs}
         for graph, program in programs.items():

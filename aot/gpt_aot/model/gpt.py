@@ -28,13 +28,21 @@ import torch.nn as nn
 from torch.nn import functional as F
 
 from gpt_aot.model import kernels
-from gpt_aot.model.attention import attend, attend_decoding, prepare_attention
+from gpt_aot.model.attention import attend, attend_decoding, attend_through_cache, prepare_attention
 from gpt_aot.model.linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
 VOCAB_MULTIPLE = 64
 # The MLP's activation: "exact" is the erf GELU nanoGPT trains with (nn.GELU()); "tanh" is the
 # approximation GPT-2 was trained with (Hugging Face's gelu_new, nn.GELU(approximate="tanh")).
 GELU_FORMS = {"exact": "none", "tanh": "tanh"}  # ours -> torch's `approximate`
+
+
+# The KV cache's dtypes besides the activations' own: "int8", each position's head_dim values rounded to int8
+# against its own scale (largest magnitude / 127), that scale's fp32 bytes after them (kernels/cpu/kv_row_q8.h):
+# head_dim + 4 bytes a position, 68 against bf16's 128 at GPT-2's head size. Only the kernel library's attention
+# reads it, on the CPU.
+KV_DTYPES = ("int8",)
+KV_Q8_SCALE_BYTES = 4
 
 
 def padded_vocab_size(vocab_size: int) -> int:
@@ -132,6 +140,9 @@ class CausalSelfAttention(nn.Module):
     def prefill(self, x, k_cache, v_cache):
         q, k, v = self._qkv(x)
         positions = torch.arange(x.shape[1], device=x.device)
+        if k_cache.dtype == torch.int8:  # written rounded, and attended to as stored
+            rows = positions.view(1, -1).expand(x.shape[0], -1)
+            return self._out(attend_through_cache(q, k, v, k_cache, v_cache, rows))
         k_cache[:, :, positions] = k
         v_cache[:, :, positions] = v
         return self._out(attend(self.attention, q, k, v, mask=None))
@@ -150,6 +161,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._qkv(x)  # each (B, nh, T, hs)
         B, T = x.shape[0], x.shape[1]
         positions = start.view(-1, 1) + torch.arange(T, device=x.device).view(1, T)  # (B, T)
+        if k_cache.dtype == torch.int8:
+            return self._out(attend_through_cache(q, k, v, k_cache, v_cache, positions))
         rows = torch.arange(B, device=x.device).view(-1, 1)
         k_cache[rows, :, positions] = k.transpose(1, 2)  # advanced indices first: (B, T, nh, hs)
         v_cache[rows, :, positions] = v.transpose(1, 2)
@@ -199,6 +212,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     embedding_untied = False
     quantization = None  # "int8" or "int4" once quantize.py has run
+    kv_dtype = None  # the KV cache's: None for the activations' dtype, or one of KV_DTYPES (set_kv_dtype)
 
     def __init__(self, config: GPTConfig, attention: str = "math"):
         super().__init__()
@@ -246,6 +260,15 @@ class GPT(nn.Module):
         for block in self.transformer.h:
             block.attn.attention = attention
 
+    def set_kv_dtype(self, kv_dtype: str | None):
+        """The KV cache new_kv_cache makes: None, the activations' dtype, or one of KV_DTYPES, which decode must
+        then attend to with the kernel library's "chunked" attention."""
+        if kv_dtype not in (None, *KV_DTYPES):
+            raise ValueError(f"KV cache dtype {kv_dtype!r} is not one of {', '.join(KV_DTYPES)}")
+        if kv_dtype:
+            kernels.load()
+        self.kv_dtype = kv_dtype
+
     @property
     def linear_form(self) -> str:
         return self.lm_head.form
@@ -288,11 +311,14 @@ class GPT(nn.Module):
     # head_dim, can never equal span * head_dim. So torch.export proves a view
     # is never contiguous and keeps span a dynamic size; without the spare it
     # guards span != block_size and refuses to export.
-    def new_kv_cache(self, batch: int, dtype=None, device=None):
+    # An int8 cache's positions hold their scales too (KV_DTYPES).
+    def new_kv_cache(self, batch: int, device=None):
         c = self.config
-        dtype = dtype or self.dtype
         device = device or self.lm_head.weight.device
-        shape = (c.n_layer, 2, batch, c.n_head, c.block_size + 1, c.head_dim)
+        dtype, position = self.dtype, c.head_dim
+        if self.kv_dtype == "int8":
+            dtype, position = torch.int8, c.head_dim + KV_Q8_SCALE_BYTES
+        shape = (c.n_layer, 2, batch, c.n_head, c.block_size + 1, position)
         return torch.zeros(shape, dtype=dtype, device=device)
 
     def _embed(self, idx, pos):
