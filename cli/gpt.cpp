@@ -25,12 +25,12 @@ int cmd_info(const std::string &dir, bool allow_cpu_fallback) {
     gpt_model_info info;
     if (gpt_status s = gpt_model_get_info(m.model, &info, sizeof info); s != GPT_OK) return report(s);
     std::printf(
-        "artifact     %s\nname         %s\ntarget       %s %s\ndtype        %s\nweights      %s\nattention    %s\n"
-        "torch        %s (runtime %s)\ntokenizer    %s\nvocab_size   %d\nblock_size   %d\n"
+        "artifact     %s\nname         %s\ntarget       %s %s\ndtype        %s\nweights      %s\nkv_cache     %s\n"
+        "attention    %s\ntorch        %s (runtime %s)\ntokenizer    %s\nvocab_size   %d\nblock_size   %d\n"
         "n_layer      %d\nn_head       %d\nn_embd       %d\nmax_batch    %d\n",
-        dir.c_str(), info.name, info.device, info.arch, info.dtype, info.weights, info.attention, info.torch_version,
-        gpt_runtime_version(), info.tokenizer, info.vocab_size, info.block_size, info.n_layer, info.n_head, info.n_embd,
-        info.max_batch);
+        dir.c_str(), info.name, info.device, info.arch, info.dtype, info.weights, info.kv_cache, info.attention,
+        info.torch_version, gpt_runtime_version(), info.tokenizer, info.vocab_size, info.block_size, info.n_layer,
+        info.n_head, info.n_embd, info.max_batch);
     if (info.eos_token != GPT_TOKEN_NONE)
         std::printf("eos_token    %d\n", info.eos_token);
     else

@@ -219,15 +219,17 @@ struct gpt_model_info {
     int32_t block_size;        /* context length */
     int32_t n_layer, n_head, n_embd;
     int32_t max_batch;
-    gpt_token eos_token; /* the tokenizer's end-of-text token (GPT-2's <|endoftext|>), or GPT_TOKEN_NONE */
-    const char *weights; /* "unquantized" (in dtype); "int8": weight-only int8 linears, one scale per
-                            output row (compile --quantize int8); "int4" (CPU): weight-only int4 linears, a
-                            scale and a zero per group of inputs (compile --quantize int4). A quantized model
-                            is for inference only */
-    bool extend_graph;   /* true when the artifact has the extend graph: gpt_session_extend_seq runs each piece
-                            in one pass; false for artifacts compiled before it (a decode step per token) */
-    bool mixed_graph;    /* true when the artifact has the mixed graph: gpt_session_append_sample_batch runs in
-                            one pass; false without it (extend calls and a decode step) */
+    gpt_token eos_token;  /* the tokenizer's end-of-text token (GPT-2's <|endoftext|>), or GPT_TOKEN_NONE */
+    const char *weights;  /* "unquantized" (in dtype); "int8": weight-only int8 linears, one scale per
+                             output row (compile --quantize int8); "int4" (CPU): weight-only int4 linears, a
+                             scale and a zero per group of inputs (compile --quantize int4). A quantized model
+                             is for inference only */
+    bool extend_graph;    /* true when the artifact has the extend graph: gpt_session_extend_seq runs each piece
+                             in one pass; false for artifacts compiled before it (a decode step per token) */
+    bool mixed_graph;     /* true when the artifact has the mixed graph: gpt_session_append_sample_batch runs in
+                             one pass; false without it (extend calls and a decode step) */
+    const char *kv_cache; /* the KV cache's dtype: `dtype`'s, or "int8" (CPU, compile --kv-dtype int8: each
+                             position's values rounded to int8 with a scale of their own, half of bf16's bytes) */
 };
 GPT_API gpt_status gpt_model_get_info(const struct gpt_model *model, struct gpt_model_info *out_info,
                                       size_t struct_size);

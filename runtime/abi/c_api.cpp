@@ -104,6 +104,7 @@ gpt_status gpt_model_load(const char *artifact_dir, const struct gpt_model_param
         info.weights = m.quantization.empty() ? "unquantized" : m.quantization.c_str();
         info.extend_graph = model->impl->has_extend();
         info.mixed_graph = model->impl->has_mixed();
+        info.kv_cache = m.kv_cache_dtype.empty() ? m.dtype.c_str() : m.kv_cache_dtype.c_str();
         *out_model = model.release();
     });
 }

@@ -77,7 +77,7 @@ T read_versioned(const T *params) {
 // add fields only at the end, then update its size here.
 #if defined(__LP64__)
 static_assert(sizeof(gpt_model_params) == 48);
-static_assert(sizeof(gpt_model_info) == 112);
+static_assert(sizeof(gpt_model_info) == 120);
 static_assert(sizeof(gpt_memory_stats) == 48);
 static_assert(sizeof(gpt_generate_params) == 88);
 static_assert(sizeof(gpt_sampler_params) == 56);

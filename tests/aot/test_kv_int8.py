@@ -110,11 +110,13 @@ def test_an_int8_cache_stays_within_bf16s_rounding_of_an_fp32_cache(artifacts, f
 
 
 @pytest.mark.skipif(not CLI.exists(), reason=f"gpt CLI not built at {CLI}")
-def test_the_runtime_verifies_it_and_generates_the_compiled_graphs_greedy_tokens(artifacts, fixtures):
+def test_the_runtime_verifies_it_names_its_cache_and_generates_the_compiled_graphs_greedy_tokens(artifacts, fixtures):
     out = directory(artifacts)
     env = {**os.environ, "OMP_NUM_THREADS": "2"}
     done = subprocess.run([str(CLI), "verify", str(out)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+    done = subprocess.run([str(CLI), "info", str(out)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and "\nkv_cache     int8\n" in done.stdout, (done.stdout, done.stderr[-2000:])
     prompt = "Hello"
     ids = [fixtures.VOCAB.index(c) for c in prompt]
     graphs = ArtifactGraphs(out)

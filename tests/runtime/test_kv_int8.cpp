@@ -29,9 +29,11 @@ std::vector<float> alone(gpt_model *model, const std::vector<gpt_token> &tokens,
 
 }  // namespace
 
-TEST_CASE("an int8 KV cache: int8 positions of head_dim + 4 bytes, and the golden vector matches", "[kv_int8]") {
+TEST_CASE("an int8 KV cache: int8 positions of head_dim + 4 bytes, the info says so, the golden vector matches",
+          "[kv_int8]") {
     test::Model model(test::artifact("kv-int8"));
     REQUIRE(model.status == GPT_OK);
+    CHECK(std::string(model.info.kv_cache) == "int8");
     const gpt::Model &impl = *model.handle->impl;
     const at::Tensor kv = impl.new_kv_cache(3);
     CHECK(kv.scalar_type() == at::kChar);
@@ -40,6 +42,11 @@ TEST_CASE("an int8 KV cache: int8 positions of head_dim + 4 bytes, and the golde
     const double err = test::golden_error(model.handle);
     CHECK(err >= 0);
     CHECK(err <= impl.manifest().golden_atol);
+    // A float cache is in the model's dtype, and says so.
+    test::Model bf16(test::artifact("bf16-panels"));
+    REQUIRE(bf16.status == GPT_OK);
+    CHECK(std::string(bf16.info.kv_cache) == "bfloat16");
+    CHECK(bf16.handle->impl->new_kv_cache(1).scalar_type() == at::kBFloat16);
 }
 
 TEST_CASE("an int8 KV cache: batched steps, a copied prefix and an appended piece equal each sequence alone",
