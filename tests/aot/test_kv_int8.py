@@ -1,6 +1,7 @@
-"""An int8 KV cache (compile --kv-dtype int8; gpt.KV_DTYPES): the manifest records it (format 16) and every graph
-reads it through the kernel library's attention; the compiled graphs equal eager PyTorch over the same cache, and lie
-within bf16's own rounding of eager PyTorch over an fp32 cache; the runtime verifies the artifact and generates the
+"""An int8 KV cache (compile --kv-dtype int8; gpt.KV_DTYPES): the manifest records it (format 16); decode's graphs
+read it through the kernel library's attention and a prompt's tokens round it as that kernel does (model/kv_q8.py)
+and attend to its values with SDPA; the compiled graphs equal eager PyTorch over the same cache, and lie within
+bf16's own rounding of eager PyTorch over an fp32 cache; the runtime verifies the artifact and generates the
 compiled graphs' greedy tokens; a compile that could not read it is refused. The kernel on each vector path:
 tests/kernels/test_decode_attention.cpp; what it costs a trained model's loss: tests/aot/test_int8_accuracy.py."""
 
@@ -17,6 +18,7 @@ from gpt_aot.artifact.loader import ArtifactGraphs
 from gpt_aot.compiler import packages
 from gpt_aot.compiler.pipeline import check_kv_dtype
 from gpt_aot.compiler.target import Target, resolve
+from gpt_aot.model import kernels, kv_q8
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(os.environ.get("GPT_CLI", ROOT / "build" / "cli" / "gpt"))
@@ -47,17 +49,42 @@ def dequantized(kv: torch.Tensor) -> torch.Tensor:
     return kv[..., :d].float() * scale
 
 
-def test_the_manifest_records_the_cache_and_every_graph_attends_through_the_kernel(artifacts):
+def test_the_manifest_records_the_cache_and_decodes_graphs_attend_through_the_kernel(artifacts):
     manifest = json.loads((directory(artifacts) / "manifest.json").read_text())
     assert manifest["format_version"] == 16
     head_dim = manifest["model"]["n_embd"] // manifest["model"]["n_head"]
     assert manifest["kv_cache"]["dtype"] == "int8" and manifest["kv_cache"]["position_bytes"] == head_dim + 4
-    assert manifest["attention"]["backend"] == manifest["attention"]["decode"]["backend"] == "chunked"
+    # Prefill's kernel as the fixture pinned it (SDPA's math); decode's pinned by the cache.
+    assert (manifest["attention"]["backend"], manifest["attention"]["decode"]["backend"]) == ("math", "chunked")
     attention = {OPERATOR, ROWS_OPERATOR}
     calls = {g: packages.kernel_operators(directory(artifacts) / f"{g}.pt2") & attention for g in manifest["graphs"]}
-    # A prompt's tokens (prefill, extend) and the mixed graph's are each a query over the cache they write.
-    expected = {"prefill": {ROWS_OPERATOR}, "decode": {OPERATOR}, "decode_one": {OPERATOR}}
-    assert calls == {**expected, "extend": {ROWS_OPERATOR}, "mixed": {ROWS_OPERATOR}}
+    # Decode's steps, and the mixed graph's (a step's rows and a prompt's piece, each a query over the cache it
+    # writes), call the kernel; a prompt's tokens (prefill, extend) attend with SDPA.
+    expected = {"prefill": set(), "decode": {OPERATOR}, "decode_one": {OPERATOR}}
+    assert calls == {**expected, "extend": set(), "mixed": {ROWS_OPERATOR}}
+
+
+def test_a_prompts_tokens_are_rounded_to_the_kernels_own_bytes():
+    """kv_q8.store against the kernel writing the same keys and values (decode_attention, one new position a row):
+    byte for byte, rows of zeros, of tiny and huge magnitudes and a non-finite one included; kv_q8.values reads back
+    exactly the values store returned."""
+    kernels.load()
+    gen = torch.Generator().manual_seed(13)
+    rows, heads, d = 6, 3, 20
+    k = torch.randn(rows, heads, 1, d, generator=gen) * torch.logspace(-30, 30, rows).view(rows, 1, 1, 1)
+    v = torch.randn(rows, heads, 1, d, generator=gen)
+    k[1, 0], v[2, 1], k[3, 2, 0, 5] = 0.0, 0.0, float("inf")
+    q = torch.randn(rows, heads, 1, d, generator=gen)
+    k_cache, v_cache = (torch.zeros(rows, heads, 4, d + kv_q8.SCALE_BYTES, dtype=torch.int8) for _ in range(2))
+    pos = torch.tensor([0, 1, 2, 3, 0, 1])
+    torch.ops.gpt_kernels.decode_attention(q, k, v, k_cache, v_cache, pos, d**-0.5)
+    for x, cache in ((k, k_cache), (v, v_cache)):
+        stored, values = kv_q8.store(x)
+        written = cache[torch.arange(rows), :, pos].unsqueeze(2)  # (rows, heads, 1, d + 4)
+        assert torch.equal(stored, written)
+        torch.testing.assert_close(kv_q8.values(stored, torch.float32), values, rtol=0, atol=0, equal_nan=True)
+    scale = k_cache[3, 2, 3, d:].contiguous().view(torch.float32)
+    assert scale.isnan().all() and (k_cache[3, 2, 3, :d] == 0).all()  # the non-finite row: NaN scale, zeros
 
 
 def test_compiled_graphs_equal_eager_over_the_same_int8_cache(artifacts, fixtures):

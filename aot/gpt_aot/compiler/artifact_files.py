@@ -11,7 +11,8 @@ from safetensors.torch import save_file
 from gpt_aot.artifact.golden import golden_tolerance, golden_vector
 from gpt_aot.artifact.manifest import write_manifest
 from gpt_aot.compiler.target import Target
-from gpt_aot.model.gpt import GPT, KV_Q8_SCALE_BYTES
+from gpt_aot.model import kv_q8
+from gpt_aot.model.gpt import GPT
 
 
 def weights_for_runtime(model: GPT) -> tuple[dict, dict]:
@@ -32,7 +33,7 @@ def kv_cache_section(model: GPT) -> dict:
     c = model.config
     return {
         "dtype": model.kv_dtype,
-        "position_bytes": c.head_dim + KV_Q8_SCALE_BYTES,
+        "position_bytes": c.head_dim + kv_q8.SCALE_BYTES,
         "layout": "each position's head_dim values rounded to int8 against their largest magnitude / 127, then that "
         "scale as float32",
     }

@@ -102,8 +102,8 @@ def compile_training(model: GPT, target: Target, work: Path, choice: dict, max_b
     return {**section, **specs}
 
 
-# An int8 KV cache is read by the kernel library's attention alone (gpt.KV_DTYPES): decode's graphs call it, and a
-# prompt's tokens attend through it (as queries one at a time over the cache they write), so nothing is measured.
+# An int8 KV cache is read by the kernel library's attention alone (gpt.KV_DTYPES): decode's graphs call it, so
+# decode's kind is pinned, not measured. A prompt's tokens attend to the cache's values with prefill's SDPA kernel.
 KV_DTYPE_ATTENTION = {"backend": "chunked", "selected_by": "kv_dtype: only the chunked kernel reads an int8 cache"}
 
 
@@ -151,8 +151,8 @@ def compile_artifact(
     With `train`, the artifact also holds the training graphs; with
     quantize="int8" or "int4", its linears' weights are int8, or int4 in groups
     of `group_size` inputs (model/quantize.py; inference only). With kv_dtype="int8"
-    the KV cache is int8 (gpt.KV_DTYPES), which only the kernel library's chunked
-    attention reads: decode's kernel, and the one a prompt's tokens attend through."""
+    the KV cache is int8 (gpt.KV_DTYPES), which decode's steps read with the kernel
+    library's chunked attention; a prompt's tokens attend to its values with SDPA."""
     if quantize not in (None, *QUANTIZATIONS):
         raise ValueError(f"quantization {quantize!r} is not one of {', '.join(QUANTIZATIONS)}")
     if quantize and train is not None:
@@ -183,11 +183,11 @@ def compile_artifact(
     ):
         kernels_path = kernels.active_path() if target.device == "cpu" else None
         with progress.stage("choose attention"):
+            choice = attention_pick.choose_attention(model, target, attention)
             if kv_dtype:
                 model.set_kv_dtype(kv_dtype)
-                choice = {**KV_DTYPE_ATTENTION, "decode": KV_DTYPE_ATTENTION}
+                choice["decode"] = KV_DTYPE_ATTENTION
             else:
-                choice = attention_pick.choose_attention(model, target, attention)
                 choice["decode"] = attention_pick.choose_attention(
                     model, target, decode_attention or attention, attention_pick.measure_decode
                 )
@@ -212,8 +212,7 @@ def compile_artifact(
         ):
             programs = export_graphs(model, kinds, max_batch, {g: pick["form"] for g, pick in linears.items()})
             kinds["decode_one"] = kinds["decode"]
-            # A prompt's piece attends through an int8 cache with decode's kernel (KV_DTYPE_ATTENTION).
-            kinds["extend"] = kinds["decode"] if kv_dtype else several_queries_kind(kinds["decode"])
+            kinds["extend"] = several_queries_kind(kinds["decode"])
             kinds["mixed"] = kinds["decode"]
         specs = {graph: spec for graph, spec in graph_specs(model).items() if graph in programs}
         for graph, program in programs.items():

@@ -96,21 +96,6 @@ def attend_decoding(kind: str, q, k, v, k_cache, v_cache, pos, seq=None):
     return attend(kind, q, k_cache, v_cache, mask=visible.view(-1, 1, 1, span))
 
 
-def attend_through_cache(q, k, v, k_cache, v_cache, positions):
-    """T new tokens a row, q, k, v (B, nh, T, hs), written at `positions` (B, T) of their rows of k_cache and v_cache
-    (B, nh, S, ·), each attending to its row's positions up to its own: the kernel library's one-query attention,
-    a token a query. What a prompt's tokens run where only that kernel reads the cache (an int8 one, gpt.KV_DTYPES):
-    the cache as stored is what they attend to, as decode's steps will."""
-    B, nh, T, hs = q.shape
-
-    def tokens(t):
-        return t.transpose(1, 2).reshape(B * T, nh, 1, hs)
-
-    rows = torch.arange(B, device=q.device).view(B, 1).expand(B, T).reshape(-1)
-    y = attend_decoding("chunked", tokens(q), tokens(k), tokens(v), k_cache, v_cache, positions.reshape(-1), rows)
-    return y.view(B, T, nh, hs).transpose(1, 2)
-
-
 # The two calls the model makes (gpt.py): "causal", a prompt or training window attending to itself
 # (prefill, forward, training), and "masked", one query per row over a cache with a mask of the
 # positions it sees (decode). Kernels differ: FlashAttention takes no mask on CUDA, so it runs the

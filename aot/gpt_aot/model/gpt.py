@@ -27,8 +27,8 @@ import torch
 import torch.nn as nn
 from torch.nn import functional as F
 
-from gpt_aot.model import kernels
-from gpt_aot.model.attention import attend, attend_decoding, attend_through_cache, prepare_attention
+from gpt_aot.model import kernels, kv_q8
+from gpt_aot.model.attention import attend, attend_decoding, prepare_attention, several_queries_kind
 from gpt_aot.model.linear import BLOCK_ROWS, LAYOUT_LINEAR_FORMS, Linear, int4_embedding
 
 VOCAB_MULTIPLE = 64
@@ -38,11 +38,10 @@ GELU_FORMS = {"exact": "none", "tanh": "tanh"}  # ours -> torch's `approximate`
 
 
 # The KV cache's dtypes besides the activations' own: "int8", each position's head_dim values rounded to int8
-# against its own scale (largest magnitude / 127), that scale's fp32 bytes after them (kernels/cpu/kv_row_q8.h):
-# head_dim + 4 bytes a position, 68 against bf16's 128 at GPT-2's head size. Only the kernel library's attention
-# reads it, on the CPU.
+# against its own scale (largest magnitude / 127), that scale's fp32 bytes after them (kv_q8.py,
+# kernels/cpu/kv_row_q8.h): head_dim + 4 bytes a position, 68 against bf16's 128 at GPT-2's head size. Decode's
+# steps read it with the kernel library's attention, on the CPU; a prompt's tokens attend to its values with SDPA.
 KV_DTYPES = ("int8",)
-KV_Q8_SCALE_BYTES = 4
 
 
 def padded_vocab_size(vocab_size: int) -> int:
@@ -135,17 +134,19 @@ class CausalSelfAttention(nn.Module):
         return self._out(attend(self.attention, q, k, v, mask=None, dropout_p=drop))
 
     # k_cache, v_cache: this layer's (B, n_head, S, head_dim), S at least the
-    # positions written. Indexed assignment (index_put_) is what Inductor knows
-    # how to do in place.
+    # positions written (head_dim + kv_q8.SCALE_BYTES bytes for an int8 cache).
+    # Indexed assignment (index_put_) is what Inductor knows how to do in place.
+    # A prompt attends with SDPA to the values the cache holds (an int8 cache's
+    # rounded ones: no logit sees a key the cache does not hold); "chunked", decode's
+    # one-query kernel, leaves it to math (several_queries_kind).
     def prefill(self, x, k_cache, v_cache):
         q, k, v = self._qkv(x)
         positions = torch.arange(x.shape[1], device=x.device)
-        if k_cache.dtype == torch.int8:  # written rounded, and attended to as stored
-            rows = positions.view(1, -1).expand(x.shape[0], -1)
-            return self._out(attend_through_cache(q, k, v, k_cache, v_cache, rows))
-        k_cache[:, :, positions] = k
-        v_cache[:, :, positions] = v
-        return self._out(attend(self.attention, q, k, v, mask=None))
+        k_stored, k = _cache_form(k, k_cache)
+        v_stored, v = _cache_form(v, v_cache)
+        k_cache[:, :, positions] = k_stored
+        v_cache[:, :, positions] = v_stored
+        return self._out(attend(several_queries_kind(self.attention), q, k, v, mask=None))
 
     # pos (B,): row b's token goes to cache position pos[b] and sees positions <= pos[b];
     # every pos[b] < S, the span of positions the cache views hold. With seq (B,), the cache
@@ -161,15 +162,25 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self._qkv(x)  # each (B, nh, T, hs)
         B, T = x.shape[0], x.shape[1]
         positions = start.view(-1, 1) + torch.arange(T, device=x.device).view(1, T)  # (B, T)
-        if k_cache.dtype == torch.int8:
-            return self._out(attend_through_cache(q, k, v, k_cache, v_cache, positions))
         rows = torch.arange(B, device=x.device).view(-1, 1)
-        k_cache[rows, :, positions] = k.transpose(1, 2)  # advanced indices first: (B, T, nh, hs)
-        v_cache[rows, :, positions] = v.transpose(1, 2)
+        # advanced indices first: (B, T, nh, ·)
+        k_cache[rows, :, positions] = _cache_form(k, k_cache)[0].transpose(1, 2)
+        v_cache[rows, :, positions] = _cache_form(v, v_cache)[0].transpose(1, 2)
         span = k_cache.shape[2]
         visible = torch.arange(span, device=x.device).view(1, 1, span) <= positions.view(B, T, 1)  # (B, T, S)
         mask = visible.view(B, 1, T, span)
-        return self._out(attend(self.attention, q, k_cache, v_cache, mask=mask))
+        keys, values = _cache_values(k_cache, q.dtype), _cache_values(v_cache, q.dtype)
+        return self._out(attend(several_queries_kind(self.attention), q, keys, values, mask=mask))
+
+
+def _cache_form(x, cache):
+    """x (keys or values) as `cache` stores it, and the values that holds: x itself for a cache of x's dtype."""
+    return kv_q8.store(x) if cache.dtype == torch.int8 else (x, x)
+
+
+def _cache_values(cache, dtype):
+    """The keys or values `cache` holds, in the activations' dtype."""
+    return kv_q8.values(cache, dtype) if cache.dtype == torch.int8 else cache
 
 
 class MLP(nn.Module):
@@ -317,7 +328,7 @@ class GPT(nn.Module):
         device = device or self.lm_head.weight.device
         dtype, position = self.dtype, c.head_dim
         if self.kv_dtype == "int8":
-            dtype, position = torch.int8, c.head_dim + KV_Q8_SCALE_BYTES
+            dtype, position = torch.int8, c.head_dim + kv_q8.SCALE_BYTES
         shape = (c.n_layer, 2, batch, c.n_head, c.block_size + 1, position)
         return torch.zeros(shape, dtype=dtype, device=device)
 
