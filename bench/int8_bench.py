@@ -44,6 +44,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -205,6 +206,20 @@ def our_rows(files: Files, weights: str, threads: int, batches, contexts, gen: i
             rows.append({"impl": "ours", "weights": weights, "batch": batch, "context": context, "steps_ms": steps,
                          "details": {"tokens": out["tokens"], "peak_rss_mib": out["peak_rss_mib"]}})  # fmt: skip
     return rows
+
+
+def ct2_rows(args, check: bool) -> list[dict]:
+    """CTranslate2's rows (int8_peers.ct2_rows) from a process of its own. This one has loaded the kernel library
+    (is_current), which puts libtorch_cpu in the process's global symbol scope (kernels.load), and CTranslate2's
+    library loaded after it then calls torch's copies of the GEMM functions it bundles: wrong tokens and a step
+    faster than its weights can be read (bench/results/cpu-2026-11-30-final-124m/README.md)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        cmd = [PY, str(ROOT / "bench" / "int8_peers.py"), "--peer", "ct2", "--threads", str(args.threads)]
+        cmd += ["--batches", *map(str, args.batches), "--contexts", *map(str, args.contexts), "--gen", str(args.gen)]
+        cmd += ["--reps", str(args.reps), "--size", args.size, "--out", str(out)] + ([] if check else ["--no-check"])
+        subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+        return json.loads(out.read_text())
 
 
 def weight_bytes(files: Files, impl: str, weights: str) -> int:
@@ -376,7 +391,7 @@ def main() -> int:
                                              weights=weights, ref=ref if round_ == 0 else None,
                                              extra=LLAMA_KV_Q8_ARGS if kv_q8 else [])  # fmt: skip
             else:
-                rows = int8_peers.ct2_rows(files.ct2_dir, args.threads, *shape, ref=ref if round_ == 0 else None)
+                rows = ct2_rows(args, check=round_ == 0)
             for row in rows:
                 impl_name = {"ours": "ours", "llama": "llama.cpp", "ct2": "CTranslate2"}[name]
                 key = (impl_name, weights, row["batch"], row["context"])
