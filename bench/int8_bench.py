@@ -209,10 +209,9 @@ def our_rows(files: Files, weights: str, threads: int, batches, contexts, gen: i
 
 
 def ct2_rows(args, check: bool) -> list[dict]:
-    """CTranslate2's rows (int8_peers.ct2_rows) from a process of its own. This one has loaded the kernel library
-    (is_current), which puts libtorch_cpu in the process's global symbol scope (kernels.load), and CTranslate2's
-    library loaded after it then calls torch's copies of the GEMM functions it bundles: wrong tokens and a step
-    faster than its weights can be read (bench/results/cpu-2026-11-30-final-124m/README.md)."""
+    """CTranslate2's rows (int8_peers.ct2_rows) from a process of its own: its own OpenMP runtime and thread pool,
+    apart from ours. (Until 2026-11-30 this process's kernel library also put libtorch_cpu in the global symbol
+    scope, and CTranslate2's bundled GEMM calls bound to torch's copies: wrong tokens, bench/ct2_beside_kernels.py.)"""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         cmd = [PY, str(ROOT / "bench" / "int8_peers.py"), "--peer", "ct2", "--threads", str(args.threads)]

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/log.h"
+#include "c_shims.h"  // kernels/: the library compiled graphs bind to
 #include "exec/memory.h"
 #include "exec/threads.h"
 #include "formats/files.h"
@@ -37,15 +38,18 @@ struct ContainerConstants : torch::inductor::AOTIModelContainerRunner {
     }
 };
 
-// The artifacts' CPU graphs call the kernel library's C shims (kernels/c_shims.h), which the dynamic linker binds
+// The artifacts' CPU graphs call the kernel library's C functions (kernels/c_shims.h), which the dynamic linker binds
 // in the process's global scope when it loads a graph's library. A process that opened libgpt_runtime with
-// RTLD_LOCAL (a plugin host, Python's ctypes) holds them outside that scope, and the graph would fail to load on
-// an undefined symbol: reopen this library RTLD_GLOBAL once (RTLD_NOLOAD: never a second copy; the handle is kept).
+// RTLD_LOCAL (a plugin host, Python's ctypes) holds them outside that scope, and the graph would fail to load on an
+// undefined symbol: reopen libgpt_kernel_shims, where they are defined, RTLD_GLOBAL once (RTLD_NOLOAD: never a second
+// copy; the handle is kept). That library depends on libc alone, so nothing else enters the global scope: reopening
+// libgpt_runtime itself would put libtorch there too, whose MKL and oneDNN symbols a library the host loads later
+// would bind to.
 void make_kernel_shims_global() {
     static const bool done = [] {
-        Dl_info self{};
-        if (dladdr(reinterpret_cast<void *>(&make_kernel_shims_global), &self) != 0 && self.dli_fname != nullptr)
-            (void)dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+        Dl_info shims{};
+        if (dladdr(reinterpret_cast<void *>(&gpt_kernel_shims_install), &shims) != 0 && shims.dli_fname != nullptr)
+            (void)dlopen(shims.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
         return true;
     }();
     (void)done;

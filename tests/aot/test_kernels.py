@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -287,11 +288,17 @@ def test_the_panels_artifacts_verify_and_give_one_greedy_text_on_every_path(arti
     assert all(text == texts[None] for text in texts.values()), texts
 
 
+def defined_symbols(library: Path) -> set[str]:
+    exported = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True)
+    assert exported.returncode == 0, exported.stderr
+    return {line.split()[-1] for line in exported.stdout.splitlines() if line.strip()}
+
+
 def test_every_operator_a_graph_calls_has_its_c_shim_and_no_torch_function_shares_its_name():
     """kernels/c_shims.h declares a C function for each operator of registration.cpp but the packing ones (called by
-    the runtime at load) and the library's queries; libgpt_runtime exports each (runtime/abi/exports.map), and
-    torch's own libraries define none of the names: a graph binds its calls in the process's global scope, where
-    the first definition would win."""
+    the runtime at load) and the library's queries; libgpt_kernel_shims exports each and libgpt_runtime none
+    (runtime/abi/exports.map), and torch's own libraries define none of the names: a graph binds its calls in the
+    process's global scope, where the first definition would win."""
     registered = set(re.findall(r'm\.def\(\s*"(\w+)\(', (kernels.SOURCE / "registration.cpp").read_text()))
     queries = ("version", "threaded", "active_path", "use_path")  # the library's own, for the compile
     called_by_graphs = {op for op in registered if not op.startswith("pack_") and op not in queries}
@@ -299,10 +306,35 @@ def test_every_operator_a_graph_calls_has_its_c_shim_and_no_torch_function_share
     names = {f"aoti_torch_cpu_{op}" for op in called_by_graphs}
     torch_lib = Path(torch.__file__).parent / "lib"
     for library in sorted(torch_lib.glob("libtorch*.so")):
-        exported = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True)
-        assert exported.returncode == 0, exported.stderr
-        assert not names & set(re.findall(r"\b(aoti_torch_cpu_\w+)$", exported.stdout, re.MULTILINE)), library
-    runtime = ROOT / "build" / "runtime" / "libgpt_runtime.so"
-    if runtime.exists():
-        exported = subprocess.run(["nm", "-D", "--defined-only", str(runtime)], capture_output=True, text=True)
-        assert names <= set(exported.stdout.split()), "libgpt_runtime does not export every C shim"
+        assert not names & defined_symbols(library), library
+    built = ROOT / "build" / "kernels" / f"libgpt_kernel_shims.so.{kernels.load()}"
+    if built.exists():
+        assert defined_symbols(built) == names | {"gpt_kernel_shims_install"}
+        runtime = ROOT / "build" / "runtime" / "libgpt_runtime.so"
+        assert not {name for name in defined_symbols(runtime) if not name.startswith("gpt_")}, "beyond the C API"
+
+
+# A compiled graph binds its calls of the C shims in the global scope; whatever else is there, every library loaded
+# later binds to as well. libtorch_cpu defines these (its MKL and oneDNN among them): a CTranslate2 loaded after
+# them ran its GEMMs on torch's MKL and gave wrong tokens.
+LIBTORCH_SYMBOLS = ("aoti_torch_get_data_ptr", "sgemm_", "cblas_daxpy")
+
+
+def test_loading_the_kernel_library_puts_its_c_functions_in_the_global_scope_and_nothing_of_torchs():
+    torch_cpu = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    assert set(LIBTORCH_SYMBOLS) <= defined_symbols(torch_cpu)
+    # A process of its own: the global scope as a fresh one that imports gpt_aot has it (dlopen(NULL) looks there).
+    names = (*LIBTORCH_SYMBOLS, "aoti_torch_cpu_linear")
+    probe = (
+        "import ctypes, json, gpt_aot\n"
+        "from gpt_aot.model import kernels\n"
+        "kernels.load()\n"
+        "scope = ctypes.CDLL(None)\n"
+        f"print(json.dumps({{name: hasattr(scope, name) for name in {names}}}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "aot")}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    in_scope = json.loads(done.stdout.strip().splitlines()[-1])
+    assert in_scope.pop("aoti_torch_cpu_linear"), "the graphs' C functions are not global"
+    assert not any(in_scope.values()), in_scope

@@ -1,6 +1,8 @@
 /* plugin_load.c — libgpt_runtime opened as a plugin host opens it: dlopen with RTLD_LOCAL, every entry point
  * found with dlsym. An artifact whose graphs call the kernel library (its C shims, kernels/c_shims.h, bound by the
- * dynamic linker in the global scope) must load and match its golden vector all the same.
+ * dynamic linker in the global scope) must load and match its golden vector all the same, and the library's loading
+ * must put those C functions in the host's global scope and nothing of libtorch's: a library the host loads later
+ * would bind to whatever is there (CTranslate2 ran its GEMMs on libtorch's MKL that way, and gave wrong tokens).
  * Usage: c_abi_plugin_load ARTIFACT_DIR LIBGPT_RUNTIME. Exit 0 only if every check holds. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -48,5 +50,19 @@ int main(int argc, char **argv) {
         return 1;
     }
     model_free(model);
+
+    /* dlopen(NULL): lookups in the global scope. */
+    void *global_scope = dlopen(NULL, RTLD_NOW);
+    if (global_scope == NULL || dlsym(global_scope, "aoti_torch_cpu_linear") == NULL) {
+        fprintf(stderr, "the kernel library's C functions are not in the global scope\n");
+        return 1;
+    }
+    static const char *const libtorch_symbols[] = {"aoti_torch_get_data_ptr", "sgemm_", "cblas_daxpy"};
+    for (size_t i = 0; i < sizeof libtorch_symbols / sizeof libtorch_symbols[0]; ++i) {
+        if (dlsym(global_scope, libtorch_symbols[i]) != NULL) {
+            fprintf(stderr, "libtorch's %s is in the global scope\n", libtorch_symbols[i]);
+            return 1;
+        }
+    }
     return 0;
 }

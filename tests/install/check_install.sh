@@ -34,14 +34,19 @@ fi
 
 abi=$(sed -n 's/^#define GPT_RUNTIME_ABI_VERSION \([0-9]*\)$/\1/p' "$root/include/gpt_runtime.h")
 lib=$(ls "$prefix"/lib*/libgpt_runtime.so."$abi")
-# The C API, and the kernel library's C shims that the artifacts' graphs call (kernels/c_shims.h), no more.
-shims=$(sed -n 's/^GPT_KERNELS_SHIM AOTITorchError \(aoti_torch_cpu_[a-z0-9_]*\)(.*/\1/p' "$root/kernels/c_shims.h")
-[ -n "$shims" ] || { echo "no C shim declared in kernels/c_shims.h"; exit 1; }
-exported=$(nm -D --defined-only "$lib" | awk '{print $3}')
-leaked=$(grep -v '^gpt_' <<<"$exported" | grep -vxF "$shims" || true)
-[ -z "$leaked" ] || { echo "exported beyond the C API and the kernels' C shims: $leaked"; exit 1; }
-missing=$(grep -vxF "$exported" <<<"$shims" || true)
-[ -z "$missing" ] || { echo "kernel C shims not exported: $missing"; exit 1; }
+# The C API, no more; the C functions that the artifacts' graphs bind to (kernels/c_shims.h) are libgpt_kernel_shims's,
+# beside it, which exports those and the hook that installs their definitions, and depends on nothing (made global
+# by the runtime, it must bring nothing of libtorch's into the global scope).
+leaked=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^gpt_' || true)
+[ -z "$leaked" ] || { echo "exported beyond the C API: $leaked"; exit 1; }
+kernels=$(sed -n 's/^#define GPT_KERNELS_VERSION \([0-9]*\)$/\1/p' "$root/kernels/kernels.h")
+shim_lib=$(ls "$(dirname "$lib")/libgpt_kernel_shims.so.$kernels")
+shims=$(sed -n 's/^GPT_KERNELS_SHIM [A-Za-z]* \**\([a-z0-9_]*\)(.*/\1/p' "$root/kernels/c_shims.h" | sort)
+[ "$(wc -l <<<"$shims")" -gt 1 ] || { echo "no C shim declared in kernels/c_shims.h"; exit 1; }
+shim_exports=$(nm -D --defined-only "$shim_lib" | awk '{print $3}' | sort)
+[ "$shim_exports" = "$shims" ] || { echo "libgpt_kernel_shims exports $shim_exports, not $shims"; exit 1; }
+shim_needs=$(readelf -d "$shim_lib" | grep NEEDED | grep -v 'libc\.so' || true)
+[ -z "$shim_needs" ] || { echo "libgpt_kernel_shims depends on more than libc: $shim_needs"; exit 1; }
 # grep -q reads the output whole from a variable: fed by a pipe it may quit early,
 # and the writer's SIGPIPE fails the pipeline under pipefail.
 dynamic=$(readelf -d "$lib")

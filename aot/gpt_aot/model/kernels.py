@@ -4,7 +4,8 @@ sources in, runs them.
 
 Built once per source change by torch's extension builder (cached under its build directory), on first use.
 The compiled graphs call the operators through C functions (kernels/c_shims.h; c_shims() declares them to
-AOTInductor), which the loaded library exports to the whole process, as libgpt_runtime does where an artifact runs.
+AOTInductor), defined in a small library of their own, libgpt_kernel_shims, that forwards each to this library and
+is the only one made global: as where libgpt_runtime runs an artifact.
 """
 
 import ctypes
@@ -36,29 +37,46 @@ SOURCES = (
 )
 
 
-@functools.cache
-def load() -> int:
-    """Registers the operators in this process (building them where needed); returns the library's version."""
+def _build(name: str, sources: tuple[str, ...], cflags: list[str], ldflags: list[str]) -> Path:
+    """One library built by torch's extension builder (again only when its sources or flags change) and loaded."""
     from torch.utils import cpp_extension
 
-    if not (SOURCE / "kernels.h").is_file():
-        raise RuntimeError(f"the kernel library's sources are not at {SOURCE}: gpt_aot runs from its repository")
-    build = Path(cpp_extension.get_default_build_root()) / "gpt_kernels"
+    build = Path(cpp_extension.get_default_build_root()) / name
     build.mkdir(parents=True, exist_ok=True)
     cpp_extension.load(
-        name="gpt_kernels",
-        sources=[str(SOURCE / s) for s in SOURCES],
+        name=name,
+        sources=[str(SOURCE / s) for s in sources],
         extra_include_paths=[str(SOURCE)],
-        # OpenMP, or at::parallel_for runs every kernel on one thread (kernels/cpu/threads.h).
-        extra_cflags=["-O3", "-fopenmp"],
-        extra_ldflags=["-fopenmp"],
+        extra_cflags=cflags,
+        extra_ldflags=ldflags,
         build_directory=str(build),
         is_python_module=False,
         verbose=False,
     )
-    # torch loads it into a local scope; a graph package (loaded to measure it, or to check the golden vector) binds
-    # its calls of the C shims in the global one.
-    ctypes.CDLL(str(build / "gpt_kernels.so"), mode=ctypes.RTLD_GLOBAL)
+    return build / f"{name}.so"
+
+
+@functools.cache
+def load() -> int:
+    """Registers the operators in this process (building them where needed); returns the library's version."""
+    if not (SOURCE / "kernels.h").is_file():
+        raise RuntimeError(f"the kernel library's sources are not at {SOURCE}: gpt_aot runs from its repository")
+    # The C functions the graphs bind to. The builder links torch's libraries into every library it builds;
+    # --as-needed (before them on its command line) drops them, since this one calls none: its only dependency
+    # is libc.
+    shims = _build("gpt_kernel_shims", ("c_shim_exports.cpp",), ["-O2"], ["-Wl,--as-needed"])
+    # A graph package (loaded to measure it, or to check the golden vector) binds its calls of the C functions in
+    # the process's global scope. Only the shim library goes there: the kernel library made global would take
+    # libtorch_cpu with it, whose MKL and oneDNN symbols a library loaded later (CTranslate2) would bind to.
+    ctypes.CDLL(str(shims), mode=ctypes.RTLD_GLOBAL)
+    _build(
+        "gpt_kernels",
+        SOURCES,
+        # OpenMP, or at::parallel_for runs every kernel on one thread (kernels/cpu/threads.h).
+        ["-O3", "-fopenmp"],
+        # Linked by its path: the kernel library installs its definitions in that very library when it loads.
+        ["-fopenmp", str(shims)],
+    )
     if not torch.ops.gpt_kernels.threaded():
         raise RuntimeError("the kernel library was built without OpenMP: its kernels would run on one thread")
     return int(torch.ops.gpt_kernels.version())
